@@ -1,0 +1,267 @@
+//! Link capacity: when does a packet that starts transmission now finish?
+//!
+//! Three kinds: unlimited, a bit rate (constant or scheduled, 0 meaning an
+//! outage), and a Mahimahi delivery trace.
+
+use crate::schedule::Schedule;
+use crate::time::Instant;
+use std::time::Duration;
+
+/// How long the link takes to put a packet on the wire.
+pub trait Capacity: Send {
+    /// The packet of `bytes` reaches the head of the link at `start` (the link
+    /// is idle then). Returns when its last bit has left, or `None` if the link
+    /// never again has capacity.
+    fn finish(&mut self, start: Instant, bytes: u32) -> Option<Instant>;
+    /// Average rate in bit/s used to size queues given in milliseconds; `None` if unlimited.
+    fn nominal_bps(&self) -> Option<f64>;
+}
+
+/// No serialisation delay at all.
+#[derive(Debug, Default)]
+pub struct Unlimited;
+
+impl Capacity for Unlimited {
+    fn finish(&mut self, start: Instant, _bytes: u32) -> Option<Instant> {
+        Some(start)
+    }
+    fn nominal_bps(&self) -> Option<f64> {
+        None
+    }
+}
+
+/// A bit rate that may change over time; a rate of zero is an outage.
+#[derive(Debug)]
+pub struct Rate {
+    bps: Schedule,
+}
+
+impl Rate {
+    pub fn constant(bps: f64) -> Rate {
+        Rate { bps: Schedule::constant(bps) }
+    }
+    pub fn scheduled(bps: Schedule) -> Rate {
+        Rate { bps }
+    }
+}
+
+impl Capacity for Rate {
+    fn finish(&mut self, start: Instant, bytes: u32) -> Option<Instant> {
+        let mut bits = bytes as f64 * 8.0;
+        let mut t = start;
+        loop {
+            let (rate, next) = self.bps.segment_at(t);
+            if rate <= 0.0 {
+                t = next?;
+                continue;
+            }
+            let need_ns = (bits * 1e9 / rate).round() as u64;
+            let done = Instant::from_nanos(t.as_nanos() + need_ns);
+            match next {
+                Some(n) if done > n => {
+                    bits -= rate * (n - t).as_secs_f64();
+                    t = n;
+                }
+                _ => return Some(done),
+            }
+        }
+    }
+    fn nominal_bps(&self) -> Option<f64> {
+        Some(self.bps.mean())
+    }
+}
+
+/// Bytes one Mahimahi delivery opportunity may carry.
+pub const TRACE_OPPORTUNITY_BYTES: u32 = 1504;
+
+/// A Mahimahi delivery trace: each line is a millisecond at which up to
+/// [`TRACE_OPPORTUNITY_BYTES`] may leave; the trace repeats after its last line.
+///
+/// As in Mahimahi, a packet may span several opportunities; bytes of an
+/// opportunity that no queued packet uses are lost.
+#[derive(Debug, Clone)]
+pub struct Trace {
+    /// Opportunity offsets in ms, non-decreasing, last > 0.
+    opportunities: Vec<u64>,
+    period_ms: u64,
+    /// Index (absolute, counting repetitions) of the opportunity in use and bytes left in it.
+    current: Option<(u64, u32)>,
+}
+
+/// A trace line that could not be used.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TraceError {
+    /// 1-based line number, 0 if the error concerns the whole trace.
+    pub line: usize,
+    pub message: String,
+}
+
+impl core::fmt::Display for TraceError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        if self.line > 0 {
+            write!(f, "line {}: {}", self.line, self.message)
+        } else {
+            f.write_str(&self.message)
+        }
+    }
+}
+
+impl Trace {
+    /// Parse Mahimahi's format: one non-negative integer (ms) per line, non-decreasing.
+    pub fn parse(text: &str) -> Result<Trace, TraceError> {
+        let mut opportunities = Vec::new();
+        for (i, raw) in text.lines().enumerate() {
+            let line = raw.trim();
+            if line.is_empty() {
+                continue;
+            }
+            let ms: u64 = line.parse().map_err(|_| TraceError {
+                line: i + 1,
+                message: format!("expected a whole number of milliseconds, found {line:?}"),
+            })?;
+            if let Some(&prev) = opportunities.last() {
+                if ms < prev {
+                    return Err(TraceError {
+                        line: i + 1,
+                        message: format!("{ms} ms comes before the previous line's {prev} ms"),
+                    });
+                }
+            }
+            opportunities.push(ms);
+        }
+        let Some(&last) = opportunities.last() else {
+            return Err(TraceError { line: 0, message: "trace has no delivery opportunities".into() });
+        };
+        if last == 0 {
+            return Err(TraceError { line: 0, message: "trace must end after 0 ms".into() });
+        }
+        Ok(Trace { opportunities, period_ms: last, current: None })
+    }
+
+    fn time_of(&self, idx: u64) -> Instant {
+        let n = self.opportunities.len() as u64;
+        Instant::from_millis((idx / n) * self.period_ms + self.opportunities[(idx % n) as usize])
+    }
+
+    /// Index of the first opportunity at or after `t`.
+    fn first_at_or_after(&self, t: Instant) -> u64 {
+        let n = self.opportunities.len() as u64;
+        let ms_ceil = t.as_nanos().div_ceil(1_000_000);
+        let rep = ms_ceil / self.period_ms;
+        let off = ms_ceil % self.period_ms;
+        // Opportunities at offset == period end the previous repetition and
+        // fall on this repetition's offset 0.
+        if off == 0 && rep > 0 {
+            let j = self.opportunities.partition_point(|&o| o < self.period_ms) as u64;
+            if j < n {
+                return (rep - 1) * n + j;
+            }
+        }
+        let i = self.opportunities.partition_point(|&o| o < off) as u64;
+        rep * n + i
+    }
+
+    /// Mean rate of the trace in bit/s.
+    pub fn mean_bps(&self) -> f64 {
+        self.opportunities.len() as f64 * TRACE_OPPORTUNITY_BYTES as f64 * 8.0 / (self.period_ms as f64 / 1e3)
+    }
+}
+
+impl Capacity for Trace {
+    fn finish(&mut self, start: Instant, bytes: u32) -> Option<Instant> {
+        // Leftover bytes of an opportunity only serve a packet that was already
+        // waiting when that opportunity came.
+        // An opportunity used up by earlier packets cannot serve this one.
+        let (mut idx, mut left) = match self.current {
+            Some((i, l)) if l > 0 && self.time_of(i) >= start => (i, l),
+            Some((i, _)) => (self.first_at_or_after(start).max(i + 1), TRACE_OPPORTUNITY_BYTES),
+            None => (self.first_at_or_after(start), TRACE_OPPORTUNITY_BYTES),
+        };
+        let mut need = bytes;
+        while need > left {
+            need -= left;
+            idx += 1;
+            left = TRACE_OPPORTUNITY_BYTES;
+        }
+        self.current = Some((idx, left - need));
+        Some(self.time_of(idx).max(start))
+    }
+    fn nominal_bps(&self) -> Option<f64> {
+        Some(self.mean_bps())
+    }
+}
+
+/// Time to serialise `bytes` at a fixed rate, as a Duration.
+pub fn tx_time(bytes: u32, bps: f64) -> Duration {
+    Duration::from_nanos(crate::time::serialization_nanos(bytes as u64, bps))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn constant_rate_exact() {
+        let mut r = Rate::constant(10e6);
+        assert_eq!(r.finish(Instant::ZERO, 1500), Some(Instant::from_micros(1200)));
+    }
+
+    #[test]
+    fn rate_change_mid_packet() {
+        // 8 Mbit/s for the first 0.5 ms, then 16 Mbit/s: 1000 bytes = 8000 bits;
+        // 4000 bits in the first 0.5 ms, the remaining 4000 take 0.25 ms.
+        let s = Schedule::new(&[(0.0, 8e6), (0.0005, 16e6)], 0.0).unwrap();
+        let mut r = Rate::scheduled(s);
+        assert_eq!(r.finish(Instant::ZERO, 1000), Some(Instant::from_micros(750)));
+    }
+
+    #[test]
+    fn outage_waits_for_capacity() {
+        let s = Schedule::new(&[(0.0, 0.0), (1.0, 12e6)], 0.0).unwrap();
+        let mut r = Rate::scheduled(s);
+        assert_eq!(r.finish(Instant::ZERO, 1500), Some(Instant::from_millis(1001)));
+        let never = Schedule::new(&[(0.0, 1e6), (1.0, 0.0)], 0.0).unwrap();
+        assert_eq!(Rate::scheduled(never).finish(Instant::from_secs_f64(2.0), 1), None);
+    }
+
+    #[test]
+    fn trace_parse_errors_name_line() {
+        let e = Trace::parse("1\n2\nabc\n").unwrap_err();
+        assert_eq!(e.line, 3);
+        let e = Trace::parse("5\n3\n").unwrap_err();
+        assert_eq!(e.line, 2);
+        assert_eq!(Trace::parse("\n").unwrap_err().line, 0);
+        assert_eq!(Trace::parse("0\n0\n").unwrap_err().line, 0);
+    }
+
+    #[test]
+    fn trace_delivers_on_opportunities_and_loops() {
+        let mut t = Trace::parse("1\n1\n3\n").unwrap();
+        // Two full packets at 1 ms, the third at 3 ms, the fourth at 4 ms (1 + period 3).
+        assert_eq!(t.finish(Instant::ZERO, 1500), Some(Instant::from_millis(1)));
+        assert_eq!(t.finish(Instant::ZERO, 1500), Some(Instant::from_millis(1)));
+        assert_eq!(t.finish(Instant::ZERO, 1500), Some(Instant::from_millis(3)));
+        assert_eq!(t.finish(Instant::from_millis(3), 1500), Some(Instant::from_millis(4)));
+    }
+
+    #[test]
+    fn trace_small_packets_share_an_opportunity() {
+        let mut t = Trace::parse("10\n").unwrap();
+        // 4 x 376 bytes fit into one 1504-byte opportunity at 10 ms.
+        for _ in 0..4 {
+            assert_eq!(t.finish(Instant::ZERO, 376), Some(Instant::from_millis(10)));
+        }
+        assert_eq!(t.finish(Instant::ZERO, 376), Some(Instant::from_millis(20)));
+        // A packet arriving after an opportunity cannot use its leftover.
+        let mut t = Trace::parse("10\n").unwrap();
+        assert_eq!(t.finish(Instant::ZERO, 100), Some(Instant::from_millis(10)));
+        assert_eq!(t.finish(Instant::from_millis(11), 100), Some(Instant::from_millis(20)));
+    }
+
+    #[test]
+    fn trace_mean_rate() {
+        // One opportunity per ms = 1504 * 8 * 1000 bit/s.
+        let t = Trace::parse("1\n").unwrap();
+        assert!((t.mean_bps() - 12.032e6).abs() < 1.0);
+    }
+}

@@ -1,0 +1,182 @@
+//! Propagation delay (constant or scheduled) with optional jitter, and the
+//! delay line that holds packets until they are due.
+
+use crate::rng::Rng;
+use crate::schedule::Schedule;
+use crate::time::Instant;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use std::time::Duration;
+
+/// Shape of the random part of the delay.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Jitter {
+    None,
+    /// Uniform in [-j, +j].
+    Uniform(Duration),
+    /// Normal with standard deviation j.
+    Normal(Duration),
+}
+
+/// One-way delay: a base value (constant or scheduled, in seconds) plus jitter.
+#[derive(Debug)]
+pub struct Delay {
+    base_s: Schedule,
+    jitter: Jitter,
+}
+
+impl Delay {
+    pub fn constant(d: Duration) -> Delay {
+        Delay { base_s: Schedule::constant(d.as_secs_f64()), jitter: Jitter::None }
+    }
+    pub fn scheduled(base_s: Schedule, jitter: Jitter) -> Delay {
+        Delay { base_s, jitter }
+    }
+    pub fn with_jitter(mut self, jitter: Jitter) -> Delay {
+        self.jitter = jitter;
+        self
+    }
+    /// True if every packet gets the same delay.
+    pub fn is_fixed(&self) -> bool {
+        self.base_s.is_constant() && self.jitter == Jitter::None
+    }
+
+    /// The delay for a packet that leaves the link at `t`.
+    pub fn sample(&self, t: Instant, rng: &mut Rng) -> Duration {
+        let base = self.base_s.value_at(t);
+        let extra = match self.jitter {
+            Jitter::None => 0.0,
+            Jitter::Uniform(j) => (rng.uniform() * 2.0 - 1.0) * j.as_secs_f64(),
+            Jitter::Normal(j) => rng.normal() * j.as_secs_f64(),
+        };
+        Duration::from_secs_f64((base + extra).max(0.0))
+    }
+}
+
+/// Packets in flight on the propagation path, released when due.
+///
+/// Without reordering a packet never overtakes an earlier one: if its sampled
+/// arrival is earlier, it arrives together with its predecessor.
+pub struct DelayLine<T> {
+    fifo: VecDeque<(Instant, T)>,
+    heap: BinaryHeap<Reverse<Timed<T>>>,
+    reorder: bool,
+    last_release: Instant,
+    seq: u64,
+}
+
+struct Timed<T> {
+    at: Instant,
+    seq: u64,
+    data: T,
+}
+impl<T> PartialEq for Timed<T> {
+    fn eq(&self, o: &Self) -> bool {
+        (self.at, self.seq) == (o.at, o.seq)
+    }
+}
+impl<T> Eq for Timed<T> {}
+impl<T> PartialOrd for Timed<T> {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl<T> Ord for Timed<T> {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        (self.at, self.seq).cmp(&(o.at, o.seq))
+    }
+}
+
+impl<T> DelayLine<T> {
+    pub fn new(reorder: bool) -> DelayLine<T> {
+        DelayLine { fifo: VecDeque::new(), heap: BinaryHeap::new(), reorder, last_release: Instant::ZERO, seq: 0 }
+    }
+
+    pub fn push(&mut self, at: Instant, data: T) {
+        if self.reorder {
+            self.seq += 1;
+            self.heap.push(Reverse(Timed { at, seq: self.seq, data }));
+        } else {
+            let at = at.max(self.last_release);
+            self.last_release = at;
+            self.fifo.push_back((at, data));
+        }
+    }
+
+    /// Next packet due at or before `now`.
+    pub fn pop_due(&mut self, now: Instant) -> Option<T> {
+        if self.reorder {
+            if self.heap.peek()?.0.at <= now {
+                return self.heap.pop().map(|r| r.0.data);
+            }
+            None
+        } else {
+            if self.fifo.front()?.0 <= now {
+                return self.fifo.pop_front().map(|(_, d)| d);
+            }
+            None
+        }
+    }
+
+    pub fn next_due(&self) -> Option<Instant> {
+        if self.reorder {
+            self.heap.peek().map(|r| r.0.at)
+        } else {
+            self.fifo.front().map(|f| f.0)
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.fifo.len() + self.heap.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn constant_delay_exact() {
+        let d = Delay::constant(Duration::from_millis(265));
+        let mut rng = Rng::new(0);
+        assert_eq!(d.sample(Instant::from_millis(3), &mut rng), Duration::from_millis(265));
+        assert!(d.is_fixed());
+    }
+
+    #[test]
+    fn jitter_bounds_and_mean() {
+        let d = Delay::constant(Duration::from_millis(100)).with_jitter(Jitter::Uniform(Duration::from_millis(10)));
+        let mut rng = Rng::new(4);
+        let n = 20_000;
+        let mut sum = 0.0;
+        for _ in 0..n {
+            let s = d.sample(Instant::ZERO, &mut rng).as_secs_f64();
+            assert!((0.090..=0.110).contains(&s));
+            sum += s;
+        }
+        assert!((sum / n as f64 - 0.100).abs() < 0.0005);
+    }
+
+    #[test]
+    fn fifo_line_never_reorders() {
+        let mut l = DelayLine::new(false);
+        l.push(Instant::from_millis(10), 1);
+        l.push(Instant::from_millis(5), 2); // would overtake
+        assert_eq!(l.pop_due(Instant::from_millis(9)), None);
+        assert_eq!(l.pop_due(Instant::from_millis(10)), Some(1));
+        assert_eq!(l.pop_due(Instant::from_millis(10)), Some(2));
+    }
+
+    #[test]
+    fn reordering_line_releases_by_time() {
+        let mut l = DelayLine::new(true);
+        l.push(Instant::from_millis(10), 1);
+        l.push(Instant::from_millis(5), 2);
+        assert_eq!(l.next_due(), Some(Instant::from_millis(5)));
+        assert_eq!(l.pop_due(Instant::from_millis(10)), Some(2));
+        assert_eq!(l.pop_due(Instant::from_millis(10)), Some(1));
+    }
+}

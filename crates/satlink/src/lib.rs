@@ -1,0 +1,32 @@
+//! satlink: the satellite link model of satbench.
+//!
+//! The model is sans-IO: every piece takes the current time as an argument
+//! and never reads a clock or touches a socket, so each can be tested in
+//! simulated time. The `satbench-link` binary is a thin TUN front end.
+//!
+//! - [`time`]: the caller's clock.
+//! - [`schedule`]: piecewise-constant values over time (LEO handovers).
+//! - [`capacity`]: serialisation: unlimited, bit rate (scheduled), Mahimahi trace.
+//! - [`queue`]: drop-tail (packets or bytes) and CoDel.
+//! - [`loss`]: Bernoulli, Gilbert-Elliott, bit error rate.
+//! - [`delay`]: propagation delay, jitter, the delay line.
+//! - [`link`]: one direction composed of the above, with [`stats`] counters.
+//! - [`config`]: the JSON configuration the orchestrator writes.
+//! - [`wire`], [`pcap`]: virtio-net headers, segmentation, captures.
+
+pub mod capacity;
+pub mod config;
+pub mod delay;
+pub mod link;
+pub mod loss;
+pub mod pcap;
+pub mod queue;
+pub mod rng;
+pub mod schedule;
+pub mod stats;
+pub mod time;
+pub mod wire;
+
+pub use config::LinkConfig;
+pub use link::Direction;
+pub use time::Instant;

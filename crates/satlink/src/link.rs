@@ -1,0 +1,303 @@
+//! One direction of the emulated link, composed of one-concern pieces:
+//!
+//! ```text
+//! on_packet -> [queue discipline] -> [capacity: serialisation] -> [loss] -> [delay line] -> poll_transmit
+//! ```
+//!
+//! Sans-IO: the caller passes the time to every call and asks `poll_timeout`
+//! when to come back. Channel loss is applied after serialisation, because a
+//! corrupted frame still used its air time.
+
+use crate::capacity::Capacity;
+use crate::delay::{Delay, DelayLine};
+use crate::loss::Loss;
+use crate::queue::{Entry, Queue};
+use crate::rng::Rng;
+use crate::stats::{Counters, CountersReport, Tally};
+use crate::time::Instant;
+
+pub struct Direction<T> {
+    queue: Box<dyn Queue<T>>,
+    capacity: Box<dyn Capacity>,
+    losses: Vec<Box<dyn Loss>>,
+    delay: Delay,
+    line: DelayLine<Entry<T>>,
+    on_wire: Option<(Instant, Entry<T>)>,
+    link_free_at: Instant,
+    rng: Rng,
+    counters: Counters,
+    scratch: Vec<Entry<T>>,
+    per_packet: bool,
+}
+
+impl<T: Send> Direction<T> {
+    /// `per_packet_capacity`: false only for an unlimited link.
+    pub fn new(
+        queue: Box<dyn Queue<T>>,
+        capacity: Box<dyn Capacity>,
+        per_packet_capacity: bool,
+        losses: Vec<Box<dyn Loss>>,
+        delay: Delay,
+        reorder: bool,
+        rng: Rng,
+    ) -> Direction<T> {
+        let per_packet = per_packet_capacity || !losses.is_empty() || !delay.is_fixed();
+        Direction {
+            queue,
+            capacity,
+            losses,
+            delay,
+            line: DelayLine::new(reorder),
+            on_wire: None,
+            link_free_at: Instant::ZERO,
+            rng,
+            counters: Counters::default(),
+            scratch: Vec::new(),
+            per_packet,
+        }
+    }
+
+    /// True if every wire packet must be handed in on its own (rate, loss or
+    /// jitter act per packet). False only for a fixed-delay, unlimited, lossless
+    /// direction, where an offloaded chunk of segments keeps exact timing.
+    pub fn needs_segments(&self) -> bool {
+        self.per_packet
+    }
+
+    /// A packet (or offloaded chunk of `packets` segments) arrives at `now`.
+    pub fn on_packet(&mut self, now: Instant, data: T, bytes: u32, packets: u32) {
+        self.advance(now);
+        self.counters.offered.add(packets, bytes);
+        let e = Entry { data, bytes, packets, enqueued: now };
+        if let Err(e) = self.queue.enqueue(now, e) {
+            self.counters.dropped.queue.add(e.packets, e.bytes);
+        } else {
+            let mq = &mut self.counters.max_queue;
+            mq.packets = mq.packets.max(self.queue.len_packets() as u64);
+            mq.bytes = mq.bytes.max(self.queue.len_bytes());
+        }
+        self.advance(now);
+    }
+
+    /// The next packet due for delivery at `now`, if any.
+    pub fn poll_transmit(&mut self, now: Instant) -> Option<T> {
+        self.advance(now);
+        let e = self.line.pop_due(now)?;
+        self.counters.delivered.add(e.packets, e.bytes);
+        Some(e.data)
+    }
+
+    /// When the model next has something to do (None: nothing pending).
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let wire = self.on_wire.as_ref().map(|w| w.0);
+        match (wire, self.line.next_due()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// Counters with the packets still queued or travelling.
+    pub fn report(&self) -> CountersReport {
+        let c = &self.counters;
+        let d = &c.dropped;
+        let gone = |f: fn(&Tally) -> u64| f(&c.delivered) + f(&d.queue) + f(&d.aqm) + f(&d.loss) + f(&d.outage);
+        let in_flight = Tally {
+            packets: c.offered.packets - gone(|t| t.packets),
+            bytes: c.offered.bytes - gone(|t| t.bytes),
+        };
+        c.report(in_flight)
+    }
+
+    /// Move packets through the link up to `now`, in their logical times.
+    fn advance(&mut self, now: Instant) {
+        loop {
+            if let Some((fin, _)) = self.on_wire {
+                if fin > now {
+                    return;
+                }
+                let (fin, e) = self.on_wire.take().expect("on_wire checked");
+                self.link_free_at = fin;
+                self.depart(fin, e);
+            }
+            // The link is idle: start the next packet at its logical start time.
+            let Some(head) = self.queue.head_enqueued() else { return };
+            let at = head.max(self.link_free_at).min(now);
+            let Some(e) = self.queue.dequeue(at, &mut self.scratch) else {
+                self.count_aqm_drops();
+                return;
+            };
+            self.count_aqm_drops();
+            let start = e.enqueued.max(self.link_free_at);
+            self.counters.queue_delay.record(start - e.enqueued);
+            match self.capacity.finish(start, e.bytes) {
+                Some(fin) => self.on_wire = Some((fin, e)),
+                None => self.counters.dropped.outage.add(e.packets, e.bytes),
+            }
+        }
+    }
+
+    fn count_aqm_drops(&mut self) {
+        for e in self.scratch.drain(..) {
+            self.counters.dropped.aqm.add(e.packets, e.bytes);
+        }
+    }
+
+    fn depart(&mut self, fin: Instant, e: Entry<T>) {
+        let mut lost = false;
+        for l in self.losses.iter_mut() {
+            // Every model draws for every packet, so one model's outcome never
+            // shifts another's random stream.
+            lost |= l.lose(fin, e.bytes / e.packets.max(1), &mut self.rng);
+        }
+        if lost {
+            self.counters.dropped.loss.add(e.packets, e.bytes);
+            return;
+        }
+        let arrival = fin + self.delay.sample(fin, &mut self.rng);
+        self.line.push(arrival, e);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::capacity::{Rate, Trace, Unlimited};
+    use crate::loss::Bernoulli;
+    use crate::queue::{DropTail, Limit};
+    use std::time::Duration;
+
+    fn direction(cap: Box<dyn Capacity>, limited: bool, loss: Vec<Box<dyn Loss>>, delay_ms: u64, limit: Limit) -> Direction<u32> {
+        Direction::new(
+            Box::new(DropTail::new(limit)),
+            cap,
+            limited,
+            loss,
+            Delay::constant(Duration::from_millis(delay_ms)),
+            false,
+            Rng::new(1),
+        )
+    }
+
+    /// Drive the model in simulated time: feed arrivals, collect (time, id) deliveries.
+    fn run(d: &mut Direction<u32>, arrivals: &[(Instant, u32, u32)]) -> Vec<(Instant, u32)> {
+        let mut out = Vec::new();
+        let mut i = 0;
+        loop {
+            let next_arrival = arrivals.get(i).map(|a| a.0);
+            let next = match (next_arrival, d.poll_timeout()) {
+                (Some(a), Some(b)) => a.min(b),
+                (a, b) => match a.or(b) {
+                    Some(t) => t,
+                    None => return out,
+                },
+            };
+            while let Some(p) = d.poll_transmit(next) {
+                out.push((next, p));
+            }
+            while i < arrivals.len() && arrivals[i].0 <= next {
+                let (t, id, bytes) = arrivals[i];
+                d.on_packet(t, id, bytes, 1);
+                i += 1;
+            }
+            while let Some(p) = d.poll_transmit(next) {
+                out.push((next, p));
+            }
+        }
+    }
+
+    #[test]
+    fn exact_delay_unlimited() {
+        let mut d = direction(Box::new(Unlimited), false, vec![], 250, Limit::Unlimited);
+        assert!(!d.needs_segments());
+        let out = run(&mut d, &[(Instant::from_micros(1), 7, 100)]);
+        assert_eq!(out, vec![(Instant::from_micros(250_001), 7)]);
+    }
+
+    #[test]
+    fn serialisation_then_delay() {
+        // 10 Mbit/s, 1500-byte packets: 1.2 ms each; 3 back to back at t=0.
+        let mut d = direction(Box::new(Rate::constant(10e6)), true, vec![], 100, Limit::Unlimited);
+        let arr: Vec<_> = (0..3).map(|i| (Instant::ZERO, i, 1500)).collect();
+        let out = run(&mut d, &arr);
+        let times: Vec<u64> = out.iter().map(|o| o.0.as_nanos()).collect();
+        assert_eq!(times, vec![101_200_000, 102_400_000, 103_600_000]);
+        let r = d.report();
+        assert_eq!(r.delivered.packets, 3);
+        assert_eq!(r.in_flight.packets, 0);
+        // Queueing delays 0, 1.2, 2.4 ms.
+        assert!((r.queue_delay.max_ms - 2.4).abs() < 0.05);
+    }
+
+    #[test]
+    fn delivered_rate_matches_rate() {
+        // Offer 20 Mbit/s to a 10 Mbit/s link for one second with a big queue:
+        // deliveries are spaced exactly 1.2 ms apart.
+        let mut d = direction(Box::new(Rate::constant(10e6)), true, vec![], 0, Limit::Unlimited);
+        let arr: Vec<_> = (0..1666u32).map(|i| (Instant::from_micros(600 * i as u64), i, 1500)).collect();
+        let out = run(&mut d, &arr);
+        assert_eq!(out.len(), 1666);
+        for w in out.windows(2) {
+            assert_eq!(w[1].0 - w[0].0, Duration::from_micros(1200));
+        }
+    }
+
+    #[test]
+    fn delivered_rate_matches_trace() {
+        // A trace with 1 opportunity per ms for 100 ms, 1504-byte packets, saturated.
+        let text: String = (1..=100).map(|i| format!("{i}\n")).collect();
+        let mut d = direction(Box::new(Trace::parse(&text).unwrap()), true, vec![], 0, Limit::Unlimited);
+        let arr: Vec<_> = (0..300u32).map(|i| (Instant::ZERO, i, 1504)).collect();
+        let out = run(&mut d, &arr);
+        // One packet per ms: 300 packets over 300 ms.
+        assert_eq!(out.len(), 300);
+        for (k, (t, _)) in out.iter().enumerate() {
+            assert_eq!(*t, Instant::from_millis(k as u64 + 1));
+        }
+    }
+
+    #[test]
+    fn tail_drop_counts() {
+        let mut d = direction(Box::new(Rate::constant(1e6)), true, vec![], 0, Limit::Packets(2));
+        // Packet 0 goes on the wire, 1 and 2 wait, 3 and 4 are dropped.
+        for i in 0..5 {
+            d.on_packet(Instant::ZERO, i, 1000, 1);
+        }
+        let r = d.report();
+        assert_eq!(r.dropped.queue.packets, 2);
+        assert_eq!(r.in_flight.packets, 3);
+    }
+
+    #[test]
+    fn loss_counted_and_consistent() {
+        let mut d = direction(Box::new(Unlimited), false, vec![Box::new(Bernoulli::new(0.1))], 10, Limit::Unlimited);
+        assert!(d.needs_segments());
+        let arr: Vec<_> = (0..10_000u32).map(|i| (Instant::from_micros(i as u64 * 100), i, 1000)).collect();
+        let out = run(&mut d, &arr);
+        let r = d.report();
+        assert_eq!(out.len() as u64 + r.dropped.loss.packets, 10_000);
+        let rate = r.dropped.loss.packets as f64 / 1e4;
+        assert!((rate - 0.1).abs() < 5.0 * (0.1f64 * 0.9 / 1e4).sqrt(), "loss rate {rate}");
+    }
+
+    #[test]
+    fn same_seed_same_losses() {
+        let mk = || direction(Box::new(Unlimited), false, vec![Box::new(Bernoulli::new(0.3))], 1, Limit::Unlimited);
+        let arr: Vec<_> = (0..1000u32).map(|i| (Instant::from_micros(i as u64 * 10), i, 100)).collect();
+        let a = run(&mut mk(), &arr);
+        let b = run(&mut mk(), &arr);
+        assert_eq!(a, b);
+    }
+
+    #[test]
+    fn outage_forever_drops() {
+        let s = crate::schedule::Schedule::new(&[(0.0, 1e6), (1.0, 0.0)], 0.0).unwrap();
+        let mut d = direction(Box::new(Rate::scheduled(s)), true, vec![], 0, Limit::Unlimited);
+        d.on_packet(Instant::from_secs_f64(2.0), 1, 100, 1);
+        assert_eq!(d.report().dropped.outage.packets, 1);
+        assert_eq!(d.poll_timeout(), None);
+    }
+}
