@@ -1,0 +1,150 @@
+"""The ``satbench`` command: a thin layer over the library."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from . import profiles
+from .errors import SatbenchError
+
+
+def _cmd_links(a: argparse.Namespace) -> int:
+    found = profiles.available()
+    rows = []
+    for name, path in sorted(found.items()):
+        try:
+            p = profiles.load(str(path))
+        except SatbenchError as e:
+            rows.append({"name": name, "error": str(e), "file": str(path)})
+            continue
+        rows.append({"name": p.name, "rtt_ms": p.base_rtt_ms, "forward": p.forward.summary(),
+                     "return": p.ret.summary(), "description": p.description, "file": str(path),
+                     "emulator_config": p.emulator_config(0) if a.json else None})
+    if a.json:
+        print(json.dumps(rows, indent=1))
+        return 0
+    for r in rows:
+        if "error" in r:
+            print(f"{r['name']}: INVALID: {r['error']}")
+            continue
+        print(f"{r['name']}  (base RTT {r['rtt_ms']:g} ms)")
+        print(f"    {r['description']}")
+        print(f"    forward: {r['forward']}")
+        print(f"    return:  {r['return']}")
+    return 0
+
+
+def _spec_from(a: argparse.Namespace):  # type: ignore[no-untyped-def]
+    from .testbed import TestbedSpec
+
+    link = profiles.load(a.link, a.set)
+    access = profiles.load(a.access) if a.access else None
+    return TestbedSpec(link=link, clients=a.clients, servers=a.servers, access=access, seed=a.seed,
+                       tcp_cc=a.cc, pcap_dir=Path(a.pcap) if a.pcap else None)
+
+
+def _cmd_shell(a: argparse.Namespace, rest: list[str]) -> int:
+    from .prereq import require_testbed
+    from .shell import run_shell
+
+    spec = _spec_from(a)
+    require_testbed()
+    return run_shell(spec, rest or None, json_stderr=a.json, json_out=Path(a.json_out) if a.json_out else None,
+                     quiet=a.quiet)
+
+
+def _cmd_cleanup(a: argparse.Namespace) -> int:
+    from .prereq import require_testbed
+    from .testbed import cleanup
+
+    if not a.force:
+        require_testbed()
+    removed = cleanup()
+    print(f"removed {len(removed)} stale testbed(s)" + (f": {', '.join(removed)}" if removed else ""))
+    return 0
+
+
+def _cmd_check(a: argparse.Namespace) -> int:
+    from .prereq import missing_for_testbed
+
+    missing = missing_for_testbed()
+    for m in missing:
+        print(m)
+    if not missing:
+        print("ok: root, /dev/net/tun, ip, emulator binary")
+    return 2 if missing else 0
+
+
+def _cmd_bench(a: argparse.Namespace) -> int:
+    from .bench import run_link_bench
+
+    if a.what != "link":
+        raise SatbenchError(f"unknown benchmark {a.what!r} (available: link)")
+    return run_link_bench(json_out=a.json, quick=a.quick)
+
+
+def _add_testbed_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--link", required=True, help="link profile name or .toml file (see 'satbench links')")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a profile key: forward.KEY, return.KEY or KEY for both (repeatable)")
+    p.add_argument("--access", help="profile of an access link between clients and terminal (e.g. wifi)")
+    p.add_argument("--clients", type=int, default=1, help="client hosts (default 1)")
+    p.add_argument("--servers", type=int, default=1, help="server hosts (default 1)")
+    p.add_argument("--seed", type=int, help="seed of the emulator's randomness (default: random, reported)")
+    p.add_argument("--cc", choices=["cubic", "bbr", "reno"], help="default TCP congestion control in every host")
+    p.add_argument("--pcap", metavar="DIR", help="write a pcap of each side of the link into DIR")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="satbench", description="Web performance over emulated satellite links.")
+    sub = ap.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("links", help="list link profiles with their parameters")
+    p.add_argument("--json", action="store_true")
+    p = sub.add_parser("shell", help="run a command (or a shell) on a client behind the emulated link",
+                       usage="satbench shell --link PROFILE [options] [-- CMD ...]")
+    _add_testbed_args(p)
+    p.add_argument("--json", action="store_true", help="print the link counters as JSON on stderr")
+    p.add_argument("--json-out", metavar="FILE", help="write the link counters as JSON to FILE")
+    p.add_argument("-q", "--quiet", action="store_true", help="print no counters")
+    p = sub.add_parser("cleanup", help="remove what dead runs left behind")
+    p.add_argument("--force", action="store_true", help=argparse.SUPPRESS)
+    sub.add_parser("check", help="check the prerequisites")
+    p = sub.add_parser("bench", help="benchmarks: 'link' measures the emulator's own speed and error")
+    p.add_argument("what", choices=["link"])
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--quick", action="store_true", help="shorter runs (less precise)")
+    return ap
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    rest: list[str] = []
+    if "--" in args:
+        i = args.index("--")
+        args, rest = args[:i], args[i + 1:]
+    a = build_parser().parse_args(args)
+    try:
+        if a.command == "links":
+            return _cmd_links(a)
+        if a.command == "shell":
+            return _cmd_shell(a, rest)
+        if rest:
+            raise SatbenchError(f"'{a.command}' takes no command after --")
+        if a.command == "cleanup":
+            return _cmd_cleanup(a)
+        if a.command == "check":
+            return _cmd_check(a)
+        if a.command == "bench":
+            return _cmd_bench(a)
+    except SatbenchError as e:
+        print(f"satbench: {e}", file=sys.stderr)
+        return e.exit_code
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,95 @@
+"""``satbench shell``: run a command behind the emulated link."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+from .testbed import Testbed, TestbedSpec, cleanup
+
+
+def _mb(b: int) -> str:
+    return f"{b / 1e6:.3f} MB"
+
+
+def format_counters(stats: dict[str, Any] | None, title: str) -> str:
+    """Human summary of an emulator's counters."""
+    if not stats:
+        return f"{title}: no counters (emulator did not report)"
+    lines = [f"{title}: seed {stats['seed']}, {stats['duration_s']:.1f} s"]
+    for key, label in (("forward", "forward (gateway -> terminal)"), ("return", "return  (terminal -> gateway)")):
+        d = stats[key]
+        dr = d["dropped"]
+        q = d["queue_delay"]
+        lines.append(
+            f"  {label}: offered {d['offered']['packets']} pkt / {_mb(d['offered']['bytes'])}, "
+            f"delivered {d['delivered']['packets']} pkt / {_mb(d['delivered']['bytes'])}, "
+            f"dropped queue {dr['queue']['packets']} aqm {dr['aqm']['packets']} loss {dr['loss']['packets']} "
+            f"outage {dr['outage']['packets']}; queueing delay p50 {q['p50_ms']:.2f} ms, p99 {q['p99_ms']:.2f} ms, "
+            f"max {q['max_ms']:.2f} ms")
+    return "\n".join(lines)
+
+
+def run_shell(spec: TestbedSpec, argv: Sequence[str] | None, *, json_stderr: bool = False,
+              json_out: Path | None = None, quiet: bool = False) -> int:
+    """Build a testbed, run ``argv`` (or an interactive shell) on client 1,
+    tear down, report the link counters, and return the command's exit code."""
+    cleanup()
+    child: subprocess.Popen[bytes] | None = None
+    stopping: list[int] = []
+
+    def forward(signum: int, _frame: object) -> None:
+        stopping.append(signum)
+        if child is not None and child.poll() is None:
+            # With a terminal, Ctrl-C already reached the child (same process group).
+            if signum == signal.SIGINT and sys.stdin.isatty():
+                return
+            child.send_signal(signal.SIGTERM if signum != signal.SIGINT else signal.SIGINT)
+        elif signum != signal.SIGINT:
+            raise KeyboardInterrupt
+
+    old = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    rc = 1
+    tb = Testbed(spec)
+    try:
+        with tb:
+            env = {**os.environ, **tb.env()}
+            if argv:
+                cmd = list(argv)
+            else:
+                env["PS1"] = f"[satbench {spec.link.name} {tb.client.role}] \\w\\$ "
+                cmd = ["bash", "--norc", "-i"]
+                if not quiet:
+                    print(f"satbench: shell on {tb.client.name} ({tb.client.addr}) behind link '{spec.link.name}'; "
+                          f"server {tb.server.name} ({tb.server.addr}); exit to tear down", file=sys.stderr)
+            if stopping:
+                raise KeyboardInterrupt
+            child = tb.client.popen(cmd, env=env)
+            while True:
+                try:
+                    code = child.wait()
+                    break
+                except KeyboardInterrupt:
+                    continue
+            rc = code if code >= 0 else 128 - code
+    except KeyboardInterrupt:
+        rc = 130 if not stopping or stopping[0] == signal.SIGINT else 128 + stopping[0]
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+    report = {"testbed": tb.id, "link": spec.link.name, "seed": tb.seed, "exit_code": rc,
+              "link_counters": tb.link_stats, "access_counters": tb.access_stats}
+    if json_out is not None:
+        json_out.write_text(json.dumps(report, indent=1) + "\n")
+    if json_stderr:
+        print(json.dumps(report), file=sys.stderr)
+    elif not quiet:
+        print(format_counters(tb.link_stats, f"satbench: link '{spec.link.name}'"), file=sys.stderr)
+        if spec.access is not None:
+            print(format_counters(tb.access_stats, f"satbench: access link '{spec.access.name}'"), file=sys.stderr)
+    return rc

@@ -1,0 +1,420 @@
+"""The emulated path, built out of network namespaces.
+
+    client hosts --(LAN)-- [access point --(access link)--] terminal ==(satellite link)== gateway --(LAN)-- server hosts
+
+Every host is a network namespace named ``sb<id>-<role>``. The satellite link
+(and the optional access link) is a pair of TUN devices joined by a
+``satbench-link`` emulator process. Addresses come from 198.18.0.0/15, the
+range reserved for network benchmarking, and exist only inside the testbed:
+no namespace has an interface or a route to the host or beyond.
+
+    198.18.1.0/24  client LAN   (.1 terminal or access point, .10+ clients)
+    198.18.2.1/2   satellite link (terminal / gateway)
+    198.18.3.0/24  server LAN   (.1 gateway, .10+ servers)
+    198.18.4.1/2   access link  (access point / terminal)
+
+Names under ``.test`` come from a hosts file that ``ip netns exec`` mounts.
+Before anything is made, an owner record (pid and start time) is written to
+``/run/satbench/<id>/owner.json``; :func:`cleanup` removes whatever testbeds
+whose owner is gone left behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import select
+import shutil
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from . import prereq
+from .errors import TestbedError
+from .profiles import LinkProfile
+
+RUN_ROOT = Path(os.environ.get("SATBENCH_RUN_DIR", "/run/satbench"))
+NETNS_ETC = Path("/etc/netns")
+NETNS_RUN = Path("/run/netns")
+_NS_RE = re.compile(r"^sb([0-9a-f]{6})-[a-z0-9]+$")
+CONGESTION_CONTROLS = ("cubic", "bbr", "reno")
+
+
+def _run(argv: Sequence[str], *, input: str | None = None, what: str = "") -> subprocess.CompletedProcess[str]:
+    p = subprocess.run(list(argv), input=input, capture_output=True, text=True)
+    if p.returncode != 0:
+        detail = (p.stderr or p.stdout).strip().splitlines()
+        raise TestbedError(f"{what or argv[0]} failed: {' '.join(argv)}: {detail[-1] if detail else p.returncode}")
+    return p
+
+
+def _proc_start_time(pid: int) -> int | None:
+    """Start time of a process in clock ticks since boot (guards against pid reuse)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[19])
+
+
+def _alive(pid: int, start: int | None) -> bool:
+    st = _proc_start_time(pid)
+    return st is not None and (start is None or st == start)
+
+
+@dataclass
+class Host:
+    """A host of the testbed: a network namespace with one address."""
+
+    role: str
+    ns: str
+    addr: str
+    names: list[str] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return self.names[0] if self.names else self.addr
+
+    def cmd(self, argv: Sequence[str]) -> list[str]:
+        """argv that runs ``argv`` inside this host (with its hosts file)."""
+        return ["ip", "netns", "exec", self.ns, *argv]
+
+    def run(self, argv: Sequence[str], **kw: Any) -> subprocess.CompletedProcess[Any]:
+        return subprocess.run(self.cmd(argv), **kw)
+
+    def popen(self, argv: Sequence[str], **kw: Any) -> subprocess.Popen[Any]:
+        return subprocess.Popen(self.cmd(argv), **kw)
+
+
+@dataclass(kw_only=True)
+class TestbedSpec:
+    """What to build. Keyword-only, validated in :class:`Testbed`."""
+
+    __test__ = False
+
+    link: LinkProfile
+    clients: int = 1
+    servers: int = 1
+    access: LinkProfile | None = None
+    seed: int | None = None
+    tcp_cc: str | None = None
+    pcap_dir: Path | None = None
+
+
+class Emulator:
+    """One ``satbench-link`` process joining two TUN devices."""
+
+    def __init__(self, name: str, profile: LinkProfile, seed: int, near: tuple[str, str], far: tuple[str, str],
+                 run_dir: Path, pcap_dir: Path | None):
+        self.name, self.profile, self.seed = name, profile, seed
+        self.config_path = run_dir / f"{name}.json"
+        self.stats_path = run_dir / f"{name}-stats.json"
+        self.config_path.write_text(json.dumps(profile.emulator_config(seed), indent=1))
+        argv = [str(prereq.link_binary()), "--config", str(self.config_path),
+                "--terminal", f"{NETNS_RUN / near[0]}:{near[1]}", "--gateway", f"{NETNS_RUN / far[0]}:{far[1]}",
+                "--stats", str(self.stats_path), "--parent-pid", str(os.getpid())]
+        if pcap_dir is not None:
+            d = pcap_dir / name
+            d.mkdir(parents=True, exist_ok=True)
+            argv += ["--pcap-dir", str(d)]
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                     start_new_session=True)
+        ready, _, _ = select.select([self.proc.stdout], [], [], 10.0)
+        line = self.proc.stdout.readline() if ready else ""  # type: ignore[union-attr]
+        if not line.startswith("{"):
+            self.proc.kill()
+            err = self.proc.stderr.read().strip() if self.proc.stderr else ""  # type: ignore[union-attr]
+            raise TestbedError(f"link emulator {name} did not start: {err or 'no ready line within 10 s'}")
+        self.ready = json.loads(line)
+        self.stats: dict[str, Any] | None = None
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def stop(self) -> dict[str, Any] | None:
+        """Stop the emulator and return its counters."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        for f in (self.proc.stdout, self.proc.stderr):
+            if f:
+                f.close()
+        if self.stats is None and self.stats_path.exists():
+            self.stats = json.loads(self.stats_path.read_text())
+        return self.stats
+
+
+class Testbed:
+    """A fresh emulated path. Use as a context manager; everything it made is
+    removed on exit, and by :func:`cleanup` if its owner dies first."""
+
+    __test__ = False
+
+    def __init__(self, spec: TestbedSpec):
+        if not 1 <= spec.clients <= 200:
+            raise TestbedError(f"clients must be between 1 and 200, got {spec.clients}")
+        if not 1 <= spec.servers <= 200:
+            raise TestbedError(f"servers must be between 1 and 200, got {spec.servers}")
+        if spec.tcp_cc is not None and spec.tcp_cc not in CONGESTION_CONTROLS:
+            raise TestbedError(f"tcp_cc must be one of {', '.join(CONGESTION_CONTROLS)}, got {spec.tcp_cc!r}")
+        self.spec = spec
+        self.id = secrets.token_hex(3)
+        self.seed = spec.seed if spec.seed is not None else secrets.randbits(63)
+        self.run_dir = RUN_ROOT / self.id
+        p = f"sb{self.id}-"
+        self.terminal = Host("terminal", p + "term", "198.18.2.1", ["terminal.test"])
+        self.gateway = Host("gateway", p + "gw", "198.18.2.2", ["gateway.test"])
+        self.access_point = Host("ap", p + "ap", "198.18.4.1", ["ap.test"]) if spec.access else None
+        self.clients = [Host(f"c{i}", p + f"c{i}", f"198.18.1.{9 + i}", [f"c{i}.test"] + (["client.test"] if i == 1 else []))
+                        for i in range(1, spec.clients + 1)]
+        self.servers = [Host(f"s{j}", p + f"s{j}", f"198.18.3.{9 + j}", (["server.test"] if j == 1 else []) + [f"s{j}.test"])
+                        for j in range(1, spec.servers + 1)]
+        self.emulators: dict[str, Emulator] = {}
+        self.link_stats: dict[str, Any] | None = None
+        self.access_stats: dict[str, Any] | None = None
+        self._built = False
+        self._closed = False
+
+    @property
+    def hosts(self) -> list[Host]:
+        extra = [self.access_point] if self.access_point else []
+        return [*self.clients, *extra, self.terminal, self.gateway, *self.servers]
+
+    @property
+    def namespaces(self) -> list[str]:
+        return [h.ns for h in self.hosts]
+
+    @property
+    def server(self) -> Host:
+        return self.servers[0]
+
+    @property
+    def client(self) -> Host:
+        return self.clients[0]
+
+    def __enter__(self) -> "Testbed":
+        try:
+            self.build()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- building -----------------------------------------------------------
+
+    def _write_owner(self) -> None:
+        """Record who owns this testbed. The first time, the run folder appears
+        only once its owner file is complete (a concurrent cleanup never sees it
+        half made)."""
+        owner = {"pid": os.getpid(), "start": _proc_start_time(os.getpid()), "created_unix": time.time(),
+                 "namespaces": self.namespaces, "emulator_pids": [e.pid for e in self.emulators.values()],
+                 "link": self.spec.link.name, "seed": self.seed}
+        if not self.run_dir.exists():
+            RUN_ROOT.mkdir(parents=True, exist_ok=True)
+            staging = RUN_ROOT / f".{self.id}.new"
+            staging.mkdir()
+            (staging / "owner.json").write_text(json.dumps(owner))
+            staging.rename(self.run_dir)
+            return
+        tmp = self.run_dir / "owner.json.tmp"
+        tmp.write_text(json.dumps(owner))
+        tmp.replace(self.run_dir / "owner.json")
+
+    def _hosts_file(self) -> str:
+        lines = ["127.0.0.1\tlocalhost", "# satbench testbed " + self.id]
+        for h in self.hosts:
+            if h.names:
+                lines.append(f"{h.addr}\t{' '.join(h.names)}")
+        return "\n".join(lines) + "\n"
+
+    def build(self) -> None:
+        prereq.require_testbed()
+        self._write_owner()
+        self._built = True
+        batch = "".join(f"netns add {ns}\n" for ns in self.namespaces)
+        _run(["ip", "-batch", "-"], input=batch, what="creating namespaces")
+        hosts = self._hosts_file()
+        for ns in self.namespaces:
+            d = NETNS_ETC / ns
+            d.mkdir(parents=True, exist_ok=True)
+            (d / "hosts").write_text(hosts)
+            (d / "resolv.conf").write_text("# satbench: no DNS server; names come from /etc/hosts\n")
+        routers = {self.terminal.ns, self.gateway.ns} | ({self.access_point.ns} if self.access_point else set())
+        for ns in self.namespaces:
+            self._sysctls(ns, router=ns in routers)
+        self._configure()
+        near_side = (self.access_point.ns, "acc0") if self.access_point else None
+        self.emulators["link"] = Emulator("link", self.spec.link, self.seed, (self.terminal.ns, "sat0"),
+                                          (self.gateway.ns, "sat0"), self.run_dir, self.spec.pcap_dir)
+        if self.spec.access and near_side:
+            self.emulators["access"] = Emulator("access", self.spec.access, self.seed ^ 0x5A5A, near_side,
+                                                (self.terminal.ns, "acc0"), self.run_dir, self.spec.pcap_dir)
+        self._write_owner()
+
+    def _sysctls(self, ns: str, *, router: bool) -> None:
+        s = ["net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1",
+             "net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf.default.rp_filter=0",
+             f"net.ipv4.ip_forward={1 if router else 0}"]
+        if self.spec.tcp_cc:
+            s.append(f"net.ipv4.tcp_congestion_control={self.spec.tcp_cc}")
+        _run(["ip", "netns", "exec", ns, "sysctl", "-q", "-w", *s], what=f"sysctl in {ns}")
+
+    def _configure(self) -> None:
+        def batch(ns: str, lines: list[str]) -> None:
+            _run(["ip", "-n", ns, "-batch", "-"], input="\n".join(lines) + "\n", what=f"configuring {ns}")
+
+        def tun(dev: str, local: str, peer: str) -> list[str]:
+            return [f"tuntap add dev {dev} mode tun vnet_hdr", f"link set {dev} up",
+                    f"addr add {local} peer {peer} dev {dev}"]
+
+        def lan(hosts: list[Host], gw_addr: str) -> list[str]:
+            lines = ["link set lo up", "link add lan0 type bridge", "link set lan0 up",
+                     f"addr add {gw_addr}/24 dev lan0"]
+            for h in hosts:
+                lines += [f"link add {h.role} type veth peer name eth0 netns {h.ns}",
+                          f"link set {h.role} master lan0", f"link set {h.role} up"]
+            return lines
+
+        # Client side.
+        client_lan = lan(self.clients, "198.18.1.1")
+        term = [] if self.access_point else client_lan
+        if not self.access_point:
+            term += tun("sat0", "198.18.2.1", "198.18.2.2") + ["route add 198.18.3.0/24 dev sat0"]
+        else:
+            term += ["link set lo up"] + tun("sat0", "198.18.2.1", "198.18.2.2")
+            term += ["route add 198.18.3.0/24 dev sat0"]
+            term += tun("acc0", "198.18.4.2", "198.18.4.1") + ["route add 198.18.1.0/24 dev acc0"]
+            ap = client_lan + tun("acc0", "198.18.4.1", "198.18.4.2")
+            ap += ["route add 198.18.2.0/24 dev acc0", "route add 198.18.3.0/24 dev acc0"]
+            batch(self.access_point.ns, ap)
+        batch(self.terminal.ns, term)
+        gw = lan(self.servers, "198.18.3.1") + tun("sat0", "198.18.2.2", "198.18.2.1")
+        gw += ["route add 198.18.1.0/24 dev sat0", "route add 198.18.4.0/24 dev sat0"]
+        batch(self.gateway.ns, gw)
+        for h, via in [(c, "198.18.1.1") for c in self.clients] + [(s, "198.18.3.1") for s in self.servers]:
+            batch(h.ns, ["link set lo up", f"addr add {h.addr}/24 dev eth0", "link set eth0 up",
+                         f"route add 198.18.0.0/15 via {via}"])
+
+    # -- running ------------------------------------------------------------
+
+    def env(self) -> dict[str, str]:
+        """Variables that tell a command where it is."""
+        return {"SATBENCH_SERVER": self.server.name, "SATBENCH_SERVER_ADDR": self.server.addr,
+                "SATBENCH_CLIENT_ADDR": self.client.addr, "SATBENCH_TESTBED": self.id,
+                "SATBENCH_LINK": self.spec.link.name, "SATBENCH_SEED": str(self.seed)}
+
+    # -- teardown -----------------------------------------------------------
+
+    def close(self) -> None:
+        """Stop everything and remove every namespace, file and process. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        if not self._built:
+            return
+        for ns in self.namespaces:
+            _kill_netns_processes(ns)
+        for name, e in self.emulators.items():
+            stats = e.stop()
+            if name == "link":
+                self.link_stats = stats
+            else:
+                self.access_stats = stats
+        _destroy(self.id, self.namespaces)
+
+
+def _kill_netns_processes(ns: str) -> None:
+    if not (NETNS_RUN / ns).exists():
+        return
+    for _ in range(3):
+        p = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True)
+        pids = [int(x) for x in p.stdout.split() if x.isdigit()]
+        if not pids:
+            return
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.02)
+
+
+def _destroy(tid: str, namespaces: list[str]) -> None:
+    """Remove a testbed's namespaces, their /etc/netns folders and its run folder."""
+    owner = RUN_ROOT / tid / "owner.json"
+    emulator_pids: list[int] = []
+    if owner.exists():
+        try:
+            emulator_pids = json.loads(owner.read_text()).get("emulator_pids", [])
+        except (OSError, ValueError):
+            pass
+    for pid in emulator_pids:
+        try:
+            if "satbench-link" in Path(f"/proc/{pid}/cmdline").read_text():
+                os.kill(pid, signal.SIGKILL)
+        except (OSError, ProcessLookupError):
+            pass
+    names = set(namespaces) | {ns for ns in list_netns() if ns.startswith(f"sb{tid}-")}
+    for ns in sorted(names):
+        _kill_netns_processes(ns)
+        if (NETNS_RUN / ns).exists():
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+        shutil.rmtree(NETNS_ETC / ns, ignore_errors=True)
+    shutil.rmtree(RUN_ROOT / tid, ignore_errors=True)
+
+
+def list_netns() -> list[str]:
+    try:
+        return sorted(p.name for p in NETNS_RUN.iterdir())
+    except OSError:
+        return []
+
+
+def _owner_alive(tid: str) -> bool:
+    try:
+        owner = json.loads((RUN_ROOT / tid / "owner.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return _alive(int(owner["pid"]), owner.get("start"))
+
+
+def cleanup() -> list[str]:
+    """Remove what testbeds whose owner process is gone left behind; never
+    touches a testbed whose owner is alive. Returns the ids removed."""
+    ids: set[str] = set()
+    if RUN_ROOT.is_dir():
+        ids |= {d.name for d in RUN_ROOT.iterdir() if re.fullmatch(r"[0-9a-f]{6}", d.name)}
+    for ns in list_netns():
+        m = _NS_RE.match(ns)
+        if m:
+            ids.add(m.group(1))
+    if NETNS_ETC.is_dir():
+        for d in NETNS_ETC.iterdir():
+            m = _NS_RE.match(d.name)
+            if m:
+                ids.add(m.group(1))
+    removed = []
+    for tid in sorted(ids):
+        if _owner_alive(tid):
+            continue
+        namespaces: list[str] = []
+        try:
+            namespaces = json.loads((RUN_ROOT / tid / "owner.json").read_text()).get("namespaces", [])
+        except (OSError, ValueError):
+            pass
+        _destroy(tid, namespaces)
+        removed.append(tid)
+    return removed
