@@ -17,6 +17,12 @@ def link_binary() -> Path:
     return Path(env) if env else REPO / "target" / "release" / "satbench-link"
 
 
+def probe_binary() -> Path:
+    """The UDP probe binary: $SATBENCH_PROBE_BIN, or the workspace's release build."""
+    env = os.environ.get("SATBENCH_PROBE_BIN")
+    return Path(env) if env else REPO / "target" / "release" / "satbench-probe"
+
+
 def missing_for_testbed() -> list[str]:
     missing = []
     if os.geteuid() != 0:

@@ -105,14 +105,19 @@ impl<T> DelayLine<T> {
 
     /// Next packet due at or before `now`.
     pub fn pop_due(&mut self, now: Instant) -> Option<T> {
+        self.pop_due_timed(now).map(|(_, d)| d)
+    }
+
+    /// Next packet due at or before `now`, with the time it was due.
+    pub fn pop_due_timed(&mut self, now: Instant) -> Option<(Instant, T)> {
         if self.reorder {
             if self.heap.peek()?.0.at <= now {
-                return self.heap.pop().map(|r| r.0.data);
+                return self.heap.pop().map(|r| (r.0.at, r.0.data));
             }
             None
         } else {
             if self.fifo.front()?.0 <= now {
-                return self.fifo.pop_front().map(|(_, d)| d);
+                return self.fifo.pop_front();
             }
             None
         }

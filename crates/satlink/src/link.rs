@@ -82,8 +82,9 @@ impl<T: Send> Direction<T> {
     /// The next packet due for delivery at `now`, if any.
     pub fn poll_transmit(&mut self, now: Instant) -> Option<T> {
         self.advance(now);
-        let e = self.line.pop_due(now)?;
+        let (due, e) = self.line.pop_due_timed(now)?;
         self.counters.delivered.add(e.packets, e.bytes);
+        self.counters.release_lateness.record(now - due);
         Some(e.data)
     }
 

@@ -135,6 +135,9 @@ pub struct Counters {
     pub queue_delay: Histogram,
     /// Largest queue seen, in packets and bytes.
     pub max_queue: Tally,
+    /// How late each packet left the emulator relative to its due time: the
+    /// emulator's own timing error (always zero in simulated time).
+    pub release_lateness: Histogram,
 }
 
 /// Serializable snapshot of [`Counters`].
@@ -145,6 +148,7 @@ pub struct CountersReport {
     pub dropped: Drops,
     pub queue_delay: DelaySummary,
     pub max_queue: Tally,
+    pub release_lateness: DelaySummary,
     /// Packets still in the queue or on the path when the report was made.
     pub in_flight: Tally,
 }
@@ -157,6 +161,7 @@ impl Counters {
             dropped: self.dropped,
             queue_delay: self.queue_delay.summary(),
             max_queue: self.max_queue,
+            release_lateness: self.release_lateness.summary(),
             in_flight,
         }
     }

@@ -1,0 +1,136 @@
+"""Measurements over a testbed: RTT and loss with the UDP probe, TCP bulk
+transfers with iperf3, and the emulator's CPU time."""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from . import prereq
+from .errors import TestbedError
+from .testbed import Host, Testbed
+
+PROBE_PORT = 9000
+IPERF_PORT = 5201
+
+
+@dataclass
+class ProbeResult:
+    sent: int
+    received: int
+    rtt_ms: list[float | None]
+
+    @property
+    def rtts(self) -> list[float]:
+        return [r for r in self.rtt_ms if r is not None]
+
+    @property
+    def loss(self) -> float:
+        return 1 - self.received / self.sent if self.sent else 0.0
+
+    def quantile(self, q: float) -> float:
+        xs = sorted(self.rtts)
+        if not xs:
+            return float("nan")
+        return xs[min(len(xs) - 1, max(0, round(q * (len(xs) - 1))))]
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.rtts) if self.rtts else float("nan")
+
+
+def _wait_port(host: Host, argv_ok: list[str], timeout: float = 5.0) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if host.run(argv_ok, capture_output=True).returncode == 0:
+            return
+        time.sleep(0.02)
+
+
+def probe(client: Host, server: Host, *, count: int = 100, interval_ms: float = 10.0, size: int = 64,
+          wait_ms: float = 3000.0) -> ProbeResult:
+    """Send ``count`` UDP probes from ``client`` to an echo server on ``server``."""
+    pb = str(prereq.probe_binary())
+    duration = count * interval_ms / 1e3 + wait_ms / 1e3 + 10
+    echo = server.popen([pb, "echo", "--port", str(PROBE_PORT), "--duration-s", f"{duration:.1f}"],
+                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = echo.stdout.readline() if echo.stdout else ""
+        if "listening" not in line:
+            raise TestbedError(f"probe echo server did not start: {echo.stderr.read() if echo.stderr else ''}")
+        p = client.run([pb, "ping", f"{server.addr}:{PROBE_PORT}", "--count", str(count), "--interval-ms",
+                        str(interval_ms), "--size", str(size), "--wait-ms", str(wait_ms)],
+                       capture_output=True, text=True, timeout=duration + 30)
+        if p.returncode != 0:
+            raise TestbedError(f"probe failed: {p.stderr.strip()}")
+        d = json.loads(p.stdout)
+        return ProbeResult(sent=d["sent"], received=d["received"], rtt_ms=d["rtt_ms"])
+    finally:
+        echo.kill()
+        echo.wait()
+
+
+@dataclass
+class BulkResult:
+    """A TCP bulk transfer from server to client (the forward direction)."""
+
+    seconds: float
+    bytes_received: int
+    interval_bps: list[float]
+    retransmits: int
+    mss: int | None
+    raw: dict[str, Any]
+
+    def goodput_bps(self, skip_s: float = 0.0) -> float:
+        """Mean goodput over the intervals after ``skip_s`` seconds (slow start)."""
+        xs = self.interval_bps[int(skip_s):]
+        return sum(xs) / len(xs) if xs else 0.0
+
+
+def bulk(client: Host, server: Host, *, seconds: float = 10.0, cc: str | None = None) -> BulkResult:
+    """iperf3 download (server sends) for ``seconds``; one-second intervals."""
+    srv = server.popen(["iperf3", "-s", "-1", "-p", str(IPERF_PORT)], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+    try:
+        argv = ["iperf3", "-c", server.addr, "-p", str(IPERF_PORT), "-R", "-J", "-t", f"{seconds:g}", "-i", "1"]
+        if cc:
+            argv += ["-C", cc]
+        deadline = time.monotonic() + 5
+        while True:
+            p = client.run(argv, capture_output=True, text=True, timeout=seconds + 60)
+            if p.returncode == 0 or time.monotonic() > deadline or "Connection refused" not in p.stdout + p.stderr:
+                break
+            time.sleep(0.05)
+        if p.returncode != 0:
+            raise TestbedError(f"iperf3 failed: {(p.stdout + p.stderr).strip()[-300:]}")
+        d = json.loads(p.stdout)
+    finally:
+        srv.kill()
+        srv.wait()
+    intervals = [iv["sum"]["bits_per_second"] for iv in d["intervals"]]
+    end = d["end"]
+    recv = end.get("sum_received", {})
+    mss = d.get("start", {}).get("tcp_mss_default")
+    return BulkResult(seconds=recv.get("seconds", seconds), bytes_received=int(recv.get("bytes", 0)),
+                      interval_bps=intervals, retransmits=int(end.get("sum_sent", {}).get("retransmits", 0)),
+                      mss=mss, raw=d)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of a process."""
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def ideal_goodput_bps(rate_bps: float, mss: int = 1448, mtu: int = 1500) -> float:
+    """TCP payload rate of a saturated link: each MTU-sized packet carries one MSS."""
+    return rate_bps * mss / mtu
+
+
+def emulator_pid(tb: Testbed) -> int:
+    return tb.emulators["link"].pid
