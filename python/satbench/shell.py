@@ -49,7 +49,7 @@ def run_shell(spec: TestbedSpec, argv: Sequence[str] | None, *, json_stderr: boo
             # With a terminal, Ctrl-C already reached the child (same process group).
             if signum == signal.SIGINT and sys.stdin.isatty():
                 return
-            child.send_signal(signal.SIGTERM if signum != signal.SIGINT else signal.SIGINT)
+            child.send_signal(signum)
         elif signum != signal.SIGINT:
             raise KeyboardInterrupt
 

@@ -1,0 +1,96 @@
+"""Shared fixtures. End-to-end tests need root and /dev/net/tun (CI has both)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SATBENCH = [sys.executable, "-m", "satbench"]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "e2e: builds real testbeds (root, /dev/net/tun)")
+
+
+def _needs_root() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root"
+    if not Path("/dev/net/tun").exists():
+        return "needs /dev/net/tun"
+    return None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    why = _needs_root()
+    if why and not os.environ.get("CI"):
+        for it in items:
+            if "e2e" in it.keywords:
+                it.add_marker(pytest.mark.skip(reason=why))
+
+
+def host_state() -> dict[str, str]:
+    """What the testbed must never change in the host namespace."""
+    def out(argv: list[str]) -> str:
+        p = subprocess.run(argv, capture_output=True, text=True)
+        return p.stdout if p.returncode == 0 else f"<{argv[0]} failed: {p.stderr.strip()}>"
+
+    sysctls = {}
+    for f in ["net/ipv4/ip_forward", "net/ipv4/tcp_congestion_control", "net/ipv4/conf/all/rp_filter",
+              "net/ipv4/conf/default/rp_filter", "net/ipv6/conf/all/disable_ipv6",
+              "net/ipv6/conf/default/disable_ipv6", "net/ipv4/conf/all/forwarding", "net/core/rmem_max",
+              "net/core/wmem_max", "net/ipv4/tcp_rmem", "net/ipv4/tcp_wmem"]:
+        try:
+            sysctls[f] = Path("/proc/sys", f).read_text().strip()
+        except OSError:
+            sysctls[f] = "<absent>"
+    return {
+        "routes4": out(["ip", "-4", "route", "show", "table", "all"]),
+        "routes6": out(["ip", "-6", "route", "show", "table", "all"]),
+        "rules": out(["ip", "rule", "show"]),
+        "addresses": out(["ip", "-o", "addr", "show"]),
+        "links": out(["ip", "-o", "link", "show"]),
+        "sysctls": json.dumps(sysctls, sort_keys=True),
+        "nftables": out(["nft", "list", "ruleset"]),
+        "iptables": "\n".join(l for l in out(["iptables-save"]).splitlines() if not l.startswith("#")),
+        "netns": out(["ip", "netns", "list"]),
+    }
+
+
+@pytest.fixture(scope="session")
+def initial_host_state() -> dict[str, str]:
+    return host_state()
+
+
+def run_cli(*args: str, timeout: float = 120, **kw) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*SATBENCH, *args], capture_output=True, text=True, timeout=timeout, **kw)
+
+
+def netns_now() -> list[str]:
+    p = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True)
+    return sorted(l.split()[0] for l in p.stdout.splitlines() if l.strip())
+
+
+def satbench_leftovers() -> list[str]:
+    """Anything of any testbed still present on the host."""
+    left = [ns for ns in netns_now() if ns.startswith("sb")]
+    run = Path("/run/satbench")
+    if run.is_dir():
+        left += [f"/run/satbench/{d.name}" for d in run.iterdir()]
+    etc = Path("/etc/netns")
+    if etc.is_dir():
+        left += [f"/etc/netns/{d.name}" for d in etc.iterdir() if d.name.startswith("sb")]
+    p = subprocess.run(["pgrep", "-f", "satbench-link"], capture_output=True, text=True)
+    for pid in p.stdout.split():
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z":  # an exited emulator whose orphaned parent's reaper (pid 1) has not reaped it
+            left.append(f"pid {pid}")
+    return left

@@ -1,0 +1,178 @@
+"""The emulated path end to end: real traffic through real namespaces."""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from satbench import Testbed, TestbedSpec, load_profile, measure
+
+from .conftest import run_cli
+
+pytestmark = pytest.mark.e2e
+
+
+def serialisation_ms(wire_bytes: int, mbps: float) -> float:
+    return wire_bytes * 8 / (mbps * 1e6) * 1e3
+
+
+def test_rtt_through_geo_matches_configuration() -> None:
+    with Testbed(TestbedSpec(link=load_profile("geo"), seed=1)) as tb:
+        r = measure.probe(tb.client, tb.server, count=40, interval_ms=25, size=64)
+    # 64-byte UDP payload = 92 bytes of IP, serialised once each way at 10 Mbit/s.
+    configured = 530 + 2 * serialisation_ms(92, 10)
+    assert r.received == 40
+    assert abs(r.median - configured) < 2.0, (r.median, configured)
+    assert all(abs(x - configured) < 2.0 for x in r.rtts), r.rtts
+    # The emulator itself published how late it released packets.
+    lat = tb.link_stats["forward"]["release_lateness"]
+    assert lat["count"] == 40 and lat["p50_ms"] < 1.0
+
+
+def test_tcp_goodput_at_10_mbits_is_within_5_percent_of_ideal() -> None:
+    with Testbed(TestbedSpec(link=load_profile("lan"), seed=1)) as tb:
+        b = measure.bulk(tb.client, tb.server, seconds=6)
+    ideal = measure.ideal_goodput_bps(10e6, b.mss or 1448)
+    g = b.goodput_bps(skip_s=2)
+    assert abs(g - ideal) / ideal < 0.05, (g, ideal, b.interval_bps)
+    fwd = tb.link_stats["forward"]
+    # Offloaded chunks were segmented: the link counted wire-sized packets.
+    assert fwd["offload_chunks"] > 0
+    assert fwd["delivered"]["bytes"] / fwd["delivered"]["packets"] <= 1500
+
+
+def test_measured_loss_matches_configured_loss_and_counters() -> None:
+    p, n = 0.05, 2000
+    link = load_profile("wire", ["forward.loss=0.05", "delay_ms=1"])
+    with Testbed(TestbedSpec(link=link, seed=42)) as tb:
+        r = measure.probe(tb.client, tb.server, count=n, interval_ms=1, wait_ms=500)
+    lost = r.sent - r.received
+    sd = math.sqrt(n * p * (1 - p))
+    assert abs(lost - n * p) < 5 * sd, (lost, n * p)
+    fwd, ret = tb.link_stats["forward"], tb.link_stats["return"]
+    # Every lost probe is accounted for by the emulator, as channel loss, forward only.
+    assert fwd["dropped"]["loss"]["packets"] == lost
+    assert ret["dropped"]["loss"]["packets"] == 0
+    assert tb.link_stats["seed"] == 42
+
+
+def test_bit_error_rate_loses_big_packets_more_often() -> None:
+    ber = 2e-5
+    link = load_profile("wire", [f"forward.ber={ber}", "delay_ms=1"])
+    n = 1500
+    with Testbed(TestbedSpec(link=link, seed=3)) as tb:
+        small = measure.probe(tb.client, tb.server, count=n, interval_ms=1, size=64, wait_ms=500)
+        big = measure.probe(tb.client, tb.server, count=n, interval_ms=1, size=1200, wait_ms=500)
+    for r, wire in ((small, 92), (big, 1228)):
+        p = 1 - (1 - ber) ** (8 * wire)
+        lost = r.sent - r.received
+        assert abs(lost - n * p) < 5 * math.sqrt(n * p * (1 - p)) + 1, (wire, lost, n * p)
+    assert big.sent - big.received > 3 * (small.sent - small.received)
+
+
+def test_mahimahi_trace_sets_the_delivered_rate(tmp_path: Path) -> None:
+    # One 1504-byte opportunity per millisecond: 12.03 Mbit/s, 1448 payload bytes per ms.
+    (tmp_path / "1ms.trace").write_text("".join(f"{i}\n" for i in range(1, 101)))
+    prof = tmp_path / "traced.toml"
+    prof.write_text('name = "traced"\n[forward]\ntrace = "1ms.trace"\ndelay_ms = 5\nqueue_packets = 60\n'
+                    '[return]\ndelay_ms = 5\n')
+    with Testbed(TestbedSpec(link=load_profile(str(prof)), seed=1)) as tb:
+        b = measure.bulk(tb.client, tb.server, seconds=6)
+    expect = 1448 * 8 * 1000
+    assert abs(b.goodput_bps(2) - expect) / expect < 0.05, b.interval_bps
+
+
+def test_shell_runs_command_with_server_name_and_passes_exit_code() -> None:
+    script = ('test "$SATBENCH_SERVER" = server.test && test "$SATBENCH_SERVER_ADDR" = 198.18.3.10 '
+              '&& getent hosts server.test | grep -q 198.18.3.10 && exit 7')
+    p = run_cli("shell", "--link", "lan", "--json", "--", "sh", "-c", script)
+    assert p.returncode == 7, p.stderr
+    report = json.loads(p.stderr.strip().splitlines()[-1])
+    assert report["exit_code"] == 7 and report["link"] == "lan"
+    assert report["link_counters"]["forward"]["offered"]["packets"] >= 0
+
+
+def test_shell_json_out_and_counters(tmp_path: Path) -> None:
+    out = tmp_path / "c.json"
+    pb = str(measure.prereq.probe_binary())
+    p = run_cli("shell", "--link", "lan", "--seed", "9", "--json-out", str(out), "--", "ping", "-c", "3", "-i", "0.2",
+                "-q", "server.test")
+    assert p.returncode == 0, p.stderr
+    assert "forward (gateway -> terminal)" in p.stderr
+    d = json.loads(out.read_text())
+    assert d["seed"] == 9
+    for k in ("forward", "return"):
+        c = d["link_counters"][k]
+        assert c["delivered"]["packets"] >= 3 and c["dropped"]["loss"]["packets"] == 0
+        assert c["offered"]["packets"] == c["delivered"]["packets"] + c["in_flight"]["packets"]
+    assert pb
+
+
+def test_no_route_out_of_the_testbed() -> None:
+    with Testbed(TestbedSpec(link=load_profile("lan"), seed=1)) as tb:
+        for h in tb.hosts:
+            routes = h.run(["ip", "-4", "route", "show", "table", "all"], capture_output=True, text=True).stdout
+            assert "default" not in routes, (h.role, routes)
+            addrs = h.run(["ip", "-o", "-4", "addr", "show"], capture_output=True, text=True).stdout
+            for line in addrs.splitlines():
+                a = line.split()[3]
+                assert a.startswith(("127.", "198.18.")), (h.role, a)
+        # An address outside the testbed is unreachable at once.
+        p = tb.client.run(["ping", "-c", "1", "-W", "1", "192.0.2.1"], capture_output=True, text=True)
+        assert p.returncode != 0
+
+
+def test_per_namespace_congestion_control_leaves_host_alone() -> None:
+    before = Path("/proc/sys/net/ipv4/tcp_congestion_control").read_text()
+    with Testbed(TestbedSpec(link=load_profile("lan"), tcp_cc="bbr" if "bbr" not in before else "reno")) as tb:
+        inside = tb.server.run(["cat", "/proc/sys/net/ipv4/tcp_congestion_control"], capture_output=True,
+                               text=True).stdout.strip()
+        assert inside == tb.spec.tcp_cc
+    assert Path("/proc/sys/net/ipv4/tcp_congestion_control").read_text() == before
+
+
+def test_access_link_behind_the_terminal() -> None:
+    spec = TestbedSpec(link=load_profile("geo"), access=load_profile("wifi", ["loss=0", "jitter_ms=0"]), seed=2)
+    with Testbed(spec) as tb:
+        r = measure.probe(tb.client, tb.server, count=10, interval_ms=50)
+    expect = 530 + 2 * 2 + 2 * serialisation_ms(92, 10) + 2 * serialisation_ms(92, 50)
+    assert r.received == 10 and abs(r.median - expect) < 2.0, (r.median, expect)
+    assert tb.access_stats and tb.access_stats["forward"]["delivered"]["packets"] >= 10
+
+
+def test_leo_profile_changes_delay_on_schedule() -> None:
+    with Testbed(TestbedSpec(link=load_profile("leo"), seed=1)) as tb:
+        r = measure.probe(tb.client, tb.server, count=20, interval_ms=20)
+    assert r.received >= 15  # a handover may fall in the window and lose a few
+    assert all(20 <= x <= 140 for x in r.rtts), r.rtts
+
+
+def test_pcap_of_each_side(tmp_path: Path) -> None:
+    with Testbed(TestbedSpec(link=load_profile("lan"), seed=1, pcap_dir=tmp_path)) as tb:
+        measure.probe(tb.client, tb.server, count=5, interval_ms=10)
+    for side in ("terminal", "gateway"):
+        data = (tmp_path / "link" / f"{side}.pcap").read_bytes()
+        magic, _, _, _, _, snap, linktype = struct.unpack("<IHHiIII", data[:24])
+        assert magic == 0xA1B23C4D and linktype == 101
+        n, off = 0, 24
+        while off < len(data):
+            incl = struct.unpack("<I", data[off + 8:off + 12])[0]
+            assert data[off + 16] >> 4 == 4  # an IPv4 packet
+            off += 16 + incl
+            n += 1
+        assert n >= 10  # 5 probes and 5 replies seen on each side
+
+
+def test_many_clients_and_servers() -> None:
+    with Testbed(TestbedSpec(link=load_profile("lan"), clients=3, servers=2, seed=1)) as tb:
+        for c in tb.clients:
+            for s in tb.servers:
+                r = measure.probe(c, s, count=3, interval_ms=5)
+                assert r.received == 3, (c.role, s.role)
+        names = tb.clients[2].run(["getent", "hosts", "s2.test"], capture_output=True, text=True).stdout
+        assert names.startswith("198.18.3.11")
