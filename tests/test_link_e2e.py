@@ -36,7 +36,8 @@ def test_rtt_through_geo_matches_configuration() -> None:
 
 def test_tcp_goodput_at_10_mbits_is_within_5_percent_of_ideal() -> None:
     with Testbed(TestbedSpec(link=load_profile("lan"), seed=1)) as tb:
-        b = measure.bulk(tb.client, tb.server, seconds=6)
+        b = measure.bulk(tb.client, tb.server, seconds=6, cc="cubic")
+    assert b.raw["end"]["sender_tcp_congestion"] == "cubic"
     ideal = measure.ideal_goodput_bps(10e6, b.mss or 1448)
     g = b.goodput_bps(skip_s=2)
     assert abs(g - ideal) / ideal < 0.05, (g, ideal, b.interval_bps)
@@ -128,12 +129,22 @@ def test_no_route_out_of_the_testbed() -> None:
 
 
 def test_per_namespace_congestion_control_leaves_host_alone() -> None:
-    before = Path("/proc/sys/net/ipv4/tcp_congestion_control").read_text()
-    with Testbed(TestbedSpec(link=load_profile("lan"), tcp_cc="bbr" if "bbr" not in before else "reno")) as tb:
-        inside = tb.server.run(["cat", "/proc/sys/net/ipv4/tcp_congestion_control"], capture_output=True,
-                               text=True).stdout.strip()
-        assert inside == tb.spec.tcp_cc
-    assert Path("/proc/sys/net/ipv4/tcp_congestion_control").read_text() == before
+    before = Path("/proc/sys/net/ipv4/tcp_congestion_control").read_text().strip()
+    allowed = Path("/proc/sys/net/ipv4/tcp_allowed_congestion_control").read_text().split()
+    other = next(cc for cc in ("reno", "cubic", "bbr") if cc != before and cc in allowed)
+    with Testbed(TestbedSpec(link=load_profile("lan"), tcp_cc=other)) as tb:
+        assert tb.tcp_cc() == tb.effective_tcp_cc == other
+    assert Path("/proc/sys/net/ipv4/tcp_congestion_control").read_text().strip() == before
+
+
+def test_default_cc_the_host_does_not_allow_is_refused_clearly() -> None:
+    allowed = Path("/proc/sys/net/ipv4/tcp_allowed_congestion_control").read_text().split()
+    refused = [cc for cc in ("reno", "cubic", "bbr") if cc not in allowed]
+    if not refused:
+        pytest.skip("this host allows every algorithm as a namespace default")
+    p = run_cli("shell", "--link", "lan", "--cc", refused[0], "--", "true")
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert "tcp_allowed_congestion_control" in p.stderr and f"--cc {refused[0]}" in p.stderr
 
 
 def test_access_link_behind_the_terminal() -> None:

@@ -83,6 +83,7 @@ def run_shell(spec: TestbedSpec, argv: Sequence[str] | None, *, json_stderr: boo
         for s, h in old.items():
             signal.signal(s, h)
     report = {"testbed": tb.id, "link": spec.link.name, "seed": tb.seed, "exit_code": rc,
+              "tcp_congestion_control": tb.effective_tcp_cc,
               "link_counters": tb.link_stats, "access_counters": tb.access_stats}
     if json_out is not None:
         json_out.write_text(json.dumps(report, indent=1) + "\n")

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from . import prereq
-from .errors import TestbedError
+from .errors import InputError, TestbedError
 from .profiles import LinkProfile
 
 RUN_ROOT = Path(os.environ.get("SATBENCH_RUN_DIR", "/run/satbench"))
@@ -65,6 +65,23 @@ def _proc_start_time(pid: int) -> int | None:
 def _alive(pid: int, start: int | None) -> bool:
     st = _proc_start_time(pid)
     return st is not None and (start is None or st == start)
+
+
+def check_namespace_default_cc(cc: str) -> None:
+    """A namespace other than the host's may only default to an algorithm the
+    host allows (net.ipv4.tcp_allowed_congestion_control); satbench never
+    changes that host setting. Sockets can still choose any algorithm."""
+    if cc not in CONGESTION_CONTROLS:
+        raise InputError(f"--cc: must be one of {', '.join(CONGESTION_CONTROLS)}, got {cc!r}")
+    try:
+        allowed = Path("/proc/sys/net/ipv4/tcp_allowed_congestion_control").read_text().split()
+    except OSError:
+        return
+    if cc not in allowed:
+        raise InputError(
+            f"--cc {cc}: this host lets namespaces default only to {' '.join(allowed)} "
+            "(net.ipv4.tcp_allowed_congestion_control, which satbench does not change); "
+            f"set {cc} per socket instead (e.g. iperf3 -C {cc})")
 
 
 @dataclass
@@ -165,8 +182,8 @@ class Testbed:
             raise TestbedError(f"clients must be between 1 and 200, got {spec.clients}")
         if not 1 <= spec.servers <= 200:
             raise TestbedError(f"servers must be between 1 and 200, got {spec.servers}")
-        if spec.tcp_cc is not None and spec.tcp_cc not in CONGESTION_CONTROLS:
-            raise TestbedError(f"tcp_cc must be one of {', '.join(CONGESTION_CONTROLS)}, got {spec.tcp_cc!r}")
+        if spec.tcp_cc is not None:
+            check_namespace_default_cc(spec.tcp_cc)
         self.spec = spec
         self.id = secrets.token_hex(3)
         self.seed = spec.seed if spec.seed is not None else secrets.randbits(63)
@@ -181,6 +198,7 @@ class Testbed:
                         for j in range(1, spec.servers + 1)]
         self.emulators: dict[str, Emulator] = {}
         self.link_stats: dict[str, Any] | None = None
+        self.effective_tcp_cc: str | None = None
         self.access_stats: dict[str, Any] | None = None
         self._built = False
         self._closed = False
@@ -257,6 +275,7 @@ class Testbed:
             self._sysctls(ns, router=ns in routers)
         self._configure()
         near_side = (self.access_point.ns, "acc0") if self.access_point else None
+        self.effective_tcp_cc = self.tcp_cc()
         self.emulators["link"] = Emulator("link", self.spec.link, self.seed, (self.terminal.ns, "sat0"),
                                           (self.gateway.ns, "sat0"), self.run_dir, self.spec.pcap_dir)
         if self.spec.access and near_side:
@@ -309,6 +328,12 @@ class Testbed:
                          f"route add 198.18.0.0/15 via {via}"])
 
     # -- running ------------------------------------------------------------
+
+    def tcp_cc(self) -> str:
+        """The default TCP congestion control in effect in the hosts (inherited
+        from the host namespace's default unless the spec sets one)."""
+        p = self.server.run(["cat", "/proc/sys/net/ipv4/tcp_congestion_control"], capture_output=True, text=True)
+        return p.stdout.strip()
 
     def env(self) -> dict[str, str]:
         """Variables that tell a command where it is."""
