@@ -45,6 +45,10 @@ def test_tcp_goodput_at_10_mbits_is_within_5_percent_of_ideal() -> None:
     # Offloaded chunks were segmented: the link counted wire-sized packets.
     assert fwd["offload_chunks"] > 0
     assert fwd["delivered"]["bytes"] / fwd["delivered"]["packets"] <= 1500
+    # Nothing was lost outside the model: the kernel never found the emulator's queue full.
+    devices = tb.link_stats["devices"]
+    assert set(devices) == {"term:sat0", "gw:sat0"}
+    assert all(d["tx_dropped"] == 0 for d in devices.values()), devices
 
 
 def test_measured_loss_matches_configured_loss_and_counters() -> None:

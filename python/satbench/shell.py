@@ -32,6 +32,10 @@ def format_counters(stats: dict[str, Any] | None, title: str) -> str:
             f"dropped queue {dr['queue']['packets']} aqm {dr['aqm']['packets']} loss {dr['loss']['packets']} "
             f"outage {dr['outage']['packets']}; queueing delay p50 {q['p50_ms']:.2f} ms, p99 {q['p99_ms']:.2f} ms, "
             f"max {q['max_ms']:.2f} ms")
+    outside = sum((d or {}).get("tx_dropped", 0) for d in stats.get("devices", {}).values())
+    if outside:
+        lines.append(f"  WARNING: {outside} packets dropped before reaching the emulator (TUN queue full): "
+                     "the emulator was a bottleneck")
     return "\n".join(lines)
 
 

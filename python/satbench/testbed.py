@@ -352,13 +352,32 @@ class Testbed:
             return
         for ns in self.namespaces:
             _kill_netns_processes(ns)
+        devices = {"link": [(self.terminal.ns, "sat0"), (self.gateway.ns, "sat0")]}
+        if self.access_point:
+            devices["access"] = [(self.access_point.ns, "acc0"), (self.terminal.ns, "acc0")]
         for name, e in self.emulators.items():
             stats = e.stop()
+            if stats is not None:
+                # Drops outside the model: packets the kernel could not queue
+                # to the emulator (its TUN queue was full) or could not accept.
+                stats["devices"] = {f"{ns.rsplit('-', 1)[1]}:{dev}": _device_stats(ns, dev)
+                                    for ns, dev in devices.get(name, [])}
             if name == "link":
                 self.link_stats = stats
             else:
                 self.access_stats = stats
         _destroy(self.id, self.namespaces)
+
+
+def _device_stats(ns: str, dev: str) -> dict[str, int] | None:
+    """Kernel counters of a TUN device: tx is towards the emulator, rx from it."""
+    p = subprocess.run(["ip", "-n", ns, "-s", "-j", "link", "show", "dev", dev], capture_output=True, text=True)
+    try:
+        st = json.loads(p.stdout)[0]["stats64"]
+    except (ValueError, IndexError, KeyError):
+        return None
+    return {"tx_packets": st["tx"]["packets"], "tx_dropped": st["tx"]["dropped"],
+            "rx_packets": st["rx"]["packets"], "rx_dropped": st["rx"]["dropped"]}
 
 
 def _kill_netns_processes(ns: str) -> None:

@@ -5,7 +5,6 @@
 
 use crate::schedule::Schedule;
 use crate::time::Instant;
-use std::time::Duration;
 
 /// How long the link takes to put a packet on the wire.
 pub trait Capacity: Send {
@@ -189,11 +188,6 @@ impl Capacity for Trace {
     fn nominal_bps(&self) -> Option<f64> {
         Some(self.mean_bps())
     }
-}
-
-/// Time to serialise `bytes` at a fixed rate, as a Duration.
-pub fn tx_time(bytes: u32, bps: f64) -> Duration {
-    Duration::from_nanos(crate::time::serialization_nanos(bytes as u64, bps))
 }
 
 #[cfg(test)]

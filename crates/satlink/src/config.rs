@@ -165,9 +165,6 @@ fn schedule(field: &str, points: &[(f64, f64)], period_s: f64, scale: f64) -> Re
     Schedule::new(&pts, period_s).or_else(|e| err(format!("{field}.points"), e.to_string()))
 }
 
-/// A direction built from its configuration, with the trace read from disk.
-pub type BuiltDirection<T> = Direction<T>;
-
 impl DirectionConfig {
     /// Check values without building (no file access).
     pub fn validate(&self, name: &str) -> Result<(), ConfigError> {

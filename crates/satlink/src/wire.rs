@@ -65,7 +65,6 @@ pub enum WireError {
 /// validated so that segmentation cannot index out of bounds.
 #[derive(Debug)]
 pub struct GsoChunk<'a> {
-    hdr: VnetHeader,
     ip: &'a [u8],
     /// Offset of the transport header.
     l4: usize,
@@ -111,7 +110,7 @@ impl<'a> GsoChunk<'a> {
         if mss == 0 || ip.len() < hl || hl < l4 + 8 {
             return Err(WireError::BadHeader);
         }
-        Ok(GsoChunk { hdr, ip, l4, hl, proto, v6, mss })
+        Ok(GsoChunk { ip, l4, hl, proto, v6, mss })
     }
 
     /// Number of wire packets and their total bytes, without segmenting.
@@ -178,7 +177,6 @@ impl<'a> GsoChunk<'a> {
             h.emit(&mut f[..VNET_HDR_LEN]);
             emit(f);
         }
-        let _ = self.hdr;
     }
 }
 
