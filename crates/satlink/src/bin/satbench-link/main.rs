@@ -106,6 +106,9 @@ struct Report<'a> {
     config: &'a LinkConfig,
 }
 
+/// How long to keep polling after a delivery, for a reply the kernel generates.
+const LINGER_NS: u64 = 30_000;
+
 /// One side of the emulator: a direction's model and the devices it joins.
 struct Side {
     dir: Direction<Frame>,
@@ -175,14 +178,17 @@ impl Side {
         }
     }
 
-    /// Write every packet due at `now`.
-    fn deliver(&mut self, now: Instant, real0: u64) {
+    /// Write every packet due at `now`; true if any was.
+    fn deliver(&mut self, now: Instant, real0: u64) -> bool {
+        let mut any = false;
         while let Some(f) = self.dir.poll_transmit(now) {
             capture(&self.cap_out, real0 + now.as_nanos(), &f);
             if !sys::write_frame(self.output, &f) {
                 self.write_errors += 1;
             }
+            any = true;
         }
+        any
     }
 
     fn report(self, waker: &Waker, budget: &SpinBudget) -> DirectionReport {
@@ -205,23 +211,30 @@ impl Pump {
     fn run(mut self) -> (DirectionReport, DirectionReport) {
         sys::precise_timers();
         let mut buf = vec![0u8; VNET_HDR_LEN + 65_536 + 256];
-        let mut waker = Waker::default();
+        let mut waker = Waker::calibrated();
+        let mut linger_until = 0u64;
         let mut budget = SpinBudget::new(self.now().as_nanos());
         loop {
             let now = self.now();
+            let mut delivered = false;
             for side in self.sides.iter_mut() {
-                side.deliver(now, self.real0);
+                delivered |= side.deliver(now, self.real0);
             }
             let now_ns = self.now().as_nanos();
+            if delivered {
+                linger_until = now_ns + LINGER_NS;
+            }
             // Plan the wait. A timed wake-up on a virtual machine is tens of
             // microseconds late: sleep until a learned margin before the
             // deadline, then poll without sleeping (within a CPU budget).
-            // (Polling after deliveries for replies was tried and measured:
-            // on two cores it takes CPU from the endpoints and worsens the tail.)
+            // Also poll briefly after a delivery: a reply the kernel generates
+            // (ICMP, TCP ACKs) is queued within microseconds. (Polling long
+            // enough to catch userspace replies was measured: on two cores it
+            // takes CPU from the endpoints and worsens the tail.)
             budget.refill(now_ns);
             let due = self.sides.iter().filter_map(|s| s.dir.poll_timeout()).map(|t| t.as_nanos()).min();
             let m = waker.margin_ns;
-            let spin = budget.allows() && due.is_some_and(|d| now_ns + m >= d);
+            let spin = budget.allows() && (due.is_some_and(|d| now_ns + m >= d) || now_ns < linger_until);
             let wake_at = due.map(|d| d.saturating_sub(m));
             let sleep = if spin { Some(0) } else { wake_at.map(|w| w.saturating_sub(now_ns)) };
             let ready = sys::poll_readable(&[self.sides[0].input, self.sides[1].input, self.stop], sleep);
@@ -255,13 +268,21 @@ struct Waker {
     margin_ns: u64,
 }
 
-impl Default for Waker {
-    fn default() -> Self {
-        Waker { p90_ns: 50_000.0, margin_ns: 60_000 }
-    }
-}
-
 impl Waker {
+    /// Start from this thread's measured lateness: 30 short timed sleeps.
+    fn calibrated() -> Waker {
+        let mut late: Vec<u64> = (0..30)
+            .map(|_| {
+                let t0 = sys::monotonic_ns();
+                sys::sleep_ns(100_000);
+                (sys::monotonic_ns() - t0).saturating_sub(100_000)
+            })
+            .collect();
+        late.sort_unstable();
+        let p90 = late[late.len() * 9 / 10] as f64;
+        Waker { p90_ns: p90, margin_ns: (p90 as u64 + Self::GUARD_NS).min(Self::MAX_NS) }
+    }
+
     const STEP_NS: f64 = 2_000.0;
     const GUARD_NS: u64 = 10_000;
     const MAX_NS: u64 = 300_000;

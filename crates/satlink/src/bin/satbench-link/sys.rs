@@ -134,6 +134,13 @@ pub fn poll_readable(fds: &[RawFd; 3], timeout_ns: Option<u64>) -> [bool; 3] {
     r
 }
 
+/// Sleep for `ns` with a timed wait (as the event loop does).
+pub fn sleep_ns(ns: u64) {
+    let ts = libc::timespec { tv_sec: (ns / 1_000_000_000) as i64, tv_nsec: (ns % 1_000_000_000) as i64 };
+    // SAFETY: no fds, valid timespec.
+    unsafe { libc::ppoll(std::ptr::null_mut(), 0, &ts, std::ptr::null()) };
+}
+
 /// One read; Ok(None) when nothing is waiting.
 pub fn read_frame(fd: RawFd, buf: &mut [u8]) -> io::Result<Option<usize>> {
     // SAFETY: buf is valid for buf.len() bytes.
