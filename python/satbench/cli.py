@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Sequence
@@ -143,6 +144,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SatbenchError as e:
         print(f"satbench: {e}", file=sys.stderr)
         return e.exit_code
+    except BrokenPipeError:
+        # The reader went away (e.g. `satbench links | head`): not an error.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     return 2
 
 

@@ -13,8 +13,11 @@ from typing import Any, Sequence
 from .testbed import Testbed, TestbedSpec, cleanup
 
 
-def _mb(b: int) -> str:
-    return f"{b / 1e6:.3f} MB"
+def _bytes(b: int) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if b >= scale:
+            return f"{b / scale:.2f} {unit}"
+    return f"{b} B"
 
 
 def format_counters(stats: dict[str, Any] | None, title: str) -> str:
@@ -22,16 +25,17 @@ def format_counters(stats: dict[str, Any] | None, title: str) -> str:
     if not stats:
         return f"{title}: no counters (emulator did not report)"
     lines = [f"{title}: seed {stats['seed']}, {stats['duration_s']:.1f} s"]
-    for key, label in (("forward", "forward (gateway -> terminal)"), ("return", "return  (terminal -> gateway)")):
+    for key, label in (("forward", "forward (gateway -> terminal)"), ("return", "return (terminal -> gateway)")):
         d = stats[key]
         dr = d["dropped"]
         q = d["queue_delay"]
-        lines.append(
-            f"  {label}: offered {d['offered']['packets']} pkt / {_mb(d['offered']['bytes'])}, "
-            f"delivered {d['delivered']['packets']} pkt / {_mb(d['delivered']['bytes'])}, "
-            f"dropped queue {dr['queue']['packets']} aqm {dr['aqm']['packets']} loss {dr['loss']['packets']} "
-            f"outage {dr['outage']['packets']}; queueing delay p50 {q['p50_ms']:.2f} ms, p99 {q['p99_ms']:.2f} ms, "
-            f"max {q['max_ms']:.2f} ms")
+        rl = d["release_lateness"]
+        lines.append(f"  {label}: offered {d['offered']['packets']} pkt ({_bytes(d['offered']['bytes'])}), "
+                     f"delivered {d['delivered']['packets']} pkt ({_bytes(d['delivered']['bytes'])})")
+        lines.append(f"    dropped: queue {dr['queue']['packets']}, aqm {dr['aqm']['packets']}, "
+                     f"loss {dr['loss']['packets']}, outage {dr['outage']['packets']}; "
+                     f"queueing delay p50 {q['p50_ms']:.2f} ms, p99 {q['p99_ms']:.2f} ms, max {q['max_ms']:.2f} ms; "
+                     f"release lateness p99 {rl['p99_ms'] * 1e3:.0f} us")
     outside = sum((d or {}).get("tx_dropped", 0) for d in stats.get("devices", {}).values())
     if outside:
         lines.append(f"  WARNING: {outside} packets dropped before reaching the emulator (TUN queue full): "
