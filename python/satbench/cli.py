@@ -88,6 +88,19 @@ def _cmd_bench(a: argparse.Namespace) -> int:
     return run_link_bench(json_out=a.json, quick=a.quick)
 
 
+def _cmd_pages(a: argparse.Namespace) -> int:
+    from . import pages
+
+    out = Path(a.out)
+    made = pages.generate(out, a.only.split(",") if a.only else None, seed=a.seed) if not a.bulk_only else []
+    for m in made:
+        print(f"{m.page}: {len(m.objects)} objects, {m.total_bytes} bytes -> {out / m.page}")
+    for s in (a.bulk.split(",") if a.bulk else []):
+        p = pages.bulk_file(out, pages.parse_size(s), seed=a.seed)
+        print(f"bulk {s}: {p.stat().st_size} bytes -> {p}")
+    return 0
+
+
 def _add_testbed_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--link", required=True, help="link profile name or .toml file (see 'satbench links')")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -114,6 +127,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("cleanup", help="remove what dead runs left behind")
     p.add_argument("--force", action="store_true", help=argparse.SUPPRESS)
     sub.add_parser("check", help="check the prerequisites")
+    p = sub.add_parser("pages", help="generate the test pages (and bulk files) of the literature")
+    p.add_argument("--out", required=True, help="folder to write the pages into")
+    p.add_argument("--only", help="comma-separated page names (default: all)")
+    p.add_argument("--bulk", help="also make bulk files, e.g. 1M,100M,250M,500M")
+    p.add_argument("--bulk-only", action="store_true", help="make only the bulk files")
+    p.add_argument("--seed", type=int, default=1, help="content seed (default 1)")
     p = sub.add_parser("bench", help="benchmarks: 'link' measures the emulator's own speed and error")
     p.add_argument("what", choices=["link"])
     p.add_argument("--json", action="store_true")
@@ -141,6 +160,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_check(a)
         if a.command == "bench":
             return _cmd_bench(a)
+        if a.command == "pages":
+            return _cmd_pages(a)
     except SatbenchError as e:
         print(f"satbench: {e}", file=sys.stderr)
         return e.exit_code
