@@ -388,7 +388,10 @@ def _shop(out: Path, seed: int) -> Manifest:
 
     font = _font_bytes()
     base_css = ("@font-face{font-family:ShopSans;src:url(../fonts/shop.ttf) format('truetype')}\n"
-                "body{font-family:ShopSans,sans-serif;margin:0}\n.hero{background:url(../img/pattern.jpg)}\n")
+                "body{font-family:ShopSans,sans-serif;margin:0}\n.hero{background:url(../img/pattern.jpg)}\n"
+                "main{display:flex;flex-wrap:wrap;gap:8px;padding:8px}\n.product{width:220px}\n"
+                ".product img{display:block}\n.product p{margin:4px 0;font-size:14px}\nnav{padding:4px 8px}\n"
+                "footer{font-size:10px;color:#666;padding:8px}\n")
     add("css/main.css", ("@import url(theme.css);\n" + filler("css", 18000)).encode(), "text/css", 1, "index.html")
     add("css/theme.css", (base_css + filler("css", 9000)).encode(), "text/css", 2, "css/main.css")
     if font:
@@ -435,7 +438,7 @@ def _shop(out: Path, seed: int) -> Manifest:
     body += "<nav>" + "".join(f'<img src="{p}" width="48" height="32" alt="">' for p in icons) + "</nav>\n<main>\n"
     for p in products:
         body += (f'<div class="product"><img src="{p}" width="220" height="220" alt="">'
-                 f"<p>Product {p[5:9]} - {rnd.randrange(5, 500)}.{rnd.randrange(100):02d} EUR</p></div>\n")
+                 f"<p>Product {p[5:8]} - {rnd.randrange(5, 500)}.{rnd.randrange(100):02d} EUR</p></div>\n")
     body += "".join(f'<img src="img/banner{i}.jpg" width="600" height="200" alt="">\n'
                     for i in range(1, banners + 1))
     body += '</main>\n<aside id="recs"></aside>\n'
