@@ -101,6 +101,18 @@ def _cmd_pages(a: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_ca(a: argparse.Namespace) -> int:
+    from . import ca
+
+    c = ca.ensure()
+    print(f"CA certificate:      {c.cert}\nCA key (0600):       {c.key}\n"
+          f"server certificate:  {c.server_cert}\nserver key (0600):   {c.server_key}")
+    if a.nss_home:
+        home = ca.nss_home(Path(a.nss_home), c)
+        print(f"NSS database trusting the CA: {home / '.pki' / 'nssdb'} (use HOME={home} for the browser)")
+    return 0
+
+
 def _add_testbed_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--link", required=True, help="link profile name or .toml file (see 'satbench links')")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -127,6 +139,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("cleanup", help="remove what dead runs left behind")
     p.add_argument("--force", action="store_true", help=argparse.SUPPRESS)
     sub.add_parser("check", help="check the prerequisites")
+    p = sub.add_parser("ca", help="make (once) and show the test CA and server certificate")
+    p.add_argument("--nss-home", metavar="DIR", help="also make DIR/.pki/nssdb trust the CA (a browser HOME)")
     p = sub.add_parser("pages", help="generate the test pages (and bulk files) of the literature")
     p.add_argument("--out", required=True, help="folder to write the pages into")
     p.add_argument("--only", help="comma-separated page names (default: all)")
@@ -162,6 +176,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_bench(a)
         if a.command == "pages":
             return _cmd_pages(a)
+        if a.command == "ca":
+            return _cmd_ca(a)
     except SatbenchError as e:
         print(f"satbench: {e}", file=sys.stderr)
         return e.exit_code
