@@ -94,3 +94,12 @@ def satbench_leftovers() -> list[str]:
         if state != "Z":  # an exited emulator whose orphaned parent's reaper (pid 1) has not reaped it
             left.append(f"pid {pid}")
     return left
+
+
+@pytest.fixture(scope="session")
+def generated_pages(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """Every test page, generated once per session: (folder, {name: manifest})."""
+    from satbench import pages
+
+    out = tmp_path_factory.mktemp("pages")
+    return out, {m.page: m for m in pages.generate(out, seed=1)}

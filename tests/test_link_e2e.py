@@ -146,9 +146,9 @@ def test_default_cc_the_host_does_not_allow_is_refused_clearly() -> None:
     refused = [cc for cc in ("reno", "cubic", "bbr") if cc not in allowed]
     if not refused:
         pytest.skip("this host allows every algorithm as a namespace default")
-    p = run_cli("shell", "--link", "lan", "--cc", refused[0], "--", "true")
+    p = run_cli("shell", "--link", "lan", "--default-cc", refused[0], "--", "true")
     assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
-    assert "tcp_allowed_congestion_control" in p.stderr and f"--cc {refused[0]}" in p.stderr
+    assert "tcp_allowed_congestion_control" in p.stderr and f"--default-cc {refused[0]}" in p.stderr
 
 
 def test_access_link_behind_the_terminal() -> None:

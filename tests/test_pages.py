@@ -28,10 +28,8 @@ REFERENCE_KB = {  # ../shared/REFERENCE.md, study A
 
 
 @pytest.fixture(scope="module")
-def generated(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, pages.Manifest]]:
-    out = tmp_path_factory.mktemp("pages")
-    ms = pages.generate(out, seed=1)
-    return out, {m.page: m for m in ms}
+def generated(generated_pages):  # type: ignore[no-untyped-def]
+    return generated_pages
 
 
 def _imgs(html: str) -> list[tuple[str, int, int]]:

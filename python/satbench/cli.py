@@ -45,17 +45,46 @@ def _spec_from(a: argparse.Namespace):  # type: ignore[no-untyped-def]
     link = profiles.load(a.link, a.set)
     access = profiles.load(a.access) if a.access else None
     return TestbedSpec(link=link, clients=a.clients, servers=a.servers, access=access, seed=a.seed,
-                       tcp_cc=a.cc, pcap_dir=Path(a.pcap) if a.pcap else None)
+                       tcp_cc=a.default_cc, pcap_dir=Path(a.pcap) if a.pcap else None)
+
+
+def _server_options(a: argparse.Namespace):  # type: ignore[no-untyped-def]
+    from .serve import ServerOptions
+
+    return ServerOptions(cc=a.cc, h3=not a.no_h3, tfo=a.tfo, resumption=not a.no_resumption, zero_rtt=not a.no_0rtt,
+                         sndbuf=a.sndbuf, rcvbuf=a.rcvbuf, quic_initcwnd=a.quic_initcwnd, keylog=a.keylog)
 
 
 def _cmd_shell(a: argparse.Namespace, rest: list[str]) -> int:
+    from .errors import InputError
     from .prereq import require_testbed
     from .shell import run_shell
 
     spec = _spec_from(a)
+    if a.cc and not a.serve:
+        raise InputError("--cc sets the congestion control of the server started by --serve; "
+                         "use --default-cc for the namespaces' default")
+    serve = None
+    if a.serve:
+        if not Path(a.serve).is_dir():
+            raise InputError(f"--serve {a.serve}: not a directory")
+        opts = _server_options(a)
+        opts.validate()
+        serve = (Path(a.serve), Path(a.server_logs) if a.server_logs else None, opts)
     require_testbed()
     return run_shell(spec, rest or None, json_stderr=a.json, json_out=Path(a.json_out) if a.json_out else None,
-                     quiet=a.quiet)
+                     quiet=a.quiet, serve=serve)
+
+
+def _cmd_serve(a: argparse.Namespace) -> int:
+    import tempfile
+
+    from .serve import serve_forever
+
+    opts = _server_options(a)
+    opts.http_port, opts.https_port = a.http_port, a.https_port
+    log_dir = Path(a.log_dir) if a.log_dir else Path(tempfile.mkdtemp(prefix="satbench-serve-"))
+    return serve_forever(Path(a.dir), log_dir, opts, a.bind)
 
 
 def _cmd_cleanup(a: argparse.Namespace) -> int:
@@ -121,8 +150,25 @@ def _add_testbed_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--clients", type=int, default=1, help="client hosts (default 1)")
     p.add_argument("--servers", type=int, default=1, help="server hosts (default 1)")
     p.add_argument("--seed", type=int, help="seed of the emulator's randomness (default: random, reported)")
-    p.add_argument("--cc", choices=["cubic", "bbr", "reno"], help="default TCP congestion control in every host")
+    p.add_argument("--default-cc", choices=["cubic", "bbr", "reno"],
+                   help="default TCP congestion control in every host namespace")
     p.add_argument("--pcap", metavar="DIR", help="write a pcap of each side of the link into DIR")
+    p.add_argument("--serve", metavar="DIR", help="start satbench-server on the server host, serving DIR")
+    p.add_argument("--server-logs", metavar="DIR", help="keep the server's logs (access, TCP_INFO, qlog) in DIR")
+    _add_server_args(p)
+
+
+def _add_server_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--cc", choices=["cubic", "bbr", "reno"],
+                   help="server congestion control: TCP_CONGESTION per socket, and quiche's (bbr = BBRv2 in quiche)")
+    p.add_argument("--no-h3", action="store_true", help="no HTTP/3 and no Alt-Svc")
+    p.add_argument("--tfo", action="store_true", help="TCP Fast Open on the server's listeners")
+    p.add_argument("--no-resumption", action="store_true", help="no TLS session resumption over TCP")
+    p.add_argument("--no-0rtt", action="store_true", help="no QUIC 0-RTT")
+    p.add_argument("--sndbuf", type=int, metavar="BYTES", help="server socket send buffer")
+    p.add_argument("--rcvbuf", type=int, metavar="BYTES", help="server socket receive buffer")
+    p.add_argument("--quic-initcwnd", type=int, metavar="PACKETS", help="QUIC initial congestion window")
+    p.add_argument("--keylog", action="store_true", help="write TLS keys (SSLKEYLOGFILE format) to the log folder")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -139,6 +185,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("cleanup", help="remove what dead runs left behind")
     p.add_argument("--force", action="store_true", help=argparse.SUPPRESS)
     sub.add_parser("check", help="check the prerequisites")
+    p = sub.add_parser("serve", help="serve a directory over HTTP/1.1, HTTP/2 and HTTP/3 in this namespace")
+    p.add_argument("dir")
+    p.add_argument("--bind", default="0.0.0.0")
+    p.add_argument("--http-port", type=int, default=80)
+    p.add_argument("--https-port", type=int, default=443)
+    p.add_argument("--log-dir", help="access log, TCP_INFO and qlog (default: a new temporary folder)")
+    _add_server_args(p)
     p = sub.add_parser("ca", help="make (once) and show the test CA and server certificate")
     p.add_argument("--nss-home", metavar="DIR", help="also make DIR/.pki/nssdb trust the CA (a browser HOME)")
     p = sub.add_parser("pages", help="generate the test pages (and bulk files) of the literature")
@@ -178,6 +231,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_pages(a)
         if a.command == "ca":
             return _cmd_ca(a)
+        if a.command == "serve":
+            return _cmd_serve(a)
     except SatbenchError as e:
         print(f"satbench: {e}", file=sys.stderr)
         return e.exit_code

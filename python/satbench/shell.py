@@ -44,7 +44,8 @@ def format_counters(stats: dict[str, Any] | None, title: str) -> str:
 
 
 def run_shell(spec: TestbedSpec, argv: Sequence[str] | None, *, json_stderr: bool = False,
-              json_out: Path | None = None, quiet: bool = False) -> int:
+              json_out: Path | None = None, quiet: bool = False,
+              serve: tuple[Path, Path | None, Any] | None = None) -> int:
     """Build a testbed, run ``argv`` (or an interactive shell) on client 1,
     tear down, report the link counters, and return the command's exit code."""
     cleanup()
@@ -64,8 +65,14 @@ def run_shell(spec: TestbedSpec, argv: Sequence[str] | None, *, json_stderr: boo
     old = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     rc = 1
     tb = Testbed(spec)
+    server = None
     try:
         with tb:
+            if serve is not None:
+                from .serve import Server
+
+                root, logs, opts = serve
+                server = Server(root, logs or tb.run_dir / "server", opts, host=tb.server)
             env = {**os.environ, **tb.env()}
             if argv:
                 cmd = list(argv)
@@ -85,6 +92,8 @@ def run_shell(spec: TestbedSpec, argv: Sequence[str] | None, *, json_stderr: boo
                 except KeyboardInterrupt:
                     continue
             rc = code if code >= 0 else 128 - code
+            if server is not None:
+                server.stop()
     except KeyboardInterrupt:
         rc = 130 if not stopping or stopping[0] == signal.SIGINT else 128 + stopping[0]
     finally:
@@ -92,6 +101,7 @@ def run_shell(spec: TestbedSpec, argv: Sequence[str] | None, *, json_stderr: boo
             signal.signal(s, h)
     report = {"testbed": tb.id, "link": spec.link.name, "seed": tb.seed, "exit_code": rc,
               "tcp_congestion_control": tb.effective_tcp_cc,
+              "server": None if server is None else {**server.ready, "log_dir": str(server.log_dir)},
               "link_counters": tb.link_stats, "access_counters": tb.access_stats}
     if json_out is not None:
         json_out.write_text(json.dumps(report, indent=1) + "\n")

@@ -72,14 +72,14 @@ def check_namespace_default_cc(cc: str) -> None:
     host allows (net.ipv4.tcp_allowed_congestion_control); satbench never
     changes that host setting. Sockets can still choose any algorithm."""
     if cc not in CONGESTION_CONTROLS:
-        raise InputError(f"--cc: must be one of {', '.join(CONGESTION_CONTROLS)}, got {cc!r}")
+        raise InputError(f"--default-cc: must be one of {', '.join(CONGESTION_CONTROLS)}, got {cc!r}")
     try:
         allowed = Path("/proc/sys/net/ipv4/tcp_allowed_congestion_control").read_text().split()
     except OSError:
         return
     if cc not in allowed:
         raise InputError(
-            f"--cc {cc}: this host lets namespaces default only to {' '.join(allowed)} "
+            f"--default-cc {cc}: this host lets namespaces default only to {' '.join(allowed)} "
             "(net.ipv4.tcp_allowed_congestion_control, which satbench does not change); "
             f"set {cc} per socket instead (e.g. iperf3 -C {cc})")
 

@@ -1,0 +1,160 @@
+//! The served directory: request paths to files, never outside the root.
+
+use std::path::{Component, Path, PathBuf};
+
+/// What a GET or HEAD for a path resolves to.
+#[derive(Debug, PartialEq)]
+pub enum Resolved {
+    File { path: PathBuf, len: u64, content_type: &'static str },
+    NotFound,
+    /// The path tried to leave the root, or was not a plain path.
+    Forbidden,
+}
+
+pub struct Root {
+    root: PathBuf,
+}
+
+impl Root {
+    pub fn new(dir: &Path) -> std::io::Result<Root> {
+        Ok(Root { root: dir.canonicalize()? })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.root
+    }
+
+    /// Resolve the path part of a request target (query and fragment are ignored).
+    pub fn resolve(&self, target: &str) -> Resolved {
+        let path = target.split(['?', '#']).next().unwrap_or("");
+        if !path.starts_with('/') {
+            return Resolved::Forbidden;
+        }
+        let Some(decoded) = percent_decode(path) else { return Resolved::Forbidden };
+        let mut p = self.root.clone();
+        for c in Path::new(&decoded).components() {
+            match c {
+                Component::RootDir => {}
+                Component::Normal(s) => p.push(s),
+                // "..", "." or a prefix: refuse rather than normalise.
+                _ => return Resolved::Forbidden,
+            }
+        }
+        if decoded.ends_with('/') || p == self.root {
+            p.push("index.html");
+        }
+        // Symbolic links must not lead outside the root either.
+        let Ok(real) = p.canonicalize() else { return Resolved::NotFound };
+        if !real.starts_with(&self.root) {
+            return Resolved::Forbidden;
+        }
+        match std::fs::metadata(&real) {
+            Ok(m) if m.is_file() => Resolved::File { content_type: content_type(&real), len: m.len(), path: real },
+            Ok(m) if m.is_dir() => {
+                let idx = real.join("index.html");
+                match std::fs::metadata(&idx) {
+                    Ok(m) if m.is_file() => Resolved::File { content_type: "text/html; charset=utf-8", len: m.len(), path: idx },
+                    _ => Resolved::NotFound,
+                }
+            }
+            _ => Resolved::NotFound,
+        }
+    }
+}
+
+fn percent_decode(s: &str) -> Option<String> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            let h = b.get(i + 1..i + 3)?;
+            let v = u8::from_str_radix(std::str::from_utf8(h).ok()?, 16).ok()?;
+            if v == 0 {
+                return None;
+            }
+            out.push(v);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+pub fn content_type(p: &Path) -> &'static str {
+    match p.extension().and_then(|e| e.to_str()).unwrap_or("") {
+        "html" | "htm" => "text/html; charset=utf-8",
+        "css" => "text/css",
+        "js" => "application/javascript",
+        "json" => "application/json",
+        "jpg" | "jpeg" => "image/jpeg",
+        "png" => "image/png",
+        "gif" => "image/gif",
+        "svg" => "image/svg+xml",
+        "webp" => "image/webp",
+        "ttf" => "font/ttf",
+        "woff" => "font/woff",
+        "woff2" => "font/woff2",
+        "txt" => "text/plain; charset=utf-8",
+        _ => "application/octet-stream",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn root() -> (tempdir::Dir, Root) {
+        let d = tempdir::Dir::new();
+        std::fs::create_dir(d.0.join("sub")).unwrap();
+        std::fs::write(d.0.join("index.html"), "i").unwrap();
+        std::fs::write(d.0.join("sub/a b.jpg"), "jpeg").unwrap();
+        let r = Root::new(&d.0).unwrap();
+        (d, r)
+    }
+
+    mod tempdir {
+        pub struct Dir(pub std::path::PathBuf);
+        impl Dir {
+            pub fn new() -> Dir {
+                let p = std::env::temp_dir().join(format!("satbench-files-{}-{:?}", std::process::id(), std::thread::current().id()));
+                let _ = std::fs::remove_dir_all(&p);
+                std::fs::create_dir_all(&p).unwrap();
+                Dir(p)
+            }
+        }
+        impl Drop for Dir {
+            fn drop(&mut self) {
+                let _ = std::fs::remove_dir_all(&self.0);
+            }
+        }
+    }
+
+    #[test]
+    fn serves_files_and_index() {
+        let (_d, r) = root();
+        assert!(matches!(r.resolve("/"), Resolved::File { len: 1, .. }));
+        match r.resolve("/sub/a%20b.jpg?x=1") {
+            Resolved::File { len, content_type, .. } => assert_eq!((len, content_type), (4, "image/jpeg")),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(r.resolve("/nope"), Resolved::NotFound);
+    }
+
+    #[test]
+    fn refuses_traversal() {
+        let (_d, r) = root();
+        for t in ["/../etc/passwd", "/sub/../../x", "/%2e%2e/etc/passwd", "/sub/%2E%2E/%2E%2E/x", "relative", "/a%00b", "/%zz"] {
+            assert_eq!(r.resolve(t), Resolved::Forbidden, "{t}");
+        }
+    }
+
+    #[test]
+    fn refuses_symlinks_out_of_root() {
+        let (d, r) = root();
+        std::os::unix::fs::symlink("/etc", d.0.join("out")).unwrap();
+        assert_eq!(r.resolve("/out/hostname"), Resolved::Forbidden);
+    }
+}

@@ -1,0 +1,403 @@
+//! HTTP/3 over QUIC (quiche), on one UDP socket, in one thread.
+//!
+//! quiche is sans-IO: this loop feeds it datagrams and timeouts and sends
+//! what it produces, holding each packet until the time quiche asks for
+//! (`SendInfo::at`): without that wait quiche's pacing would not happen.
+
+use crate::files::{Resolved, Root};
+use crate::log::{unix_ns, JsonLines};
+use crate::Options;
+use quiche::h3::NameValue;
+use std::collections::HashMap;
+use std::io::Read;
+use std::net::{SocketAddr, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const MAX_DATAGRAM: usize = 1350;
+const CHUNK: usize = 64 * 1024;
+
+/// quiche's name for a congestion control given as cubic, bbr or reno.
+pub fn quiche_cc(cc: &str) -> &'static str {
+    match cc {
+        "bbr" => "bbr2_gcongestion",
+        "reno" => "reno",
+        _ => "cubic",
+    }
+}
+
+struct Resp {
+    headers: Option<Vec<quiche::h3::Header>>,
+    file: Option<std::fs::File>,
+    remaining: u64,
+    buf: Vec<u8>,
+    sent: u64,
+    entry: serde_json::Value,
+}
+
+struct Conn {
+    id: String,
+    conn: quiche::Connection,
+    h3: Option<quiche::h3::Connection>,
+    streams: HashMap<u64, Resp>,
+    /// A packet quiche produced that must wait until its send time.
+    pending: Option<(Vec<u8>, SocketAddr, Instant)>,
+    timeout_at: Option<Instant>,
+    t_open: u64,
+    peer: SocketAddr,
+    requests: u64,
+}
+
+pub struct Server {
+    sock: UdpSocket,
+    config: quiche::Config,
+    h3_config: quiche::h3::Config,
+    root: Arc<Root>,
+    access: JsonLines,
+    opts: Options,
+    conns: HashMap<Vec<u8>, Conn>,
+    aliases: HashMap<Vec<u8>, Vec<u8>>,
+    next_id: u64,
+    keylog: Option<std::fs::File>,
+}
+
+fn random_cid() -> Vec<u8> {
+    let mut b = vec![0u8; quiche::MAX_CONN_ID_LEN];
+    ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut b).expect("random");
+    b
+}
+
+impl Server {
+    pub fn new(opts: &Options, root: Arc<Root>, access: JsonLines) -> Result<Server, String> {
+        let addr: SocketAddr = format!("{}:{}", opts.bind, opts.https_port).parse().map_err(|e| format!("{e}"))?;
+        let sock = UdpSocket::bind(addr).map_err(|e| format!("bind udp {addr}: {e}"))?;
+        sock.set_nonblocking(true).map_err(|e| e.to_string())?;
+        let fd = sock.as_raw_fd();
+        if let Some(n) = opts.sndbuf {
+            crate::tcpinfo::set_int(fd, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, n as i32, "SO_SNDBUFFORCE").map_err(|e| e.to_string())?;
+        }
+        let rcv = opts.rcvbuf.unwrap_or(8 << 20);
+        crate::tcpinfo::set_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, rcv as i32, "SO_RCVBUFFORCE").map_err(|e| e.to_string())?;
+        let (cert, key) = (opts.cert.as_deref().unwrap_or(""), opts.key.as_deref().unwrap_or(""));
+        let mut c = quiche::Config::new(quiche::PROTOCOL_VERSION).map_err(|e| e.to_string())?;
+        c.load_cert_chain_from_pem_file(cert).map_err(|e| format!("{cert}: {e}"))?;
+        c.load_priv_key_from_pem_file(key).map_err(|e| format!("{key}: {e}"))?;
+        c.set_application_protos(quiche::h3::APPLICATION_PROTOCOL).map_err(|e| e.to_string())?;
+        c.set_max_idle_timeout(opts.idle_timeout_s * 1000);
+        c.set_max_recv_udp_payload_size(MAX_DATAGRAM);
+        c.set_max_send_udp_payload_size(MAX_DATAGRAM);
+        c.set_initial_max_data(32 << 20);
+        c.set_initial_max_stream_data_bidi_local(8 << 20);
+        c.set_initial_max_stream_data_bidi_remote(8 << 20);
+        c.set_initial_max_stream_data_uni(1 << 20);
+        c.set_initial_max_streams_bidi(256);
+        c.set_initial_max_streams_uni(16);
+        c.set_disable_active_migration(true);
+        c.set_cc_algorithm_name(quiche_cc(opts.cc.as_deref().unwrap_or("cubic"))).map_err(|e| e.to_string())?;
+        c.enable_pacing(true);
+        if let Some(n) = opts.quic_initcwnd {
+            c.set_initial_congestion_window_packets(n);
+        }
+        if opts.zero_rtt {
+            c.enable_early_data();
+        }
+        let keylog = match std::env::var_os("SSLKEYLOGFILE") {
+            Some(p) => {
+                c.log_keys();
+                Some(std::fs::OpenOptions::new().create(true).append(true).open(&p).map_err(|e| format!("{p:?}: {e}"))?)
+            }
+            None => None,
+        };
+        let h3_config = quiche::h3::Config::new().map_err(|e| e.to_string())?;
+        Ok(Server {
+            sock,
+            config: c,
+            h3_config,
+            root,
+            access,
+            opts: opts.clone(),
+            conns: HashMap::new(),
+            aliases: HashMap::new(),
+            next_id: 1,
+            keylog,
+        })
+    }
+
+    pub fn run(mut self, stop: Arc<AtomicBool>) {
+        // SAFETY: prctl with integer arguments (timer slack of this thread).
+        unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) };
+        let mut buf = vec![0u8; 65_535];
+        let local = self.sock.local_addr().expect("local addr");
+        while !stop.load(Ordering::Relaxed) {
+            let now = Instant::now();
+            let wake = self
+                .conns
+                .values()
+                .flat_map(|c| [c.timeout_at, c.pending.as_ref().map(|p| p.2)])
+                .flatten()
+                .min();
+            let wait = wake.map(|w| w.saturating_duration_since(now)).unwrap_or(Duration::from_millis(100)).min(Duration::from_millis(100));
+            let mut pfd = libc::pollfd { fd: self.sock.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+            let ts = libc::timespec { tv_sec: wait.as_secs() as i64, tv_nsec: wait.subsec_nanos() as i64 };
+            // SAFETY: one valid pollfd and timespec.
+            unsafe { libc::ppoll(&mut pfd, 1, &ts, std::ptr::null()) };
+            loop {
+                let (n, from) = match self.sock.recv_from(&mut buf) {
+                    Ok(v) => v,
+                    Err(_) => break,
+                };
+                self.on_datagram(&mut buf[..n], from, local);
+            }
+            let now = Instant::now();
+            let ids: Vec<Vec<u8>> = self.conns.keys().cloned().collect();
+            for id in ids {
+                let c = self.conns.get_mut(&id).expect("conn");
+                if c.timeout_at.is_some_and(|t| t <= now) {
+                    c.conn.on_timeout();
+                }
+                Self::flush(&self.sock, c);
+                c.timeout_at = c.conn.timeout().map(|d| Instant::now() + d);
+                if c.conn.is_closed() {
+                    let c = self.conns.remove(&id).expect("conn");
+                    self.aliases.retain(|_, v| *v != id);
+                    self.log_close(&c);
+                }
+            }
+        }
+        for (_, c) in std::mem::take(&mut self.conns) {
+            self.log_close(&c);
+        }
+    }
+
+    fn on_datagram(&mut self, pkt: &mut [u8], from: SocketAddr, local: SocketAddr) {
+        let Ok(hdr) = quiche::Header::from_slice(pkt, quiche::MAX_CONN_ID_LEN) else { return };
+        let dcid = hdr.dcid.to_vec();
+        let key = if self.conns.contains_key(&dcid) {
+            dcid
+        } else if let Some(k) = self.aliases.get(&dcid) {
+            k.clone()
+        } else {
+            if hdr.ty != quiche::Type::Initial {
+                return;
+            }
+            if !quiche::version_is_supported(hdr.version) {
+                let mut out = [0u8; MAX_DATAGRAM];
+                if let Ok(n) = quiche::negotiate_version(&hdr.scid, &hdr.dcid, &mut out) {
+                    let _ = self.sock.send_to(&out[..n], from);
+                }
+                return;
+            }
+            let scid = random_cid();
+            let scid_ref = quiche::ConnectionId::from_ref(&scid);
+            let Ok(mut conn) = quiche::accept(&scid_ref, None, local, from, &mut self.config) else { return };
+            let id = format!("q{}", self.next_id);
+            self.next_id += 1;
+            if let Some(dir) = &self.opts.qlog_dir {
+                if let Ok(f) = std::fs::File::create(format!("{dir}/{id}.sqlog")) {
+                    conn.set_qlog(Box::new(f), format!("satbench-server {id}"), format!("cc {}", quiche_cc(self.opts.cc.as_deref().unwrap_or("cubic"))));
+                }
+            }
+            if let Some(k) = &self.keylog {
+                if let Ok(f) = k.try_clone() {
+                    conn.set_keylog(Box::new(f));
+                }
+            }
+            self.aliases.insert(dcid, scid.clone());
+            self.conns.insert(
+                scid.clone(),
+                Conn { id, conn, h3: None, streams: HashMap::new(), pending: None, timeout_at: None, t_open: unix_ns(), peer: from, requests: 0 },
+            );
+            scid
+        };
+        let c = self.conns.get_mut(&key).expect("conn");
+        if c.conn.recv(pkt, quiche::RecvInfo { from, to: local }).is_err() {
+            return;
+        }
+        if (c.conn.is_established() || c.conn.is_in_early_data()) && c.h3.is_none() {
+            match quiche::h3::Connection::with_transport(&mut c.conn, &self.h3_config) {
+                Ok(h) => c.h3 = Some(h),
+                Err(_) => {
+                    let _ = c.conn.close(true, 0x101, b"h3 setup failed");
+                    return;
+                }
+            }
+        }
+        let Some(mut h3) = c.h3.take() else { return };
+        loop {
+            match h3.poll(&mut c.conn) {
+                Ok((sid, quiche::h3::Event::Headers { list, .. })) => {
+                    Self::start_response(&self.root, &self.opts, c, sid, &list);
+                    Self::push(&self.access, &mut h3, c, sid);
+                }
+                Ok((_, quiche::h3::Event::Data)) | Ok((_, quiche::h3::Event::Finished)) => {}
+                Ok((sid, quiche::h3::Event::Reset(_))) => {
+                    if let Some(r) = c.streams.remove(&sid) {
+                        Self::log_done(&self.access, r, "reset by client");
+                    }
+                }
+                Ok(_) => {}
+                Err(quiche::h3::Error::Done) => break,
+                Err(_) => break,
+            }
+        }
+        let writable: Vec<u64> = c.conn.writable().collect();
+        for sid in writable {
+            Self::push(&self.access, &mut h3, c, sid);
+        }
+        c.h3 = Some(h3);
+    }
+
+    fn start_response(root: &Root, opts: &Options, c: &mut Conn, sid: u64, req: &[quiche::h3::Header]) {
+        let t_request = unix_ns();
+        let (mut method, mut path) = (String::new(), String::new());
+        for h in req {
+            match h.name() {
+                b":method" => method = String::from_utf8_lossy(h.value()).into_owned(),
+                b":path" => path = String::from_utf8_lossy(h.value()).into_owned(),
+                _ => {}
+            }
+        }
+        let _ = c.conn.stream_shutdown(sid, quiche::Shutdown::Read, 0);
+        let (status, len, file, ctype) = if method != "GET" && method != "HEAD" {
+            (405u16, 0, None, "text/plain")
+        } else {
+            match root.resolve(&path) {
+                Resolved::File { path, len, content_type } => match std::fs::File::open(&path) {
+                    Ok(f) => (200, len, Some(f), content_type),
+                    Err(_) => (404, 0, None, "text/plain"),
+                },
+                Resolved::NotFound => (404, 0, None, "text/plain"),
+                Resolved::Forbidden => (403, 0, None, "text/plain"),
+            }
+        };
+        let head = method == "HEAD";
+        let (file, body_len, buf) = match file {
+            Some(f) if !head => (Some(f), len, Vec::new()),
+            Some(_) => (None, 0, Vec::new()),
+            None => (None, 0, format!("{status}\n").into_bytes()),
+        };
+        let content_length = if status == 200 { len } else { buf.len() as u64 };
+        let headers = vec![
+            quiche::h3::Header::new(b":status", status.to_string().as_bytes()),
+            quiche::h3::Header::new(b"server", b"satbench"),
+            quiche::h3::Header::new(b"content-type", ctype.as_bytes()),
+            quiche::h3::Header::new(b"content-length", content_length.to_string().as_bytes()),
+        ];
+        c.requests += 1;
+        let entry = serde_json::json!({
+            "type": "request", "conn": c.id, "proto": "h3", "tls": true, "cc": quiche_cc(opts.cc.as_deref().unwrap_or("cubic")),
+            "method": method, "path": path, "status": status, "content_length": content_length,
+            "stream": sid, "t_request_unix_ns": t_request,
+        });
+        c.streams.insert(sid, Resp { headers: Some(headers), file, remaining: body_len, buf, sent: 0, entry });
+    }
+
+    /// Send what a response can: headers, then body until flow or congestion control stops it.
+    fn push(access: &JsonLines, h3: &mut quiche::h3::Connection, c: &mut Conn, sid: u64) {
+        let Some(r) = c.streams.get_mut(&sid) else { return };
+        if let Some(h) = &r.headers {
+            match h3.send_response(&mut c.conn, sid, h, false) {
+                Ok(()) => {
+                    r.headers = None;
+                    r.entry["t_response_unix_ns"] = unix_ns().into();
+                }
+                Err(quiche::h3::Error::StreamBlocked) => return,
+                Err(_) => {
+                    let r = c.streams.remove(&sid).expect("stream");
+                    Self::log_done(access, r, "send_response failed");
+                    return;
+                }
+            }
+        }
+        loop {
+            if r.buf.is_empty() && r.remaining > 0 {
+                let n = (r.remaining as usize).min(CHUNK);
+                r.buf.resize(n, 0);
+                if r.file.as_mut().expect("file").read_exact(&mut r.buf).is_err() {
+                    let _ = c.conn.stream_shutdown(sid, quiche::Shutdown::Write, 0x102);
+                    let r = c.streams.remove(&sid).expect("stream");
+                    Self::log_done(access, r, "read failed");
+                    return;
+                }
+                r.remaining -= n as u64;
+            }
+            let fin = r.remaining == 0;
+            match h3.send_body(&mut c.conn, sid, &r.buf, fin) {
+                Ok(n) => {
+                    r.sent += n as u64;
+                    let all = n == r.buf.len();
+                    r.buf.drain(..n);
+                    if all && fin {
+                        let r = c.streams.remove(&sid).expect("stream");
+                        Self::log_done(access, r, "");
+                        return;
+                    }
+                    if !all {
+                        return;
+                    }
+                }
+                Err(quiche::h3::Error::Done) => return,
+                Err(_) => {
+                    let r = c.streams.remove(&sid).expect("stream");
+                    Self::log_done(access, r, "send_body failed");
+                    return;
+                }
+            }
+        }
+    }
+
+    fn log_done(access: &JsonLines, r: Resp, error: &str) {
+        let mut e = r.entry;
+        e["body_bytes"] = r.sent.into();
+        e["t_done_unix_ns"] = unix_ns().into();
+        if !error.is_empty() {
+            e["error"] = error.into();
+        }
+        access.write(&e);
+    }
+
+    /// Send every packet quiche has that is due; keep the first one that is not.
+    fn flush(sock: &UdpSocket, c: &mut Conn) {
+        let mut out = [0u8; MAX_DATAGRAM];
+        loop {
+            let now = Instant::now();
+            if let Some((pkt, to, at)) = c.pending.take() {
+                if at > now + Duration::from_micros(20) {
+                    c.pending = Some((pkt, to, at));
+                    return;
+                }
+                let _ = sock.send_to(&pkt, to);
+            }
+            match c.conn.send(&mut out) {
+                Ok((n, info)) => {
+                    if info.at > now + Duration::from_micros(20) {
+                        c.pending = Some((out[..n].to_vec(), info.to, info.at));
+                        return;
+                    }
+                    let _ = sock.send_to(&out[..n], info.to);
+                }
+                Err(quiche::Error::Done) => return,
+                Err(_) => {
+                    let _ = c.conn.close(false, 0x1, b"send failed");
+                    return;
+                }
+            }
+        }
+    }
+
+    fn log_close(&self, c: &Conn) {
+        let s = c.conn.stats();
+        let p = c.conn.path_stats().next();
+        self.access.write(&serde_json::json!({
+            "type": "connection", "conn": c.id, "transport": "quic", "alpn": String::from_utf8_lossy(c.conn.application_proto()),
+            "cc": quiche_cc(self.opts.cc.as_deref().unwrap_or("cubic")), "peer": c.peer.to_string(),
+            "t_open_unix_ns": c.t_open, "t_close_unix_ns": unix_ns(), "requests": c.requests,
+            "packets_sent": s.sent, "packets_recv": s.recv, "packets_lost": s.lost, "packets_retrans": s.retrans,
+            "bytes_sent": s.sent_bytes, "bytes_recv": s.recv_bytes, "bytes_lost": s.lost_bytes,
+            "srtt_ms": p.as_ref().map(|p| p.rtt.as_secs_f64() * 1e3), "cwnd": p.as_ref().map(|p| p.cwnd),
+            "resumed": c.conn.is_resumed(), "error": c.conn.peer_error().map(|e| format!("{e:?}")),
+        }));
+    }
+}

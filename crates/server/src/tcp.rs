@@ -1,0 +1,387 @@
+//! HTTP/1.1 (cleartext and TLS) and HTTP/2 (TLS, ALPN h2) over kernel TCP.
+
+use crate::files::{Resolved, Root};
+use crate::log::{unix_ns, JsonLines};
+use crate::tcpinfo;
+use crate::Options;
+use bytes::Bytes;
+use http_body_util::BodyExt;
+use hyper::body::{Body, Frame, SizeHint};
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use std::io::Read;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::net::{TcpListener, TcpStream};
+
+static NEXT_CONN: AtomicU64 = AtomicU64::new(1);
+const CHUNK: usize = 256 * 1024;
+
+pub struct Shared {
+    pub root: Root,
+    pub opts: Options,
+    pub access: JsonLines,
+    pub tcp_info: JsonLines,
+    /// Connection records of the connections still open.
+    pub open: std::sync::Mutex<std::collections::HashMap<Arc<str>, serde_json::Value>>,
+    /// Set when the server stops: samplers take their last sample.
+    pub shutdown: tokio::sync::watch::Sender<bool>,
+}
+
+impl Shared {
+    /// Record every connection still open as closed by the server's stop.
+    pub fn close_all(&self) {
+        let open = std::mem::take(&mut *self.open.lock().expect("open lock"));
+        for (_, mut rec) in open {
+            rec["t_close_unix_ns"] = unix_ns().into();
+            rec["error"] = "server stopped".into();
+            self.access.write(&rec);
+        }
+    }
+}
+
+/// A response body: bytes in memory, or a file read in chunks. Logs the
+/// request when its last byte has been handed to the connection.
+pub struct FileBody {
+    file: Option<std::fs::File>,
+    mem: Option<Bytes>,
+    remaining: u64,
+    on_done: Option<Box<dyn FnOnce(u64) + Send>>,
+    sent: u64,
+}
+
+impl FileBody {
+    fn mem(b: Bytes, on_done: Box<dyn FnOnce(u64) + Send>) -> FileBody {
+        FileBody { remaining: b.len() as u64, file: None, mem: Some(b), on_done: Some(on_done), sent: 0 }
+    }
+    fn finish(&mut self) {
+        if let Some(f) = self.on_done.take() {
+            f(self.sent);
+        }
+    }
+}
+
+impl Body for FileBody {
+    type Data = Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
+        if let Some(b) = self.mem.take() {
+            self.remaining = 0;
+            self.sent += b.len() as u64;
+            if b.is_empty() {
+                self.finish();
+                return Poll::Ready(None);
+            }
+            return Poll::Ready(Some(Ok(Frame::data(b))));
+        }
+        if self.remaining == 0 {
+            self.finish();
+            return Poll::Ready(None);
+        }
+        let n = (self.remaining as usize).min(CHUNK);
+        let mut buf = vec![0u8; n];
+        // Page-cached local files: a blocking read of one chunk is brief.
+        let r = self.file.as_mut().expect("file body").read_exact(&mut buf);
+        if let Err(e) = r {
+            return Poll::Ready(Some(Err(e)));
+        }
+        self.remaining -= n as u64;
+        self.sent += n as u64;
+        Poll::Ready(Some(Ok(Frame::data(Bytes::from(buf)))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.remaining == 0 && self.mem.is_none()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::with_exact(self.mem.as_ref().map_or(self.remaining, |b| b.len() as u64))
+    }
+}
+
+impl Drop for FileBody {
+    fn drop(&mut self) {
+        // Aborted before the end (client went away): still logged, with what was sent.
+        self.finish();
+    }
+}
+
+fn proto_name(v: hyper::Version) -> &'static str {
+    match v {
+        hyper::Version::HTTP_2 => "h2",
+        hyper::Version::HTTP_10 => "http/1.0",
+        _ => "http/1.1",
+    }
+}
+
+async fn handle(req: Request<hyper::body::Incoming>, sh: Arc<Shared>, conn: Arc<str>, tls: bool, cc: Arc<str>)
+    -> Result<Response<FileBody>, std::io::Error> {
+    let t_request = unix_ns();
+    let method = req.method().clone();
+    let target = req.uri().path_and_query().map(|p| p.as_str().to_string()).unwrap_or_else(|| "/".into());
+    let proto = proto_name(req.version());
+    // Drain any request body (none expected for GET/HEAD).
+    let _ = req.into_body().collect().await;
+    let (status, body_len, file, ctype) = if method != Method::GET && method != Method::HEAD {
+        (StatusCode::METHOD_NOT_ALLOWED, 0, None, "text/plain")
+    } else {
+        match sh.root.resolve(&target) {
+            Resolved::File { path, len, content_type } => match std::fs::File::open(&path) {
+                Ok(f) => (StatusCode::OK, len, Some(f), content_type),
+                Err(_) => (StatusCode::NOT_FOUND, 0, None, "text/plain"),
+            },
+            Resolved::NotFound => (StatusCode::NOT_FOUND, 0, None, "text/plain"),
+            Resolved::Forbidden => (StatusCode::FORBIDDEN, 0, None, "text/plain"),
+        }
+    };
+    let head_only = method == Method::HEAD;
+    let t_response = unix_ns();
+    let access = sh.access.clone();
+    let entry = serde_json::json!({
+        "type": "request", "conn": &*conn, "proto": proto, "tls": tls, "cc": &*cc, "method": method.as_str(),
+        "path": target, "status": status.as_u16(), "content_length": body_len,
+        "t_request_unix_ns": t_request, "t_response_unix_ns": t_response,
+    });
+    let on_done: Box<dyn FnOnce(u64) + Send> = Box::new(move |sent| {
+        let mut e = entry;
+        e["body_bytes"] = sent.into();
+        e["t_done_unix_ns"] = unix_ns().into();
+        access.write(&e);
+    });
+    let mut b = Response::builder().status(status).header("server", "satbench").header("content-type", ctype);
+    if sh.opts.alt_svc {
+        b = b.header("alt-svc", format!("h3=\":{}\"; ma=86400", sh.opts.https_port));
+    }
+    let body = match (file, head_only) {
+        (Some(f), false) => FileBody { file: Some(f), mem: None, remaining: body_len, on_done: Some(on_done), sent: 0 },
+        (Some(_), true) => {
+            b = b.header("content-length", body_len);
+            FileBody::mem(Bytes::new(), on_done)
+        }
+        (None, _) => FileBody::mem(Bytes::from(format!("{}\n", status)), on_done),
+    };
+    Ok(b.body(body).expect("valid response"))
+}
+
+/// Bind a listener with the options every accepted socket inherits.
+pub fn listener(addr: std::net::SocketAddr, opts: &Options) -> std::io::Result<std::net::TcpListener> {
+    // SAFETY: plain socket(2) call; the fd is owned right after.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: fd is a fresh socket owned by no one else.
+    let sock = unsafe { OwnedFd::from_raw_fd(fd) };
+    let raw = sock.as_raw_fd();
+    tcpinfo::set_int(raw, libc::SOL_SOCKET, libc::SO_REUSEADDR, 1, "SO_REUSEADDR")?;
+    if let Some(cc) = &opts.cc {
+        tcpinfo::set_congestion(raw, cc)?;
+    }
+    if opts.tfo {
+        tcpinfo::set_int(raw, libc::IPPROTO_TCP, libc::TCP_FASTOPEN, 256, "TCP_FASTOPEN")?;
+    }
+    if let Some(n) = opts.sndbuf {
+        tcpinfo::set_int(raw, libc::SOL_SOCKET, libc::SO_SNDBUF, n as i32, "SO_SNDBUF")?;
+    }
+    if let Some(n) = opts.rcvbuf {
+        tcpinfo::set_int(raw, libc::SOL_SOCKET, libc::SO_RCVBUF, n as i32, "SO_RCVBUF")?;
+    }
+    let std::net::SocketAddr::V4(v4) = addr else {
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "IPv4 only"));
+    };
+    let sa = libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: v4.port().to_be(),
+        sin_addr: libc::in_addr { s_addr: u32::from_ne_bytes(v4.ip().octets()) },
+        sin_zero: [0; 8],
+    };
+    // SAFETY: sa is a valid sockaddr_in.
+    if unsafe { libc::bind(raw, &sa as *const libc::sockaddr_in as *const libc::sockaddr, std::mem::size_of::<libc::sockaddr_in>() as u32) } != 0 {
+        let e = std::io::Error::last_os_error();
+        return Err(std::io::Error::new(e.kind(), format!("bind {addr}: {e}")));
+    }
+    // SAFETY: plain listen(2).
+    if unsafe { libc::listen(raw, 1024) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let l = std::net::TcpListener::from(sock);
+    l.set_nonblocking(true)?;
+    Ok(l)
+}
+
+/// A stream that records when it last read or wrote anything.
+struct Tracked<T> {
+    inner: T,
+    last: Arc<AtomicU64>,
+}
+
+fn now_ms() -> u64 {
+    unix_ns() / 1_000_000
+}
+
+impl<T: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Tracked<T> {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut tokio::io::ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let r = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if matches!(r, Poll::Ready(Ok(()))) && buf.filled().len() > before {
+            self.last.store(now_ms(), Ordering::Relaxed);
+        }
+        r
+    }
+}
+
+impl<T: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for Tracked<T> {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        let r = Pin::new(&mut self.inner).poll_write(cx, buf);
+        if matches!(r, Poll::Ready(Ok(n)) if n > 0) {
+            self.last.store(now_ms(), Ordering::Relaxed);
+        }
+        r
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// Resolves once nothing was read or written for `idle`.
+async fn idle_watch(last: Arc<AtomicU64>, idle: Duration) {
+    let idle_ms = idle.as_millis() as u64;
+    loop {
+        let quiet = now_ms().saturating_sub(last.load(Ordering::Relaxed));
+        if quiet >= idle_ms {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis((idle_ms - quiet).max(10))).await;
+    }
+}
+
+/// Sample TCP_INFO every 10 ms until `stop`, and once more at close.
+async fn sample(sh: Arc<Shared>, fd: OwnedFd, conn: Arc<str>, cc: Arc<str>, stop: tokio::sync::oneshot::Receiver<()>) {
+    let mut stop = stop;
+    let mut shutdown = sh.shutdown.subscribe();
+    let mut tick = tokio::time::interval(Duration::from_millis(10));
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {
+                if let Some(i) = tcpinfo::tcp_info(fd.as_raw_fd()) {
+                    sh.tcp_info.write(&i.json(&conn, unix_ns(), &cc));
+                }
+            }
+            _ = &mut stop => break,
+            _ = shutdown.changed() => break,
+        }
+    }
+    if let Some(i) = tcpinfo::tcp_info(fd.as_raw_fd()) {
+        let mut v = i.json(&conn, unix_ns(), &cc);
+        v["at_close"] = true.into();
+        sh.tcp_info.write(&v);
+    }
+}
+
+async fn serve_conn(sh: Arc<Shared>, stream: TcpStream, tls: Option<tokio_rustls::TlsAcceptor>) {
+    let _ = stream.set_nodelay(true);
+    let conn: Arc<str> = format!("t{}", NEXT_CONN.fetch_add(1, Ordering::Relaxed)).into();
+    let fd = stream.as_raw_fd();
+    let cc: Arc<str> = tcpinfo::congestion(fd).unwrap_or_else(|| "unknown".into()).into();
+    let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
+    let t_open = unix_ns();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel();
+    if sh.tcp_info.enabled() {
+        // SAFETY: dup of a live socket; the copy is owned by the sampler.
+        let dup = unsafe { libc::dup(fd) };
+        if dup >= 0 {
+            // SAFETY: fresh fd from dup.
+            let owned = unsafe { OwnedFd::from_raw_fd(dup) };
+            tokio::spawn(sample(sh.clone(), owned, conn.clone(), cc.clone(), stop_rx));
+        }
+    }
+    sh.open.lock().expect("open lock").insert(conn.clone(), serde_json::json!({
+        "type": "connection", "conn": &*conn, "transport": "tcp", "cc": &*cc, "alpn": "", "peer": peer,
+        "t_open_unix_ns": t_open, "tls": tls.is_some(),
+    }));
+    let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    // Request heads larger than 64 KB are refused (431), as real servers do.
+    builder.http1().timer(TokioTimer::new()).header_read_timeout(Duration::from_secs(sh.opts.idle_timeout_s)).max_buf_size(64 * 1024);
+    builder.http2().timer(TokioTimer::new()).max_concurrent_streams(256);
+    let (c2, s2, c3) = (conn.clone(), sh.clone(), cc.clone());
+    let idle = Duration::from_secs(sh.opts.idle_timeout_s);
+    // Connections idle for longer than the idle timeout (including ones that
+    // never send a byte) are closed: the serving future is dropped.
+    let last = Arc::new(AtomicU64::new(now_ms()));
+    let stream = Tracked { inner: stream, last: last.clone() };
+    let watch = idle_watch(last, idle);
+    tokio::pin!(watch);
+    let result = match tls {
+        None => {
+            let svc = hyper::service::service_fn(move |r| handle(r, s2.clone(), c2.clone(), false, c3.clone()));
+            tokio::select! {
+                r = builder.serve_connection(TokioIo::new(stream), svc) => r.map_err(|e| e.to_string()),
+                _ = &mut watch => Err("idle timeout".to_string()),
+            }
+        }
+        Some(acc) => match tokio::time::timeout(idle, acc.accept(stream)).await {
+            Ok(Ok(s)) => {
+                let alpn = s.get_ref().1.alpn_protocol().map(|p| String::from_utf8_lossy(p).into_owned()).unwrap_or_default();
+                if let Some(r) = sh.open.lock().expect("open lock").get_mut(&conn) {
+                    r["alpn"] = alpn.into();
+                }
+                let svc = hyper::service::service_fn(move |r| handle(r, s2.clone(), c2.clone(), true, c3.clone()));
+                tokio::select! {
+                    r = builder.serve_connection(TokioIo::new(s), svc) => r.map_err(|e| e.to_string()),
+                    _ = &mut watch => Err("idle timeout".to_string()),
+                }
+            }
+            Ok(Err(e)) => Err(format!("tls: {e}")),
+            Err(_) => Err("tls: handshake timeout".into()),
+        },
+    };
+    let _ = stop_tx.send(());
+    let error = result.err();
+    if let Some(mut rec) = sh.open.lock().expect("open lock").remove(&conn) {
+        rec["t_close_unix_ns"] = unix_ns().into();
+        rec["error"] = error.into();
+        sh.access.write(&rec);
+    }
+}
+
+pub async fn accept_loop(sh: Arc<Shared>, l: std::net::TcpListener, tls: Option<tokio_rustls::TlsAcceptor>) {
+    let l = TcpListener::from_std(l).expect("tokio listener");
+    loop {
+        match l.accept().await {
+            Ok((s, _)) => {
+                tokio::spawn(serve_conn(sh.clone(), s, tls.clone()));
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+        }
+    }
+}
+
+/// TLS 1.3 with ALPN h2 and http/1.1; session resumption unless disabled;
+/// keys logged to $SSLKEYLOGFILE when set.
+pub fn tls_config(cert: &str, key: &str, resumption: bool) -> Result<rustls::ServerConfig, String> {
+    let read = |p: &str| std::fs::read(p).map_err(|e| format!("cannot read {p}: {e}"));
+    let certs = rustls_pemfile::certs(&mut &read(cert)?[..]).collect::<Result<Vec<_>, _>>().map_err(|e| format!("{cert}: {e}"))?;
+    let key = rustls_pemfile::private_key(&mut &read(key)?[..]).map_err(|e| format!("{key}: {e}"))?.ok_or(format!("{key}: no private key"))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut c = rustls::ServerConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .map_err(|e| e.to_string())?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .map_err(|e| format!("certificate: {e}"))?;
+    c.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    c.key_log = Arc::new(rustls::KeyLogFile::new());
+    if !resumption {
+        c.session_storage = Arc::new(rustls::server::NoServerSessionStorage {});
+        c.send_tls13_tickets = 0;
+    }
+    Ok(c)
+}

@@ -1,0 +1,134 @@
+//! Linux TCP telemetry: congestion control by socket option, and `TCP_INFO`.
+
+use std::os::fd::RawFd;
+
+/// `struct tcp_info` of include/uapi/linux/tcp.h up to `tcpi_bytes_retrans`
+/// (the layout only ever grows at its end).
+#[repr(C)]
+#[derive(Default, Clone, Copy, Debug)]
+pub struct TcpInfo {
+    pub state: u8,
+    pub ca_state: u8,
+    pub retransmits: u8,
+    pub probes: u8,
+    pub backoff: u8,
+    pub options: u8,
+    pub wscale: u8,
+    pub flags: u8,
+    pub rto: u32,
+    pub ato: u32,
+    pub snd_mss: u32,
+    pub rcv_mss: u32,
+    pub unacked: u32,
+    pub sacked: u32,
+    pub lost: u32,
+    pub retrans: u32,
+    pub fackets: u32,
+    pub last_data_sent: u32,
+    pub last_ack_sent: u32,
+    pub last_data_recv: u32,
+    pub last_ack_recv: u32,
+    pub pmtu: u32,
+    pub rcv_ssthresh: u32,
+    pub rtt: u32,
+    pub rttvar: u32,
+    pub snd_ssthresh: u32,
+    pub snd_cwnd: u32,
+    pub advmss: u32,
+    pub reordering: u32,
+    pub rcv_rtt: u32,
+    pub rcv_space: u32,
+    pub total_retrans: u32,
+    pub pacing_rate: u64,
+    pub max_pacing_rate: u64,
+    pub bytes_acked: u64,
+    pub bytes_received: u64,
+    pub segs_out: u32,
+    pub segs_in: u32,
+    pub notsent_bytes: u32,
+    pub min_rtt: u32,
+    pub data_segs_in: u32,
+    pub data_segs_out: u32,
+    pub delivery_rate: u64,
+    pub busy_time: u64,
+    pub rwnd_limited: u64,
+    pub sndbuf_limited: u64,
+    pub delivered: u32,
+    pub delivered_ce: u32,
+    pub bytes_sent: u64,
+    pub bytes_retrans: u64,
+}
+
+pub fn tcp_info(fd: RawFd) -> Option<TcpInfo> {
+    let mut info = TcpInfo::default();
+    let mut len = std::mem::size_of::<TcpInfo>() as libc::socklen_t;
+    // SAFETY: info is a plain repr(C) struct of `len` bytes.
+    let r = unsafe { libc::getsockopt(fd, libc::IPPROTO_TCP, libc::TCP_INFO, &mut info as *mut TcpInfo as *mut libc::c_void, &mut len) };
+    (r == 0).then_some(info)
+}
+
+impl TcpInfo {
+    pub fn json(&self, conn: &str, t_ns: u64, cc: &str) -> serde_json::Value {
+        serde_json::json!({
+            "t_unix_ns": t_ns, "conn": conn, "cc": cc, "state": self.state, "ca_state": self.ca_state,
+            "cwnd": self.snd_cwnd, "ssthresh": self.snd_ssthresh, "srtt_us": self.rtt, "rttvar_us": self.rttvar,
+            "min_rtt_us": self.min_rtt, "retransmits": self.retransmits, "total_retrans": self.total_retrans,
+            "lost": self.lost, "unacked": self.unacked, "mss": self.snd_mss, "pacing_rate_Bps": self.pacing_rate,
+            "delivery_rate_Bps": self.delivery_rate, "bytes_acked": self.bytes_acked, "bytes_sent": self.bytes_sent,
+            "bytes_retrans": self.bytes_retrans, "segs_out": self.segs_out, "notsent_bytes": self.notsent_bytes,
+        })
+    }
+}
+
+/// The congestion control of a TCP socket.
+pub fn congestion(fd: RawFd) -> Option<String> {
+    let mut buf = [0u8; 16];
+    let mut len = buf.len() as libc::socklen_t;
+    // SAFETY: buf is valid for len bytes.
+    let r = unsafe { libc::getsockopt(fd, libc::IPPROTO_TCP, libc::TCP_CONGESTION, buf.as_mut_ptr() as *mut libc::c_void, &mut len) };
+    if r != 0 {
+        return None;
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(len as usize);
+    Some(String::from_utf8_lossy(&buf[..end]).into_owned())
+}
+
+fn setsockopt_bytes(fd: RawFd, level: i32, opt: i32, v: &[u8], what: &str) -> std::io::Result<()> {
+    // SAFETY: v is valid for v.len() bytes.
+    let r = unsafe { libc::setsockopt(fd, level, opt, v.as_ptr() as *const libc::c_void, v.len() as libc::socklen_t) };
+    if r != 0 {
+        let e = std::io::Error::last_os_error();
+        return Err(std::io::Error::new(e.kind(), format!("setsockopt({what}): {e}")));
+    }
+    Ok(())
+}
+
+pub fn set_int(fd: RawFd, level: i32, opt: i32, v: i32, what: &str) -> std::io::Result<()> {
+    setsockopt_bytes(fd, level, opt, &v.to_ne_bytes(), what)
+}
+
+pub fn set_congestion(fd: RawFd, cc: &str) -> std::io::Result<()> {
+    setsockopt_bytes(fd, libc::IPPROTO_TCP, libc::TCP_CONGESTION, cc.as_bytes(), &format!("TCP_CONGESTION {cc}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsRawFd;
+
+    #[test]
+    fn layout_matches_the_kernel() {
+        assert_eq!(std::mem::size_of::<TcpInfo>(), 216);
+    }
+
+    #[test]
+    fn reads_info_and_sets_congestion_control() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        set_congestion(c.as_raw_fd(), "reno").unwrap();
+        assert_eq!(congestion(c.as_raw_fd()).as_deref(), Some("reno"));
+        let i = tcp_info(c.as_raw_fd()).unwrap();
+        assert_eq!(i.state, 1); // TCP_ESTABLISHED
+        assert!(i.snd_cwnd > 0 && i.snd_mss > 0);
+    }
+}

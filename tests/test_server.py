@@ -1,0 +1,226 @@
+"""The test server over the emulated path: every protocol serves every page
+byte-exact to a real client; the congestion control in effect is verified
+from TCP_INFO and qlog; bad input neither crashes nor wedges it."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from satbench import Testbed, TestbedSpec, ca, load_profile
+from satbench.serve import Server, ServerOptions
+
+pytestmark = pytest.mark.e2e
+H3CLIENT = Path(__file__).with_name("h3client.py")
+
+
+def urls_of(out: Path, manifests: dict) -> list[tuple[str, str]]:
+    """(path on the server, sha256) of every page's HTML and objects."""
+    rows = []
+    for name, m in sorted(manifests.items()):
+        html = (out / name / "index.html").read_bytes()
+        rows.append((f"/{name}/index.html", hashlib.sha256(html).hexdigest()))
+        rows += [(f"/{name}/{o.path}", o.sha256) for o in m.objects]
+    return rows
+
+
+@pytest.fixture(scope="module")
+def served(generated_pages, tmp_path_factory):  # type: ignore[no-untyped-def]
+    out, manifests = generated_pages
+    logs = tmp_path_factory.mktemp("server-logs")
+    link = load_profile("wire", ["delay_ms=1"])
+    with Testbed(TestbedSpec(link=link, seed=1)) as tb:
+        with Server(out, logs, ServerOptions(cc="reno"), host=tb.server) as srv:
+            yield tb, srv, out, manifests
+
+
+@pytest.mark.parametrize("proto", ["http/1.1", "https/1.1", "h2"])
+def test_every_page_byte_exact_over_tcp(served, proto: str, tmp_path: Path) -> None:
+    tb, srv, out, manifests = served
+    rows = urls_of(out, manifests)
+    scheme = "http" if proto == "http/1.1" else "https"
+    cfg = tmp_path / "curl.cfg"
+    lines = ['write-out = "%{http_version} %{http_code} %{size_download}\\n"', "silent", "show-error"]
+    for i, (path, _) in enumerate(rows):
+        lines += [f'url = "{scheme}://server.test{path}"', f'output = "{tmp_path / str(i)}"']
+    cfg.write_text("\n".join(lines) + "\n")
+    argv = ["curl", "-K", str(cfg), "--cacert", str(ca.ensure().cert)]
+    argv += ["--http2"] if proto == "h2" else ["--http1.1"]
+    p = tb.client.run(argv, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-500:]
+    reported = p.stdout.split("\n")[:-1]
+    want_version = "2" if proto == "h2" else "1.1"
+    assert len(reported) == len(rows) > 1000  # 16 pages, 1081 objects
+    for i, ((path, sha), line) in enumerate(zip(rows, reported)):
+        version, code, _ = line.split()
+        assert (version, code) == (want_version, "200"), (path, line)
+        assert hashlib.sha256((tmp_path / str(i)).read_bytes()).hexdigest() == sha, path
+
+
+def test_every_page_byte_exact_over_h3(served, tmp_path: Path) -> None:
+    tb, srv, out, manifests = served
+    rows = urls_of(out, manifests)
+    p = tb.client.run([sys.executable, str(H3CLIENT), "server.test", "443", str(ca.ensure().cert), "server.test",
+                       str(tmp_path), *[path for path, _ in rows]], capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-2000:]
+    d = json.loads(p.stdout)
+    assert d["alpn"] == "h3"
+    for (path, sha), r in zip(rows, d["responses"], strict=True):
+        assert (r["status"], r["sha256"]) == (200, sha), path
+    h3 = [e for e in srv.access_log() if e.get("proto") == "h3" and e["type"] == "request"]
+    assert len(h3) >= len(rows)
+
+
+def test_access_log_records_protocol_and_congestion_control(served) -> None:
+    tb, srv, out, manifests = served
+    log = srv.access_log()
+    reqs = [e for e in log if e["type"] == "request"]
+    assert {e["proto"] for e in reqs} >= {"http/1.1", "h2", "h3"}
+    assert all(e["cc"] == ("reno" if e["proto"] != "h3" else "reno") for e in reqs)
+    for e in reqs[:50]:
+        assert e["t_request_unix_ns"] <= e["t_response_unix_ns"] <= e["t_done_unix_ns"]
+        assert e["body_bytes"] == e["content_length"]
+
+
+@pytest.mark.parametrize("cc", ["cubic", "bbr", "reno"])
+def test_congestion_control_in_effect(generated_pages, tmp_path: Path, cc: str) -> None:
+    out, _ = generated_pages
+    with Testbed(TestbedSpec(link=load_profile("lan"), seed=1)) as tb:
+        with Server(out, tmp_path, ServerOptions(cc=cc), host=tb.server) as srv:
+            r = tb.client.run(["curl", "-sS", "-o", "/dev/null", "--cacert", str(ca.ensure().cert), "--http2",
+                               "https://server.test/single-1m/img1.jpg"], capture_output=True, text=True, timeout=60)
+            assert r.returncode == 0, r.stderr
+            q = tb.client.run([sys.executable, str(H3CLIENT), "server.test", "443", str(ca.ensure().cert),
+                               "server.test", str(tmp_path / "h3"), "/single-1m/img1.jpg"], capture_output=True,
+                              text=True, timeout=60)
+            assert q.returncode == 0, q.stderr[-1000:]
+    # TCP: the kernel says so, in every TCP_INFO sample of the connection.
+    samples = srv.tcp_info()
+    assert samples and {s["cc"] for s in samples} == {cc}
+    assert any(s.get("at_close") for s in samples)
+    assert max(s["bytes_acked"] for s in samples) >= 1_000_000
+    # QUIC: quiche's own algorithm, seen at work in its qlog.
+    states = set()
+    for f in srv.qlogs():
+        for line in f.read_text().splitlines():
+            if '"quic:congestion_state_updated"' in line:
+                states.add(json.loads(line.lstrip("\x1e"))["data"]["new"])
+    if cc == "bbr":
+        assert "bbr_startup" in states, states
+    else:
+        assert states and not any(s.startswith("bbr") for s in states), states
+    quic = [e for e in srv.access_log() if e["type"] == "connection" and e["transport"] == "quic"]
+    assert quic and quic[0]["cc"] == {"bbr": "bbr2_gcongestion"}.get(cc, cc)
+
+
+def _raw(addr: str, port: int, data: bytes, timeout: float = 5.0) -> bytes:
+    with socket.create_connection((addr, port), timeout=timeout) as s:
+        s.sendall(data)
+        chunks = []
+        try:
+            while True:
+                b = s.recv(65536)
+                if not b:
+                    break
+                chunks.append(b)
+        except socket.timeout:
+            pass
+        return b"".join(chunks)
+
+
+def test_bad_requests_neither_crash_nor_wedge(generated_pages, tmp_path: Path) -> None:
+    out, _ = generated_pages
+    with Testbed(TestbedSpec(link=load_profile("wire"), seed=1)) as tb:
+        with Server(out, tmp_path, ServerOptions(idle_timeout_s=2), host=tb.server) as srv:
+            script = tmp_path / "bad.py"
+            script.write_text(f"""
+import socket, sys, time, json
+sys.path.insert(0, {str(Path(__file__).parent.parent / 'python')!r})
+def raw(port, data, t=5.0):
+    s = socket.create_connection(('198.18.3.10', port), timeout=t); s.sendall(data); out = b''
+    try:
+        while True:
+            b = s.recv(65536)
+            if not b: break
+            out += b
+    except socket.timeout: out += b'<timeout>'
+    s.close(); return out
+r = {{}}
+r['garbage'] = raw(80, b'GARBAGE\\r\\n\\r\\n')[:12].decode()
+r['huge_header'] = raw(80, b'GET / HTTP/1.1\\r\\nHost: x\\r\\nX: ' + b'a' * 200000 + b'\\r\\n\\r\\n')[:12].decode()
+r['tls_garbage'] = len(raw(443, b'this is not TLS\\r\\n' * 10))
+t = time.monotonic(); r['idle'] = raw(80, b'', t=10.0)[:20].decode(); r['idle_s'] = time.monotonic() - t
+r['traversal'] = raw(80, b'GET /../../etc/passwd HTTP/1.1\\r\\nHost: x\\r\\nConnection: close\\r\\n\\r\\n').split(b'\\r\\n')[0].decode()
+r['encoded'] = raw(80, b'GET /%2e%2e/%2e%2e/etc/passwd HTTP/1.1\\r\\nHost: x\\r\\nConnection: close\\r\\n\\r\\n').split(b'\\r\\n')[0].decode()
+r['post'] = raw(80, b'POST /blank/index.html HTTP/1.1\\r\\nHost: x\\r\\nContent-Length: 0\\r\\nConnection: close\\r\\n\\r\\n').split(b'\\r\\n')[0].decode()
+s = socket.create_connection(('198.18.3.10', 80)); s.sendall(b'GET /single-2m/img1.jpg HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n'); s.recv(1000); s.close()
+print(json.dumps(r))
+""")
+            p = tb.client.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+            assert p.returncode == 0, p.stderr
+            r = json.loads(p.stdout)
+            assert r["garbage"].startswith("HTTP/1.1 400")
+            assert r["huge_header"].startswith("HTTP/1.1 431"), r
+            assert r["tls_garbage"] < 100  # closed, perhaps after a TLS alert
+            assert r["idle"] == "" and 1.5 <= r["idle_s"] <= 8, r  # idle connection closed by the server
+            assert r["traversal"] == "HTTP/1.1 403 Forbidden"
+            assert r["encoded"] == "HTTP/1.1 403 Forbidden"
+            assert r["post"] == "HTTP/1.1 405 Method Not Allowed"
+            # Still serving, on every protocol.
+            ok = tb.client.run(["curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "--cacert",
+                                str(ca.ensure().cert), "--http2", "https://server.test/blank/index.html"],
+                               capture_output=True, text=True, timeout=30)
+            assert ok.stdout == "200"
+            assert srv.proc.poll() is None
+    aborted = [e for e in srv.access_log() if e.get("path") == "/single-2m/img1.jpg"]
+    assert aborted and aborted[0]["body_bytes"] < 2_000_000
+
+
+def test_head_alt_svc_and_errors(served) -> None:
+    tb, srv, out, manifests = served
+    p = tb.client.run(["curl", "-sS", "-I", "--cacert", str(ca.ensure().cert), "--http2",
+                       "https://server.test/single-100k/img1.jpg"], capture_output=True, text=True, timeout=30)
+    head = p.stdout.lower()
+    assert "content-length: 100000" in head and "content-type: image/jpeg" in head
+    assert 'alt-svc: h3=":443"' in head
+    nf = tb.client.run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "http://server.test/nope"],
+                       capture_output=True, text=True, timeout=30)
+    assert nf.stdout == "404"
+
+
+def test_satbench_serve_runs_on_its_own(generated_pages, tmp_path: Path) -> None:
+    out, _ = generated_pages
+    with Testbed(TestbedSpec(link=load_profile("wire"), seed=1)) as tb:
+        proc = tb.server.popen([sys.executable, "-m", "satbench", "serve", str(out), "--cc", "cubic", "--log-dir",
+                                str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            ready = json.loads(proc.stdout.readline())
+            assert ready["ready"] and ready["tcp_cc"] == "cubic" and ready["quic_cc"] == "cubic"
+            r = tb.client.run(["curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "http://server.test/blank/"],
+                              capture_output=True, text=True, timeout=30)
+            assert r.stdout == "200"
+        finally:
+            proc.terminate()
+            assert proc.wait(timeout=15) == 0
+    assert any(json.loads(l)["type"] == "request" for l in (tmp_path / "access.jsonl").read_text().splitlines())
+
+
+def test_shell_serve_starts_the_server_on_the_server_host(generated_pages, tmp_path: Path) -> None:
+    from .conftest import run_cli
+
+    out, _ = generated_pages
+    p = run_cli("shell", "--link", "lan", "--serve", str(out), "--cc", "bbr", "--server-logs", str(tmp_path),
+                "--json", "--", "curl", "-sS", "-o", "/dev/null", "--cacert", str(ca.ensure().cert), "--http2",
+                "https://server.test/uniform-100k/img1.jpg")
+    assert p.returncode == 0, p.stderr
+    report = json.loads(p.stderr.strip().splitlines()[-1])
+    assert report["server"]["tcp_cc"] == "bbr" and report["server"]["quic_cc"] == "bbr2_gcongestion"
+    reqs = [json.loads(l) for l in (tmp_path / "access.jsonl").read_text().splitlines()]
+    assert any(r["type"] == "request" and r["proto"] == "h2" and r["cc"] == "bbr" for r in reqs)
