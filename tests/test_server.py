@@ -224,3 +224,42 @@ def test_shell_serve_starts_the_server_on_the_server_host(generated_pages, tmp_p
     assert report["server"]["tcp_cc"] == "bbr" and report["server"]["quic_cc"] == "bbr2_gcongestion"
     reqs = [json.loads(l) for l in (tmp_path / "access.jsonl").read_text().splitlines()]
     assert any(r["type"] == "request" and r["proto"] == "h2" and r["cc"] == "bbr" for r in reqs)
+
+
+@pytest.mark.parametrize("initcwnd", [4, 32])
+def test_tcp_initial_window_from_the_route(generated_pages, tmp_path: Path, initcwnd: int) -> None:
+    out, _ = generated_pages
+    with Testbed(TestbedSpec(link=load_profile("geo"), seed=1)) as tb:
+        with Server(out, tmp_path, ServerOptions(cc="cubic", tcp_initcwnd=initcwnd), host=tb.server) as srv:
+            r = tb.client.run(["curl", "-sS", "-o", "/dev/null", "http://server.test/single-100k/img1.jpg"],
+                              capture_output=True, text=True, timeout=60)
+            assert r.returncode == 0, r.stderr
+    first = srv.tcp_info()[0]
+    assert first["cwnd"] == initcwnd, first
+
+
+def test_satbench_get_fetches_over_h3_byte_exact(served, tmp_path: Path) -> None:
+    tb, srv, out, manifests = served
+    from satbench.bench import client_binary
+
+    o = tmp_path / "body"
+    p = tb.client.run([str(client_binary()), "https://server.test/triangular-1m/img5.jpg", "--cacert",
+                       str(ca.ensure().cert), "--count", "3", "-o", str(o)], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)
+    assert d["protocol"] == "h3" and [r["status"] for r in d["requests"]] == [200, 200, 200]
+    assert d["bytes"] == 3 * 270_000
+    assert hashlib.sha256(o.read_bytes()).hexdigest() == next(
+        x.sha256 for x in manifests["triangular-1m"].objects if x.path == "img5.jpg")
+
+
+def test_server_benchmark_runs_every_protocol() -> None:
+    from .conftest import run_cli
+
+    p = run_cli("bench", "server", "--quick", "--json", timeout=300)
+    assert p.returncode == 0, p.stderr
+    r = json.loads(p.stdout)["protocols"]
+    assert set(r) == {"http/1.1", "https/1.1", "h2", "h3"}
+    for proto, x in r.items():
+        assert x["error"] is None and x["bytes"] == 10 * 2_000_000, (proto, x)
+        assert x["mbps"] > 50, (proto, x)  # a generous bound; the targets are the benchmark's to report

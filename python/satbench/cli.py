@@ -52,7 +52,8 @@ def _server_options(a: argparse.Namespace):  # type: ignore[no-untyped-def]
     from .serve import ServerOptions
 
     return ServerOptions(cc=a.cc, h3=not a.no_h3, tfo=a.tfo, resumption=not a.no_resumption, zero_rtt=not a.no_0rtt,
-                         sndbuf=a.sndbuf, rcvbuf=a.rcvbuf, quic_initcwnd=a.quic_initcwnd, keylog=a.keylog)
+                         sndbuf=a.sndbuf, rcvbuf=a.rcvbuf, quic_initcwnd=a.quic_initcwnd, keylog=a.keylog,
+                         tcp_initcwnd=a.tcp_initcwnd)
 
 
 def _cmd_shell(a: argparse.Namespace, rest: list[str]) -> int:
@@ -110,10 +111,10 @@ def _cmd_check(a: argparse.Namespace) -> int:
 
 
 def _cmd_bench(a: argparse.Namespace) -> int:
-    from .bench import run_link_bench
+    from .bench import run_link_bench, run_server_bench
 
-    if a.what != "link":
-        raise SatbenchError(f"unknown benchmark {a.what!r} (available: link)")
+    if a.what == "server":
+        return run_server_bench(json_out=a.json, quick=a.quick)
     return run_link_bench(json_out=a.json, quick=a.quick)
 
 
@@ -168,6 +169,8 @@ def _add_server_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sndbuf", type=int, metavar="BYTES", help="server socket send buffer")
     p.add_argument("--rcvbuf", type=int, metavar="BYTES", help="server socket receive buffer")
     p.add_argument("--quic-initcwnd", type=int, metavar="PACKETS", help="QUIC initial congestion window")
+    p.add_argument("--tcp-initcwnd", type=int, metavar="SEGMENTS",
+                   help="TCP initial congestion window, on the server host's route (shell --serve only)")
     p.add_argument("--keylog", action="store_true", help="write TLS keys (SSLKEYLOGFILE format) to the log folder")
 
 
@@ -200,8 +203,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--bulk", help="also make bulk files, e.g. 1M,100M,250M,500M")
     p.add_argument("--bulk-only", action="store_true", help="make only the bulk files")
     p.add_argument("--seed", type=int, default=1, help="content seed (default 1)")
-    p = sub.add_parser("bench", help="benchmarks: 'link' measures the emulator's own speed and error")
-    p.add_argument("what", choices=["link"])
+    p = sub.add_parser("bench", help="benchmarks: 'link' (the emulator's speed and error), 'server' (its throughput)")
+    p.add_argument("what", choices=["link", "server"])
     p.add_argument("--json", action="store_true")
     p.add_argument("--quick", action="store_true", help="shorter runs (less precise)")
     return ap

@@ -44,6 +44,9 @@ class ServerOptions:
     sndbuf: int | None = None
     rcvbuf: int | None = None
     quic_initcwnd: int | None = None
+    #: TCP initial congestion window (segments), set on the server host's route
+    #: to the clients; needs ``host``.
+    tcp_initcwnd: int | None = None
     idle_timeout_s: int = 30
     qlog: bool = True
     tcp_info: bool = True
@@ -57,6 +60,22 @@ class ServerOptions:
             v = getattr(self, name)
             if not 0 <= v <= 65535:
                 raise InputError(f"--{name.replace('_', '-')}: not a port: {v}")
+
+
+def set_initcwnd(host: Host, segments: int) -> None:
+    """Set the TCP initial congestion window of connections from ``host`` to
+    the testbed (the kernel reads it from the route)."""
+    if not 1 <= segments <= 1000:
+        raise InputError(f"--tcp-initcwnd: must be 1 to 1000 segments, got {segments}")
+    p = subprocess.run(["ip", "-n", host.ns, "-4", "route", "show", "198.18.0.0/15"], capture_output=True, text=True)
+    via = p.stdout.split()
+    if "via" not in via:
+        raise TestbedError(f"no testbed route on {host.role}: {p.stdout.strip()!r}")
+    gw = via[via.index("via") + 1]
+    r = subprocess.run(["ip", "-n", host.ns, "route", "change", "198.18.0.0/15", "via", gw, "initcwnd", str(segments)],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        raise TestbedError(f"setting initcwnd on {host.role}: {r.stderr.strip()}")
 
 
 class Server:
@@ -73,6 +92,10 @@ class Server:
             raise PrerequisiteError([f"no server binary at {b}: run 'cargo build --release' (scripts/setup does)"])
         self.log_dir.mkdir(parents=True, exist_ok=True)
         o = self.opts
+        if o.tcp_initcwnd is not None:
+            if host is None:
+                raise InputError("--tcp-initcwnd needs a testbed server host (satbench changes no host route)")
+            set_initcwnd(host, o.tcp_initcwnd)
         argv = [str(b), "--root", str(self.root.resolve()), "--bind", bind, "--http-port", str(o.http_port),
                 "--https-port", str(o.https_port), "--access-log", str(self.log_dir / "access.jsonl"),
                 "--idle-timeout-s", str(o.idle_timeout_s)]
