@@ -53,7 +53,7 @@ def _server_options(a: argparse.Namespace):  # type: ignore[no-untyped-def]
 
     return ServerOptions(cc=a.cc, h3=not a.no_h3, tfo=a.tfo, resumption=not a.no_resumption, zero_rtt=not a.no_0rtt,
                          sndbuf=a.sndbuf, rcvbuf=a.rcvbuf, quic_initcwnd=a.quic_initcwnd, keylog=a.keylog,
-                         tcp_initcwnd=a.tcp_initcwnd)
+                         tcp_initcwnd=a.tcp_initcwnd, pacing=not a.no_pacing)
 
 
 def _cmd_shell(a: argparse.Namespace, rest: list[str]) -> int:
@@ -166,6 +166,7 @@ def _add_server_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tfo", action="store_true", help="TCP Fast Open on the server's listeners")
     p.add_argument("--no-resumption", action="store_true", help="no TLS session resumption over TCP")
     p.add_argument("--no-0rtt", action="store_true", help="no QUIC 0-RTT")
+    p.add_argument("--no-pacing", action="store_true", help="no QUIC pacing")
     p.add_argument("--sndbuf", type=int, metavar="BYTES", help="server socket send buffer")
     p.add_argument("--rcvbuf", type=int, metavar="BYTES", help="server socket receive buffer")
     p.add_argument("--quic-initcwnd", type=int, metavar="PACKETS", help="QUIC initial congestion window")

@@ -47,6 +47,8 @@ class ServerOptions:
     #: TCP initial congestion window (segments), set on the server host's route
     #: to the clients; needs ``host``.
     tcp_initcwnd: int | None = None
+    #: QUIC pacing (quiche's pacer, honoured by waiting for each packet's send time).
+    pacing: bool = True
     idle_timeout_s: int = 30
     qlog: bool = True
     tcp_info: bool = True
@@ -110,7 +112,8 @@ class Server:
             argv += ["--tcp-info", str(self.log_dir / "tcp_info.jsonl")]
         if o.qlog and o.h3:
             argv += ["--qlog-dir", str(self.log_dir / "qlog")]
-        for flag, on in (("--tfo", o.tfo), ("--no-resumption", not o.resumption), ("--no-0rtt", not o.zero_rtt)):
+        for flag, on in (("--tfo", o.tfo), ("--no-resumption", not o.resumption), ("--no-0rtt", not o.zero_rtt),
+                         ("--no-pacing", not o.pacing)):
             if on:
                 argv.append(flag)
         for flag, v in (("--sndbuf", o.sndbuf), ("--rcvbuf", o.rcvbuf), ("--quic-initcwnd", o.quic_initcwnd)):

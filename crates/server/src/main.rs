@@ -5,7 +5,7 @@
 //!     [--bind ADDR] [--http-port 80] [--https-port 443] [--no-h3]
 //!     [--access-log FILE] [--tcp-info FILE] [--qlog-dir DIR]
 //!     [--tfo] [--no-resumption] [--no-0rtt] [--sndbuf BYTES] [--rcvbuf BYTES]
-//!     [--quic-initcwnd PACKETS] [--idle-timeout-s S]
+//!     [--quic-initcwnd PACKETS] [--idle-timeout-s S] [--no-pacing]
 //! ```
 //! - port 80: HTTP/1.1 in cleartext;
 //! - port 443/TCP: TLS 1.3 with ALPN h2 and http/1.1, advertising HTTP/3 (Alt-Svc);
@@ -47,6 +47,7 @@ pub struct Options {
     pub rcvbuf: Option<u32>,
     pub quic_initcwnd: Option<usize>,
     pub idle_timeout_s: u64,
+    pub pacing: bool,
 }
 
 fn usage(msg: &str) -> ! {
@@ -75,6 +76,7 @@ fn parse() -> Options {
         rcvbuf: None,
         quic_initcwnd: None,
         idle_timeout_s: 30,
+        pacing: true,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -106,6 +108,7 @@ fn parse() -> Options {
             "--tfo" => o.tfo = true,
             "--no-resumption" => o.resumption = false,
             "--no-0rtt" => o.zero_rtt = false,
+            "--no-pacing" => o.pacing = false,
             "--sndbuf" => o.sndbuf = Some(num("--sndbuf", val())),
             "--rcvbuf" => o.rcvbuf = Some(num("--rcvbuf", val())),
             "--quic-initcwnd" => o.quic_initcwnd = Some(num("--quic-initcwnd", val())),

@@ -48,6 +48,9 @@ struct Conn {
     t_open: u64,
     peer: SocketAddr,
     requests: u64,
+    /// Packets held until quiche's send time, and the total time they waited.
+    paced: u64,
+    paced_wait: Duration,
 }
 
 pub struct Server {
@@ -96,7 +99,7 @@ impl Server {
         c.set_initial_max_streams_uni(16);
         c.set_disable_active_migration(true);
         c.set_cc_algorithm_name(quiche_cc(opts.cc.as_deref().unwrap_or("cubic"))).map_err(|e| e.to_string())?;
-        c.enable_pacing(true);
+        c.enable_pacing(opts.pacing);
         if let Some(n) = opts.quic_initcwnd {
             c.set_initial_congestion_window_packets(n);
         }
@@ -157,7 +160,7 @@ impl Server {
                 if c.timeout_at.is_some_and(|t| t <= now) {
                     c.conn.on_timeout();
                 }
-                Self::flush(&self.sock, c);
+                Self::flush(&self.sock, c, self.opts.pacing);
                 c.timeout_at = c.conn.timeout().map(|d| Instant::now() + d);
                 if c.conn.is_closed() {
                     let c = self.conns.remove(&id).expect("conn");
@@ -207,7 +210,19 @@ impl Server {
             self.aliases.insert(dcid, scid.clone());
             self.conns.insert(
                 scid.clone(),
-                Conn { id, conn, h3: None, streams: HashMap::new(), pending: None, timeout_at: None, t_open: unix_ns(), peer: from, requests: 0 },
+                Conn {
+                    id,
+                    conn,
+                    h3: None,
+                    streams: HashMap::new(),
+                    pending: None,
+                    timeout_at: None,
+                    t_open: unix_ns(),
+                    peer: from,
+                    requests: 0,
+                    paced: 0,
+                    paced_wait: Duration::ZERO,
+                },
             );
             scid
         };
@@ -359,7 +374,7 @@ impl Server {
     }
 
     /// Send every packet quiche has that is due; keep the first one that is not.
-    fn flush(sock: &UdpSocket, c: &mut Conn) {
+    fn flush(sock: &UdpSocket, c: &mut Conn, pacing: bool) {
         let mut out = [0u8; MAX_DATAGRAM];
         loop {
             let now = Instant::now();
@@ -372,7 +387,9 @@ impl Server {
             }
             match c.conn.send(&mut out) {
                 Ok((n, info)) => {
-                    if info.at > now + Duration::from_micros(20) {
+                    if pacing && info.at > now + Duration::from_micros(20) {
+                        c.paced += 1;
+                        c.paced_wait += info.at - now;
                         c.pending = Some((out[..n].to_vec(), info.to, info.at));
                         return;
                     }
@@ -397,7 +414,7 @@ impl Server {
             "packets_sent": s.sent, "packets_recv": s.recv, "packets_lost": s.lost, "packets_retrans": s.retrans,
             "bytes_sent": s.sent_bytes, "bytes_recv": s.recv_bytes, "bytes_lost": s.lost_bytes,
             "srtt_ms": p.as_ref().map(|p| p.rtt.as_secs_f64() * 1e3), "cwnd": p.as_ref().map(|p| p.cwnd),
-            "resumed": c.conn.is_resumed(), "error": c.conn.peer_error().map(|e| format!("{e:?}")),
+            "resumed": c.conn.is_resumed(), "paced_packets": c.paced, "paced_wait_s": c.paced_wait.as_secs_f64(), "error": c.conn.peer_error().map(|e| format!("{e:?}")),
         }));
     }
 }
