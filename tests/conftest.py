@@ -103,3 +103,38 @@ def generated_pages(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[n
 
     out = tmp_path_factory.mktemp("pages")
     return out, {m.page: m for m in pages.generate(out, seed=1)}
+
+
+def page_urls(out: Path, manifests: dict) -> list[tuple[str, str]]:
+    """(path on the server, sha256) of every page's HTML and objects."""
+    import hashlib
+
+    rows = []
+    for name, m in sorted(manifests.items()):
+        html = (out / name / "index.html").read_bytes()
+        rows.append((f"/{name}/index.html", hashlib.sha256(html).hexdigest()))
+        rows += [(f"/{name}/{o.path}", o.sha256) for o in m.objects]
+    return rows
+
+
+def curl_all(client, rows: list[tuple[str, str]], proto: str, tmp: Path, cacert: str) -> list[str]:  # type: ignore[no-untyped-def]
+    """Fetch every row with one curl process (connections reused) and check each
+    body's SHA-256; returns the HTTP version curl reports per request."""
+    import hashlib
+
+    scheme = "http" if proto == "http/1.1" else "https"
+    cfg = tmp / "curl.cfg"
+    lines = ['write-out = "%{http_version} %{http_code}\\n"', "silent", "show-error"]
+    for i, (path, _) in enumerate(rows):
+        lines += [f'url = "{scheme}://server.test{path}"', f'output = "{tmp / str(i)}"']
+    cfg.write_text("\n".join(lines) + "\n")
+    argv = ["curl", "-K", str(cfg), "--cacert", cacert, "--http2" if proto == "h2" else "--http1.1"]
+    p = client.run(argv, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-500:]
+    versions = []
+    for i, ((path, sha), line) in enumerate(zip(rows, p.stdout.splitlines(), strict=True)):
+        version, code = line.split()
+        assert code == "200", (path, line)
+        assert hashlib.sha256((tmp / str(i)).read_bytes()).hexdigest() == sha, path
+        versions.append(version)
+    return versions

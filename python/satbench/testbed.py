@@ -68,20 +68,17 @@ def _alive(pid: int, start: int | None) -> bool:
 
 
 def check_namespace_default_cc(cc: str) -> None:
-    """A namespace other than the host's may only default to an algorithm the
-    host allows (net.ipv4.tcp_allowed_congestion_control); satbench never
-    changes that host setting. Sockets can still choose any algorithm."""
     if cc not in CONGESTION_CONTROLS:
         raise InputError(f"--default-cc: must be one of {', '.join(CONGESTION_CONTROLS)}, got {cc!r}")
+
+
+def _allowed_as_default(cc: str) -> bool:
+    """A namespace other than the host's may only default (sysctl) to an
+    algorithm the host allows; satbench never changes that host setting."""
     try:
-        allowed = Path("/proc/sys/net/ipv4/tcp_allowed_congestion_control").read_text().split()
+        return cc in Path("/proc/sys/net/ipv4/tcp_allowed_congestion_control").read_text().split()
     except OSError:
-        return
-    if cc not in allowed:
-        raise InputError(
-            f"--default-cc {cc}: this host lets namespaces default only to {' '.join(allowed)} "
-            "(net.ipv4.tcp_allowed_congestion_control, which satbench does not change); "
-            f"set {cc} per socket instead (e.g. iperf3 -C {cc})")
+        return False
 
 
 @dataclass
@@ -287,12 +284,18 @@ class Testbed:
         s = ["net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1",
              "net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf.default.rp_filter=0",
              f"net.ipv4.ip_forward={1 if router else 0}"]
-        if self.spec.tcp_cc:
+        if self.spec.tcp_cc and _allowed_as_default(self.spec.tcp_cc):
             s.append(f"net.ipv4.tcp_congestion_control={self.spec.tcp_cc}")
         _run(["ip", "netns", "exec", ns, "sysctl", "-q", "-w", *s], what=f"sysctl in {ns}")
 
     def _configure(self) -> None:
+        # The congestion control is also set on every testbed route (congctl):
+        # it then applies to every TCP connection of the testbed, whatever
+        # algorithms the host allows namespaces to default to.
+        cc = f" congctl {self.spec.tcp_cc}" if self.spec.tcp_cc else ""
+
         def batch(ns: str, lines: list[str]) -> None:
+            lines = [l + cc if l.startswith("route add") else l for l in lines]
             _run(["ip", "-n", ns, "-batch", "-"], input="\n".join(lines) + "\n", what=f"configuring {ns}")
 
         def tun(dev: str, local: str, peer: str) -> list[str]:
@@ -330,8 +333,11 @@ class Testbed:
     # -- running ------------------------------------------------------------
 
     def tcp_cc(self) -> str:
-        """The default TCP congestion control in effect in the hosts (inherited
-        from the host namespace's default unless the spec sets one)."""
+        """The TCP congestion control testbed connections get unless a socket
+        chooses its own: the spec's (on every route), else the namespaces'
+        default (inherited from the host namespace's)."""
+        if self.spec.tcp_cc:
+            return self.spec.tcp_cc
         p = self.server.run(["cat", "/proc/sys/net/ipv4/tcp_congestion_control"], capture_output=True, text=True)
         return p.stdout.strip()
 

@@ -1,0 +1,205 @@
+"""Third-party servers as alternative endpoints, to cross-check our own:
+nginx from Debian (HTTP/1.1 and HTTP/2) and caddy built from the Go module
+proxy (HTTP/1.1, HTTP/2 and HTTP/3).
+
+They serve the same directory with the same certificate on the same ports
+as ``satbench-server``, and log every request as JSON lines. Neither sets a
+TCP congestion control of its own, so satbench sets one on the server host's
+route to the clients (``ip route ... congctl``), inside the testbed's
+namespace: that needs no change to the host's list of allowed algorithms.
+caddy's QUIC is quic-go, whose congestion control is its own (CUBIC, not
+configurable).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from . import ca as ca_mod
+from .errors import InputError, PrerequisiteError, TestbedError
+from .prereq import REPO
+from .testbed import CONGESTION_CONTROLS, Host
+
+KINDS = ("nginx", "caddy")
+CADDY_VERSION = "v2.11.9"
+
+
+def caddy_binary() -> Path:
+    env = os.environ.get("SATBENCH_CADDY_BIN")
+    return Path(env) if env else REPO / "target" / "go" / "caddy"
+
+
+def set_route(host: Host, *, congctl: str | None = None, initcwnd: int | None = None) -> None:
+    """Set per-route TCP metrics on ``host``'s route to the rest of the testbed."""
+    p = subprocess.run(["ip", "-n", host.ns, "-4", "route", "show", "198.18.0.0/15"], capture_output=True, text=True)
+    words = p.stdout.split()
+    if "via" not in words:
+        raise TestbedError(f"no testbed route on {host.role}: {p.stdout.strip()!r}")
+    argv = ["ip", "-n", host.ns, "route", "change", "198.18.0.0/15", "via", words[words.index("via") + 1]]
+    if initcwnd is not None:
+        argv += ["initcwnd", str(initcwnd)]
+    if congctl is not None:
+        argv += ["congctl", congctl]
+    r = subprocess.run(argv, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise TestbedError(f"setting route metrics on {host.role}: {r.stderr.strip()}")
+
+
+def _nginx_conf(root: Path, logs: Path, cert: Path, key: Path, http_port: int, https_port: int) -> str:
+    return f"""# written by satbench
+user root;
+worker_processes 1;
+daemon off;
+pid {logs}/nginx.pid;
+error_log {logs}/error.log warn;
+events {{ worker_connections 4096; }}
+http {{
+    include /etc/nginx/mime.types;
+    default_type application/octet-stream;
+    log_format satbench escape=json '{{"type":"request","server":"nginx","proto":"$server_protocol",'
+        '"alpn":"$ssl_alpn_protocol","tls":"$ssl_protocol","conn":"$connection","method":"$request_method",'
+        '"path":"$request_uri","status":$status,"body_bytes":$body_bytes_sent,"t_unix_s":$msec,'
+        '"request_time_s":$request_time}}';
+    access_log {logs}/access.jsonl satbench;
+    client_body_temp_path {logs}/tmp-body;
+    proxy_temp_path {logs}/tmp-proxy;
+    fastcgi_temp_path {logs}/tmp-fastcgi;
+    uwsgi_temp_path {logs}/tmp-uwsgi;
+    scgi_temp_path {logs}/tmp-scgi;
+    sendfile on;
+    keepalive_timeout 30s;
+    server {{
+        listen {http_port};
+        listen {https_port} ssl http2;
+        server_name server.test;
+        ssl_certificate {cert};
+        ssl_certificate_key {key};
+        ssl_protocols TLSv1.3;
+        root {root};
+        index index.html;
+    }}
+}}
+"""
+
+
+def _caddyfile(root: Path, logs: Path, cert: Path, key: Path, http_port: int, https_port: int, h3: bool) -> str:
+    protocols = "h1 h2 h3" if h3 else "h1 h2"
+    return f"""# written by satbench
+{{
+    admin off
+    auto_https off
+    persist_config off
+    storage file_system {logs}/caddy-data
+    servers {{
+        protocols {protocols}
+    }}
+}}
+https://:{https_port} {{
+    tls {cert} {key} {{
+        protocols tls1.3
+    }}
+    root * {root}
+    file_server
+    log {{
+        output file {logs}/access.jsonl
+        format json
+    }}
+}}
+http://:{http_port} {{
+    root * {root}
+    file_server
+    log {{
+        output file {logs}/access-http.jsonl
+        format json
+    }}
+}}
+"""
+
+
+class ThirdPartyServer:
+    """nginx or caddy on a testbed host; stop it with :meth:`stop` or ``with``."""
+
+    def __init__(self, kind: str, root: Path, log_dir: Path, host: Host, *, cc: str | None = None, h3: bool = True,
+                 http_port: int = 80, https_port: int = 443):
+        if kind not in KINDS:
+            raise InputError(f"server: must be one of satbench, {', '.join(KINDS)}; got {kind!r}")
+        if cc is not None and cc not in CONGESTION_CONTROLS:
+            raise InputError(f"--cc: must be one of {', '.join(CONGESTION_CONTROLS)}, got {cc!r}")
+        self.kind, self.root, self.log_dir, self.host = kind, Path(root).resolve(), Path(log_dir), host
+        self.https_port = https_port
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        c = ca_mod.ensure()
+        env = dict(os.environ)
+        if kind == "nginx":
+            binary = shutil.which("nginx")
+            if binary is None:
+                raise PrerequisiteError(["no nginx: install Debian's nginx (scripts/setup does)"])
+            conf = self.log_dir / "nginx.conf"
+            conf.write_text(_nginx_conf(self.root, self.log_dir, c.server_cert, c.server_key, http_port, https_port))
+            argv = [binary, "-c", str(conf), "-p", str(self.log_dir)]
+            self.h3 = False
+        else:
+            binary = str(caddy_binary())
+            if not Path(binary).exists():
+                raise PrerequisiteError([f"no caddy at {binary}: scripts/setup builds caddy {CADDY_VERSION}"])
+            conf = self.log_dir / "Caddyfile"
+            conf.write_text(_caddyfile(self.root, self.log_dir, c.server_cert, c.server_key, http_port, https_port, h3))
+            argv = [binary, "run", "--config", str(conf), "--adapter", "caddyfile"]
+            env.update(HOME=str(self.log_dir), XDG_DATA_HOME=str(self.log_dir / "xdg-data"),
+                       XDG_CONFIG_HOME=str(self.log_dir / "xdg-config"))
+            self.h3 = h3
+        if cc is not None:
+            set_route(host, congctl=cc)
+        self.cc = cc
+        self.argv = argv
+        self.stderr = open(self.log_dir / f"{kind}.stderr", "w")
+        self.proc = subprocess.Popen(host.cmd(argv), stdout=self.stderr, stderr=self.stderr, env=env,
+                                     start_new_session=True)
+        self._wait_listening(http_port, https_port)
+
+    def _wait_listening(self, *ports: int) -> None:
+        end = time.monotonic() + 20
+        while time.monotonic() < end:
+            if self.proc.poll() is not None:
+                raise TestbedError(f"{self.kind} exited at start: {(self.log_dir / f'{self.kind}.stderr').read_text()[-500:]}")
+            out = self.host.run(["ss", "-ltnH"], capture_output=True, text=True).stdout
+            if all(f":{p} " in out for p in ports):
+                if self.h3:
+                    udp = self.host.run(["ss", "-lunH"], capture_output=True, text=True).stdout
+                    if f":{self.https_port} " not in udp:
+                        time.sleep(0.05)
+                        continue
+                return
+            time.sleep(0.05)
+        raise TestbedError(f"{self.kind} did not listen on {ports} within 20 s")
+
+    def __enter__(self) -> "ThirdPartyServer":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        self.stderr.close()
+
+    def access_log(self) -> list[dict[str, Any]]:
+        rows = []
+        for name in ("access.jsonl", "access-http.jsonl"):
+            p = self.log_dir / name
+            if p.exists():
+                rows += [json.loads(l) for l in p.read_text().splitlines() if l.strip()]
+        return rows
