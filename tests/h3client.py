@@ -2,6 +2,9 @@
 
     python h3client.py HOST PORT CAFILE SERVER_NAME OUTDIR PATH...
 
+With $H3CLIENT_TICKET naming a file, the session ticket is kept there and the
+next run resumes with it, sending its requests as 0-RTT early data.
+
 Fetches every PATH over one QUIC connection, all requests at once, writes each
 body to OUTDIR (named by its index) and prints one JSON object with the status,
 length and SHA-256 of each, and the negotiated ALPN.
@@ -12,6 +15,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import os
+import pickle
 import sys
 from pathlib import Path
 
@@ -52,15 +57,23 @@ class H3Client(QuicConnectionProtocol):
         return self.headers.get(sid, {}), bytes(self.bodies.get(sid, b""))
 
 
-async def main(host: str, port: int, cafile: str, name: str, out: Path, paths: list[str]) -> dict:
+async def main(host: str, port: int, cafile: str, name: str, out: Path, paths: list[str],
+               ticket_file: Path | None = None) -> dict:
     cfg = QuicConfiguration(is_client=True, alpn_protocols=H3_ALPN, server_name=name, max_data=64 << 20,
                             max_stream_data=16 << 20)
     cfg.load_verify_locations(cafile)
+    tickets = []
+    if ticket_file is not None and ticket_file.exists():
+        cfg.session_ticket = pickle.loads(ticket_file.read_bytes())  # resume, and send 0-RTT if allowed
     results = []
-    async with connect(host, port, configuration=cfg, create_protocol=H3Client) as c:
+    async with connect(host, port, configuration=cfg, create_protocol=H3Client,
+                       session_ticket_handler=tickets.append, wait_connected=cfg.session_ticket is None) as c:
         for i in range(0, len(paths), 100):  # within the server's limit of concurrent streams
             results += await asyncio.gather(*(c.get(f"{name}:{port}", p) for p in paths[i:i + 100]))
         alpn = c._quic.tls.alpn_negotiated
+        await asyncio.sleep(0.05)  # let a session ticket arrive
+    if ticket_file is not None and tickets:
+        ticket_file.write_bytes(pickle.dumps(tickets[-1]))
     rows = []
     for i, (p, (h, body)) in enumerate(zip(paths, results)):
         (out / str(i)).write_bytes(body)
@@ -72,4 +85,6 @@ async def main(host: str, port: int, cafile: str, name: str, out: Path, paths: l
 if __name__ == "__main__":
     host, port, cafile, name, outdir, *paths = sys.argv[1:]
     Path(outdir).mkdir(parents=True, exist_ok=True)
-    print(json.dumps(asyncio.run(main(host, int(port), cafile, name, Path(outdir), paths))))
+    ticket = os.environ.get("H3CLIENT_TICKET")  # a file to keep the session ticket in, for resumption
+    print(json.dumps(asyncio.run(main(host, int(port), cafile, name, Path(outdir), paths,
+                                      Path(ticket) if ticket else None))))

@@ -281,3 +281,54 @@ def test_quic_pacing_really_happens(generated_pages, tmp_path: Path) -> None:
         median[pacing] = sorted(gaps)[len(gaps) // 2]
     assert share_close[True] < share_close[False] - 0.2, share_close
     assert median[True] > 1.5 * median[False], median
+
+
+@pytest.mark.parametrize("zero_rtt", [True, False])
+def test_quic_resumption_and_0rtt(generated_pages, tmp_path: Path, zero_rtt: bool) -> None:
+    import os
+
+    out, _ = generated_pages
+    ticket = tmp_path / "ticket"
+    with Testbed(TestbedSpec(link=load_profile("wire", ["delay_ms=10"]), seed=1)) as tb:
+        with Server(out, tmp_path / "logs", ServerOptions(zero_rtt=zero_rtt), host=tb.server) as srv:
+            for i in range(2):
+                p = tb.client.run([sys.executable, str(H3CLIENT), "server.test", "443", str(ca.ensure().cert),
+                                   "server.test", str(tmp_path / f"o{i}"), "/blank/index.html"], capture_output=True,
+                                  text=True, timeout=60, env={**os.environ, "H3CLIENT_TICKET": str(ticket)})
+                assert p.returncode == 0, p.stderr[-1000:]
+                assert json.loads(p.stdout)["responses"][0]["status"] == 200
+    conns = [e for e in srv.access_log() if e["type"] == "connection"]
+    assert [c["resumed"] for c in conns] == [False, True]
+    assert conns[0]["early_requests"] == 0
+    assert conns[1]["early_requests"] == (1 if zero_rtt else 0)
+
+
+@pytest.mark.parametrize("resumption", [True, False])
+def test_tls_resumption_over_tcp(served, generated_pages, tmp_path: Path, resumption: bool) -> None:
+    out, _ = generated_pages
+    with Testbed(TestbedSpec(link=load_profile("wire"), seed=1)) as tb:
+        with Server(out, tmp_path / "logs", ServerOptions(resumption=resumption), host=tb.server) as srv:
+            # One curl, two URLs, no keep-alive: the second connection offers the first's session.
+            p = tb.client.run(["curl", "-sS", "--no-keepalive", "-H", "Connection: close", "--http1.1", "--cacert",
+                               str(ca.ensure().cert), "-o", "/dev/null", "https://server.test/blank/index.html",
+                               "-o", "/dev/null", "https://server.test/blank/index.html"],
+                              capture_output=True, text=True, timeout=30)
+            assert p.returncode == 0, p.stderr
+    kinds = [e["tls_handshake"] for e in srv.access_log() if e["type"] == "connection"]
+    assert kinds == (["Full", "Resumed"] if resumption else ["Full", "Full"]), kinds
+
+
+@pytest.mark.parametrize("tfo", [True, False])
+def test_tcp_fast_open(generated_pages, tmp_path: Path, tfo: bool) -> None:
+    out, _ = generated_pages
+    with Testbed(TestbedSpec(link=load_profile("wire", ["delay_ms=5"]), seed=1)) as tb:
+        with Server(out, tmp_path / "logs", ServerOptions(tfo=tfo), host=tb.server) as srv:
+            for _ in range(2):  # the first connection fetches a cookie, the second uses it
+                p = tb.client.run(["curl", "-sS", "--tcp-fastopen", "-o", "/dev/null",
+                                   "http://server.test/blank/index.html"], capture_output=True, text=True, timeout=30)
+                assert p.returncode == 0, p.stderr
+                time.sleep(0.05)
+    first_sample = {}
+    for s in srv.tcp_info():
+        first_sample.setdefault(s["conn"], s)
+    assert [first_sample[c]["syn_data"] for c in sorted(first_sample)] == ([False, True] if tfo else [False, False])

@@ -94,6 +94,9 @@ class Server:
             raise PrerequisiteError([f"no server binary at {b}: run 'cargo build --release' (scripts/setup does)"])
         self.log_dir.mkdir(parents=True, exist_ok=True)
         o = self.opts
+        if o.tfo and host is not None:
+            # Server-side Fast Open is enabled per namespace (bit 2), inside the testbed only.
+            subprocess.run(host.cmd(["sysctl", "-q", "-w", "net.ipv4.tcp_fastopen=3"]), check=True)
         if o.tcp_initcwnd is not None:
             if host is None:
                 raise InputError("--tcp-initcwnd needs a testbed server host (satbench changes no host route)")

@@ -51,6 +51,8 @@ struct Conn {
     /// Packets held until quiche's send time, and the total time they waited.
     paced: u64,
     paced_wait: Duration,
+    /// Requests that arrived as 0-RTT early data.
+    early_requests: u64,
 }
 
 pub struct Server {
@@ -222,6 +224,7 @@ impl Server {
                     requests: 0,
                     paced: 0,
                     paced_wait: Duration::ZERO,
+                    early_requests: 0,
                 },
             );
             scid
@@ -301,10 +304,14 @@ impl Server {
             quiche::h3::Header::new(b"content-length", content_length.to_string().as_bytes()),
         ];
         c.requests += 1;
+        let early = c.conn.is_in_early_data();
+        if early {
+            c.early_requests += 1;
+        }
         let entry = serde_json::json!({
             "type": "request", "conn": c.id, "proto": "h3", "tls": true, "cc": quiche_cc(opts.cc.as_deref().unwrap_or("cubic")),
             "method": method, "path": path, "status": status, "content_length": content_length,
-            "stream": sid, "t_request_unix_ns": t_request,
+            "stream": sid, "t_request_unix_ns": t_request, "early_data": early,
         });
         c.streams.insert(sid, Resp { headers: Some(headers), file, remaining: body_len, buf, sent: 0, entry });
     }
@@ -414,7 +421,7 @@ impl Server {
             "packets_sent": s.sent, "packets_recv": s.recv, "packets_lost": s.lost, "packets_retrans": s.retrans,
             "bytes_sent": s.sent_bytes, "bytes_recv": s.recv_bytes, "bytes_lost": s.lost_bytes,
             "srtt_ms": p.as_ref().map(|p| p.rtt.as_secs_f64() * 1e3), "cwnd": p.as_ref().map(|p| p.cwnd),
-            "resumed": c.conn.is_resumed(), "paced_packets": c.paced, "paced_wait_s": c.paced_wait.as_secs_f64(), "error": c.conn.peer_error().map(|e| format!("{e:?}")),
+            "resumed": c.conn.is_resumed(), "early_requests": c.early_requests, "paced_packets": c.paced, "paced_wait_s": c.paced_wait.as_secs_f64(), "error": c.conn.peer_error().map(|e| format!("{e:?}")),
         }));
     }
 }

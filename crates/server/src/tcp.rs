@@ -330,8 +330,10 @@ async fn serve_conn(sh: Arc<Shared>, stream: TcpStream, tls: Option<tokio_rustls
         Some(acc) => match tokio::time::timeout(idle, acc.accept(stream)).await {
             Ok(Ok(s)) => {
                 let alpn = s.get_ref().1.alpn_protocol().map(|p| String::from_utf8_lossy(p).into_owned()).unwrap_or_default();
+                let kind = s.get_ref().1.handshake_kind().map(|k| format!("{k:?}")).unwrap_or_default();
                 if let Some(r) = sh.open.lock().expect("open lock").get_mut(&conn) {
                     r["alpn"] = alpn.into();
+                    r["tls_handshake"] = kind.into();
                 }
                 let svc = hyper::service::service_fn(move |r| handle(r, s2.clone(), c2.clone(), true, c3.clone()));
                 tokio::select! {

@@ -76,6 +76,7 @@ impl TcpInfo {
             "lost": self.lost, "unacked": self.unacked, "mss": self.snd_mss, "pacing_rate_Bps": self.pacing_rate,
             "delivery_rate_Bps": self.delivery_rate, "bytes_acked": self.bytes_acked, "bytes_sent": self.bytes_sent,
             "bytes_retrans": self.bytes_retrans, "segs_out": self.segs_out, "notsent_bytes": self.notsent_bytes,
+            "options": self.options, "syn_data": self.options & 0x20 != 0,
         })
     }
 }
