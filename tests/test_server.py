@@ -57,11 +57,18 @@ def test_every_page_byte_exact_over_h3(served, tmp_path: Path) -> None:
 
 
 def test_access_log_records_protocol_and_congestion_control(served) -> None:
+    from satbench.bench import client_binary
+
     tb, srv, out, manifests = served
-    log = srv.access_log()
-    reqs = [e for e in log if e["type"] == "request"]
+    cert = str(ca.ensure().cert)
+    path = "/uniform-100k/img3.jpg"
+    for argv in (["curl", "-sS", "-o", "/dev/null", f"http://server.test{path}"],
+                 ["curl", "-sS", "-o", "/dev/null", "--cacert", cert, "--http2", f"https://server.test{path}"],
+                 [str(client_binary()), f"https://server.test{path}", "--cacert", cert]):
+        assert tb.client.run(argv, capture_output=True, timeout=30).returncode == 0, argv
+    reqs = [e for e in srv.access_log() if e["type"] == "request" and e["path"] == path]
     assert {e["proto"] for e in reqs} >= {"http/1.1", "h2", "h3"}
-    assert all(e["cc"] == ("reno" if e["proto"] != "h3" else "reno") for e in reqs)
+    assert all(e["cc"] == "reno" for e in reqs)
     for e in reqs[:50]:
         assert e["t_request_unix_ns"] <= e["t_response_unix_ns"] <= e["t_done_unix_ns"]
         assert e["body_bytes"] == e["content_length"]
@@ -332,3 +339,12 @@ def test_tcp_fast_open(generated_pages, tmp_path: Path, tfo: bool) -> None:
     for s in srv.tcp_info():
         first_sample.setdefault(s["conn"], s)
     assert [first_sample[c]["syn_data"] for c in sorted(first_sample)] == ([False, True] if tfo else [False, False])
+
+
+def test_route_metrics_add_up(generated_pages, tmp_path: Path) -> None:
+    """An initial window set for the server keeps the congestion control set for the testbed."""
+    out, _ = generated_pages
+    with Testbed(TestbedSpec(link=load_profile("lan"), tcp_cc="reno", seed=1)) as tb:
+        with Server(out, tmp_path, ServerOptions(tcp_initcwnd=20), host=tb.server):
+            route = tb.server.run(["ip", "-4", "route", "show", "198.18.0.0/15"], capture_output=True, text=True).stdout
+    assert "initcwnd 20" in route and "congctl reno" in route, route

@@ -21,7 +21,7 @@ from typing import Any, Sequence
 from . import ca as ca_mod
 from .errors import InputError, PrerequisiteError, TestbedError
 from .prereq import REPO
-from .testbed import CONGESTION_CONTROLS, Host
+from .testbed import CONGESTION_CONTROLS, Host, stop_process
 
 
 def server_binary() -> Path:
@@ -64,22 +64,6 @@ class ServerOptions:
                 raise InputError(f"--{name.replace('_', '-')}: not a port: {v}")
 
 
-def set_initcwnd(host: Host, segments: int) -> None:
-    """Set the TCP initial congestion window of connections from ``host`` to
-    the testbed (the kernel reads it from the route)."""
-    if not 1 <= segments <= 1000:
-        raise InputError(f"--tcp-initcwnd: must be 1 to 1000 segments, got {segments}")
-    p = subprocess.run(["ip", "-n", host.ns, "-4", "route", "show", "198.18.0.0/15"], capture_output=True, text=True)
-    via = p.stdout.split()
-    if "via" not in via:
-        raise TestbedError(f"no testbed route on {host.role}: {p.stdout.strip()!r}")
-    gw = via[via.index("via") + 1]
-    r = subprocess.run(["ip", "-n", host.ns, "route", "change", "198.18.0.0/15", "via", gw, "initcwnd", str(segments)],
-                       capture_output=True, text=True)
-    if r.returncode != 0:
-        raise TestbedError(f"setting initcwnd on {host.role}: {r.stderr.strip()}")
-
-
 class Server:
     """A running ``satbench-server``; stop it with :meth:`stop` or a ``with`` block."""
 
@@ -100,7 +84,9 @@ class Server:
         if o.tcp_initcwnd is not None:
             if host is None:
                 raise InputError("--tcp-initcwnd needs a testbed server host (satbench changes no host route)")
-            set_initcwnd(host, o.tcp_initcwnd)
+            if not 1 <= o.tcp_initcwnd <= 1000:
+                raise InputError(f"--tcp-initcwnd: must be 1 to 1000 segments, got {o.tcp_initcwnd}")
+            host.set_route_metrics(initcwnd=o.tcp_initcwnd)
         argv = [str(b), "--root", str(self.root.resolve()), "--bind", bind, "--http-port", str(o.http_port),
                 "--https-port", str(o.https_port), "--access-log", str(self.log_dir / "access.jsonl"),
                 "--idle-timeout-s", str(o.idle_timeout_s)]
@@ -145,17 +131,7 @@ class Server:
         self.stop()
 
     def stop(self) -> int | None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        for f in (self.proc.stdout, self.proc.stderr):
-            if f:
-                f.close()
-        return self.proc.returncode
+        return stop_process(self.proc)
 
     def access_log(self) -> list[dict[str, Any]]:
         p = self.log_dir / "access.jsonl"

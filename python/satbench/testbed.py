@@ -104,6 +104,39 @@ class Host:
     def popen(self, argv: Sequence[str], **kw: Any) -> subprocess.Popen[Any]:
         return subprocess.Popen(self.cmd(argv), **kw)
 
+    def set_route_metrics(self, *, congctl: str | None = None, initcwnd: int | None = None) -> None:
+        """Set TCP metrics on this host's route to the rest of the testbed
+        (198.18.0.0/15), keeping the metrics it already has."""
+        p = subprocess.run(["ip", "-n", self.ns, "-4", "route", "show", "198.18.0.0/15"], capture_output=True,
+                           text=True)
+        words = p.stdout.split()
+        if "via" not in words:
+            raise TestbedError(f"no testbed route on {self.role}: {p.stdout.strip()!r}")
+        metrics = {k: words[words.index(k) + 1] for k in ("congctl", "initcwnd") if k in words}
+        if congctl is not None:
+            metrics["congctl"] = congctl
+        if initcwnd is not None:
+            metrics["initcwnd"] = str(initcwnd)
+        argv = ["ip", "-n", self.ns, "route", "change", "198.18.0.0/15", "via", words[words.index("via") + 1]]
+        for k, v in metrics.items():
+            argv += [k, v]
+        _run(argv, what=f"setting route metrics on {self.role}")
+
+
+def stop_process(proc: subprocess.Popen[Any], timeout: float = 10) -> int:
+    """SIGTERM, then SIGKILL after ``timeout``; close its pipes; return its exit code."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    for f in (proc.stdout, proc.stderr):
+        if f:
+            f.close()
+    return proc.returncode
+
 
 @dataclass(kw_only=True)
 class TestbedSpec:
@@ -153,16 +186,7 @@ class Emulator:
 
     def stop(self) -> dict[str, Any] | None:
         """Stop the emulator and return its counters."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        for f in (self.proc.stdout, self.proc.stderr):
-            if f:
-                f.close()
+        stop_process(self.proc)
         if self.stats is None and self.stats_path.exists():
             self.stats = json.loads(self.stats_path.read_text())
         return self.stats

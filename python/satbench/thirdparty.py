@@ -36,22 +36,6 @@ def caddy_binary() -> Path:
     return Path(env) if env else REPO / "target" / "go" / "caddy"
 
 
-def set_route(host: Host, *, congctl: str | None = None, initcwnd: int | None = None) -> None:
-    """Set per-route TCP metrics on ``host``'s route to the rest of the testbed."""
-    p = subprocess.run(["ip", "-n", host.ns, "-4", "route", "show", "198.18.0.0/15"], capture_output=True, text=True)
-    words = p.stdout.split()
-    if "via" not in words:
-        raise TestbedError(f"no testbed route on {host.role}: {p.stdout.strip()!r}")
-    argv = ["ip", "-n", host.ns, "route", "change", "198.18.0.0/15", "via", words[words.index("via") + 1]]
-    if initcwnd is not None:
-        argv += ["initcwnd", str(initcwnd)]
-    if congctl is not None:
-        argv += ["congctl", congctl]
-    r = subprocess.run(argv, capture_output=True, text=True)
-    if r.returncode != 0:
-        raise TestbedError(f"setting route metrics on {host.role}: {r.stderr.strip()}")
-
-
 def _nginx_conf(root: Path, logs: Path, cert: Path, key: Path, http_port: int, https_port: int) -> str:
     return f"""# written by satbench
 user root;
@@ -156,7 +140,7 @@ class ThirdPartyServer:
                        XDG_CONFIG_HOME=str(self.log_dir / "xdg-config"))
             self.h3 = h3
         if cc is not None:
-            set_route(host, congctl=cc)
+            host.set_route_metrics(congctl=cc)
         self.cc = cc
         self.argv = argv
         self.stderr = open(self.log_dir / f"{kind}.stderr", "w")
