@@ -143,6 +143,23 @@ def _cmd_ca(a: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_browse(a: argparse.Namespace) -> int:
+    from .browse import BrowseOptions, browse
+
+    r = browse(a.url, BrowseOptions(protocol=a.protocol, timeout_s=a.timeout, har=Path(a.har) if a.har else None,
+                                    netlog=Path(a.netlog) if a.netlog else None))
+    if a.json:
+        print(json.dumps(r.to_json()))
+    else:
+        state = "valid" if r.valid else f"INVALID: {r.invalid_reason}"
+        fmt = lambda v: "-" if v is None else f"{v:.0f} ms"  # noqa: E731
+        print(f"{r.url} over {r.protocol} ({r.browser}): {state}")
+        print(f"  PLT {fmt(r.plt_ms)}, TTFB {fmt(r.ttfb_ms)}, FCP {fmt(r.fcp_ms)}, LCP {fmt(r.lcp_ms)}"
+              f" ({r.lcp_element or '-'}), DOMContentLoaded {fmt(r.dcl_ms)}")
+        print(f"  {len(r.resources)} responses on {r.connections} connections, {r.bytes_received} bytes received")
+    return 0 if r.valid else 3
+
+
 def _add_testbed_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--link", required=True, help="link profile name or .toml file (see 'satbench links')")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -196,6 +213,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--https-port", type=int, default=443)
     p.add_argument("--log-dir", help="access log, TCP_INFO and qlog (default: a new temporary folder)")
     _add_server_args(p)
+    p = sub.add_parser("browse", help="load a page in a fresh Chromium with the protocol forced; print the metrics")
+    p.add_argument("url")
+    p.add_argument("--protocol", required=True, choices=["h1", "h2", "h3"])
+    p.add_argument("--timeout", type=float, default=120.0, help="seconds (default 120)")
+    p.add_argument("--har", help="write a HAR file of the load")
+    p.add_argument("--netlog", help="write Chromium's net-log of the load")
+    p.add_argument("--json", action="store_true")
     p = sub.add_parser("ca", help="make (once) and show the test CA and server certificate")
     p.add_argument("--nss-home", metavar="DIR", help="also make DIR/.pki/nssdb trust the CA (a browser HOME)")
     p = sub.add_parser("pages", help="generate the test pages (and bulk files) of the literature")
@@ -237,6 +261,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_ca(a)
         if a.command == "serve":
             return _cmd_serve(a)
+        if a.command == "browse":
+            return _cmd_browse(a)
     except SatbenchError as e:
         print(f"satbench: {e}", file=sys.stderr)
         return e.exit_code

@@ -1,0 +1,227 @@
+"""Real-browser page loads: Playwright driving Debian's Chromium.
+
+Every load gets a fresh browser process and profile: no cache, no connection
+reuse, no DNS cache. The protocol is forced per load:
+
+    h1  --disable-quic --disable-http2
+    h2  --disable-quic      (otherwise Chromium races QUIC after seeing Alt-Svc)
+    h3  --origin-to-force-quic-on=HOST:PORT
+
+Chromium trusts the test CA through an NSS database in a temporary HOME.
+Metrics come from the page's own performance APIs:
+
+- PLT = loadEventEnd - startTime (of the navigation entry);
+- TTFB = responseStart;
+- DOMContentLoaded = domContentLoadedEventEnd;
+- FCP = the first-contentful-paint entry;
+- LCP = the last largest-contentful-paint entry. The observer is installed
+  before any page script runs, and the load waits until no new LCP entry has
+  come for ``lcp_settle_ms``, since FCP and LCP can come after the load event.
+
+Per-resource timings come from Resource Timing. The protocol each response
+really used, its connection, and the bytes received come from Chromium's
+DevTools network events. A load in which any response used another protocol
+than the one asked for is **invalid**, and the result says why.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from . import ca as ca_mod
+from .errors import InputError, PrerequisiteError
+
+CHROMIUM = "/usr/bin/chromium"
+BASE_FLAGS = ["--no-sandbox", "--headless", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+              "--disable-component-update", "--disable-sync", "--disable-default-apps", "--no-default-browser-check",
+              "--disable-features=MediaRouter,OptimizationHints,Translate,AutofillServerCommunication"]
+PROTOCOLS = {"h1": "http/1.1", "h2": "h2", "h3": "h3"}
+
+_OBSERVER = """
+window.__satbench = {lcp: []};
+new PerformanceObserver((list) => {
+  for (const e of list.getEntries()) {
+    window.__satbench.lcp.push({t: e.startTime, size: e.size, url: e.url || null,
+                                element: e.element ? e.element.tagName.toLowerCase() : null});
+  }
+}).observe({type: 'largest-contentful-paint', buffered: true});
+"""
+
+_COLLECT = """() => {
+  const nav = performance.getEntriesByType('navigation')[0];
+  const fcp = performance.getEntriesByName('first-contentful-paint')[0];
+  const lcp = window.__satbench ? window.__satbench.lcp : [];
+  return {
+    nav: nav ? {startTime: nav.startTime, responseStart: nav.responseStart, domContentLoadedEventEnd:
+                nav.domContentLoadedEventEnd, loadEventEnd: nav.loadEventEnd, nextHopProtocol: nav.nextHopProtocol,
+                transferSize: nav.transferSize} : null,
+    fcp: fcp ? fcp.startTime : null,
+    lcp: lcp,
+    resources: performance.getEntriesByType('resource').map(r => ({
+      name: r.name, nextHopProtocol: r.nextHopProtocol, transferSize: r.transferSize,
+      encodedBodySize: r.encodedBodySize, startTime: r.startTime, responseStart: r.responseStart,
+      responseEnd: r.responseEnd, initiatorType: r.initiatorType})),
+  };
+}"""
+
+
+@dataclass(kw_only=True)
+class BrowseOptions:
+    protocol: str
+    timeout_s: float = 120.0
+    lcp_settle_ms: int = 1000
+    viewport: tuple[int, int] = (1280, 720)
+    har: Path | None = None
+    netlog: Path | None = None
+
+    def validate(self) -> None:
+        if self.protocol not in PROTOCOLS:
+            raise InputError(f"--protocol: must be one of {', '.join(PROTOCOLS)}, got {self.protocol!r}")
+
+
+@dataclass
+class LoadResult:
+    url: str
+    protocol: str
+    valid: bool
+    invalid_reason: str | None
+    plt_ms: float | None = None
+    fcp_ms: float | None = None
+    lcp_ms: float | None = None
+    lcp_element: str | None = None
+    lcp_url: str | None = None
+    ttfb_ms: float | None = None
+    dcl_ms: float | None = None
+    connections: int = 0
+    bytes_received: int = 0
+    resources: list[dict[str, Any]] = field(default_factory=list)
+    browser: str = ""
+    wall_s: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _flags(opts: BrowseOptions, url: str) -> list[str]:
+    flags = list(BASE_FLAGS)
+    if opts.protocol == "h1":
+        flags += ["--disable-quic", "--disable-http2"]
+    elif opts.protocol == "h2":
+        flags += ["--disable-quic"]
+    else:
+        u = urlsplit(url)
+        flags += ["--enable-quic", f"--origin-to-force-quic-on={u.hostname}:{u.port or 443}"]
+    if opts.netlog:
+        flags += [f"--log-net-log={opts.netlog}", "--net-log-capture-mode=Default"]
+    return flags
+
+
+def browse(url: str, opts: BrowseOptions) -> LoadResult:
+    """Load ``url`` once in a fresh Chromium and return what happened."""
+    opts.validate()
+    if not Path(CHROMIUM).exists():
+        raise PrerequisiteError([f"no Chromium at {CHROMIUM}: install Debian's chromium (scripts/setup does)"])
+    try:
+        from playwright.sync_api import Error as PlaywrightError
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        raise PrerequisiteError(["no playwright in the Python environment (scripts/setup installs it)"]) from None
+    want = PROTOCOLS[opts.protocol]
+    t0 = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="satbench-browse-") as tmp:
+        home = ca_mod.nss_home(Path(tmp) / "home")
+        responses: dict[str, dict[str, Any]] = {}
+        finished: dict[str, int] = {}
+        failed: dict[str, str] = {}
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=_flags(opts, url),
+                                        env={"HOME": str(home), "PATH": "/usr/bin:/bin"})
+            try:
+                ctx = browser.new_context(viewport={"width": opts.viewport[0], "height": opts.viewport[1]},
+                                          record_har_path=str(opts.har) if opts.har else None)
+                page = ctx.new_page()
+                cdp = ctx.new_cdp_session(page)
+
+                def on_response(ev: dict[str, Any]) -> None:
+                    r = ev["response"]
+                    responses[ev["requestId"]] = {"url": r["url"], "status": r.get("status"),
+                                                  "protocol": r.get("protocol"), "connection": r.get("connectionId"),
+                                                  "remote": r.get("remoteIPAddress")}
+
+                cdp.on("Network.responseReceived", on_response)
+                cdp.on("Network.loadingFinished",
+                       lambda ev: finished.__setitem__(ev["requestId"], int(ev.get("encodedDataLength", 0))))
+                cdp.on("Network.loadingFailed",
+                       lambda ev: failed.__setitem__(ev["requestId"], ev.get("errorText", "failed")))
+                cdp.send("Network.enable")
+                cdp.send("Network.setCacheDisabled", {"cacheDisabled": True})
+                page.add_init_script(_OBSERVER)
+                error = None
+                try:
+                    page.goto(url, wait_until="load", timeout=opts.timeout_s * 1000)
+                except PlaywrightError as e:
+                    error = str(e).splitlines()[0]
+                data: dict[str, Any] = {}
+                if error is None:
+                    # FCP and LCP can come after the load event: wait until LCP settles.
+                    deadline = time.monotonic() + opts.timeout_s
+                    last_n, last_change = -1, time.monotonic()
+                    while time.monotonic() < deadline:
+                        data = page.evaluate(_COLLECT)
+                        n = len(data["lcp"])
+                        if n != last_n:
+                            last_n, last_change = n, time.monotonic()
+                        elif data["fcp"] is not None and time.monotonic() - last_change >= opts.lcp_settle_ms / 1e3:
+                            break
+                        page.wait_for_timeout(100)
+                version = browser.version
+                ctx.close()
+            finally:
+                browser.close()
+    wall = time.monotonic() - t0
+    res = LoadResult(url=url, protocol=opts.protocol, valid=True, invalid_reason=None, browser=f"chromium {version}",
+                     wall_s=wall)
+    if error is not None:
+        res.valid, res.invalid_reason = False, f"navigation failed: {error}"
+        return res
+    nav = data.get("nav") or {}
+    res.plt_ms = nav.get("loadEventEnd", 0) - nav.get("startTime", 0) if nav else None
+    res.ttfb_ms = nav.get("responseStart")
+    res.dcl_ms = nav.get("domContentLoadedEventEnd")
+    res.fcp_ms = data.get("fcp")
+    if data.get("lcp"):
+        last = data["lcp"][-1]
+        res.lcp_ms, res.lcp_element, res.lcp_url = last["t"], last["element"], last["url"]
+    http = {rid: r for rid, r in responses.items() if r["url"].startswith(("http://", "https://"))}
+    res.connections = len({r["connection"] for r in http.values() if r["connection"] is not None})
+    res.bytes_received = sum(finished.get(rid, 0) for rid in http)
+    timing = {r["name"]: r for r in data.get("resources", [])}
+    for rid, r in http.items():
+        t = timing.get(r["url"], {})
+        res.resources.append({**r, "bytes": finished.get(rid), "failed": failed.get(rid),
+                              "start_ms": t.get("startTime"), "response_start_ms": t.get("responseStart"),
+                              "end_ms": t.get("responseEnd"), "transfer_size": t.get("transferSize"),
+                              "next_hop_protocol": t.get("nextHopProtocol")})
+    wrong = [r for r in res.resources if r["protocol"] != want]
+    if wrong:
+        r = wrong[0]
+        res.valid = False
+        res.invalid_reason = (f"{len(wrong)} of {len(res.resources)} responses used another protocol than {want}; "
+                              f"first: {r['url']} over {r['protocol']}")
+    elif failed:
+        res.valid = False
+        res.invalid_reason = f"{len(failed)} requests failed; first: {next(iter(failed.values()))}"
+    elif res.plt_ms is None or res.fcp_ms is None:
+        res.valid = False
+        res.invalid_reason = "no load event or no first contentful paint"
+    return res
+
+
+def main_json(url: str, opts: BrowseOptions) -> str:
+    return json.dumps(browse(url, opts).to_json())

@@ -1,0 +1,68 @@
+"""Real-browser loads over an emulated link of about 100 ms RTT: the protocol
+asked for is the protocol every response used, the metrics are ordered
+sensibly, the test pages' largest image is Chromium's LCP element, and HTTP/3
+from a server without it is an invalid load, not a fallback number."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from satbench import Testbed, TestbedSpec, load_profile
+from satbench.serve import Server, ServerOptions
+
+pytestmark = pytest.mark.e2e
+
+
+def browse(tb, url: str, protocol: str) -> dict:  # type: ignore[no-untyped-def]
+    p = tb.client.run([sys.executable, "-m", "satbench", "browse", url, "--protocol", protocol, "--json"],
+                      capture_output=True, text=True, timeout=180)
+    assert p.returncode in (0, 3), p.stderr[-2000:]
+    return json.loads(p.stdout)
+
+
+@pytest.fixture(scope="module")
+def bed(generated_pages, tmp_path_factory):  # type: ignore[no-untyped-def]
+    out, manifests = generated_pages
+    with Testbed(TestbedSpec(link=load_profile("wire", ["delay_ms=50"]), seed=1)) as tb:
+        with Server(out, tmp_path_factory.mktemp("logs"), ServerOptions(cc="cubic"), host=tb.server) as srv:
+            yield tb, srv, manifests
+
+
+@pytest.mark.parametrize("protocol, wire", [("h1", "http/1.1"), ("h2", "h2"), ("h3", "h3")])
+def test_chromium_uses_the_protocol_asked_for(bed, protocol: str, wire: str) -> None:
+    tb, srv, manifests = bed
+    r = browse(tb, "https://server.test/uniform-500k/index.html", protocol)
+    assert r["valid"], r["invalid_reason"]
+    images = [x for x in r["resources"] if x["url"].endswith(".jpg")]
+    assert len(images) == 8
+    assert {x["protocol"] for x in r["resources"]} == {wire}
+    assert all(x["next_hop_protocol"] == wire for x in images)
+    assert r["ttfb_ms"] <= r["fcp_ms"] <= r["plt_ms"]
+    assert r["lcp_ms"] <= r["plt_ms"] + 1000 and r["fcp_ms"] <= r["lcp_ms"]
+    assert r["ttfb_ms"] >= 100  # at least one round trip of the emulated link
+    assert r["bytes_received"] >= 500_000
+    assert r["connections"] == 1 if protocol != "h1" else 2 <= r["connections"] <= 6
+    # The server saw the same protocol.
+    served = {e["proto"] for e in srv.access_log() if e["type"] == "request" and e["path"].startswith("/uniform-500k/")}
+    assert wire in served
+
+
+def test_largest_image_is_the_lcp_element(bed) -> None:
+    tb, srv, manifests = bed
+    r = browse(tb, "https://server.test/triangular-1m/index.html", "h2")
+    assert r["valid"], r["invalid_reason"]
+    assert r["lcp_element"] == "img"
+    assert r["lcp_url"].endswith("/" + manifests["triangular-1m"].lcp_candidate)
+
+
+def test_h3_from_a_server_without_it_is_invalid(generated_pages, tmp_path: Path) -> None:
+    out, _ = generated_pages
+    with Testbed(TestbedSpec(link=load_profile("wire", ["delay_ms=50"]), seed=1)) as tb:
+        with Server(out, tmp_path, ServerOptions(h3=False), host=tb.server):
+            r = browse(tb, "https://server.test/uniform-100k/index.html", "h3")
+    assert r["valid"] is False and r["invalid_reason"]
+    assert r["plt_ms"] is None or any(x["protocol"] != "h3" for x in r["resources"])
