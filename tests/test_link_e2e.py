@@ -193,3 +193,21 @@ def test_many_clients_and_servers() -> None:
                 assert r.received == 3, (c.role, s.role)
         names = tb.clients[2].run(["getent", "hosts", "s2.test"], capture_output=True, text=True).stdout
         assert names.startswith("198.18.3.11")
+
+
+def test_dns_lookups_cross_the_link() -> None:
+    with Testbed(TestbedSpec(link=load_profile("geo"), dns=True, seed=1)) as tb:
+        t = time.monotonic()
+        p = tb.client.run(["getent", "hosts", "server.test"], capture_output=True, text=True, timeout=30)
+        took = time.monotonic() - t
+        assert p.stdout.split()[0] == "198.18.3.10", p.stdout + p.stderr
+        assert 0.5 <= took < 2.5, took  # one round trip of the GEO link (530 ms), maybe two
+        q = tb.client.run(["getent", "hosts", "s1.test"], capture_output=True, text=True, timeout=30)
+        assert q.stdout.split()[0] == "198.18.3.10"
+        # An unknown name is refused at once by the server, never forwarded.
+        n = tb.client.run(["getent", "hosts", "nosuch.test"], capture_output=True, text=True, timeout=30)
+        assert n.returncode != 0
+    with Testbed(TestbedSpec(link=load_profile("geo"), seed=1)) as tb:
+        t = time.monotonic()
+        p = tb.client.run(["getent", "hosts", "server.test"], capture_output=True, text=True, timeout=30)
+        assert p.stdout.split()[0] == "198.18.3.10" and time.monotonic() - t < 0.3  # hosts file: no lookup

@@ -45,7 +45,7 @@ def _spec_from(a: argparse.Namespace):  # type: ignore[no-untyped-def]
     link = profiles.load(a.link, a.set)
     access = profiles.load(a.access) if a.access else None
     return TestbedSpec(link=link, clients=a.clients, servers=a.servers, access=access, seed=a.seed,
-                       tcp_cc=a.default_cc, pcap_dir=Path(a.pcap) if a.pcap else None)
+                       tcp_cc=a.default_cc, pcap_dir=Path(a.pcap) if a.pcap else None, dns=a.dns)
 
 
 def _server_options(a: argparse.Namespace):  # type: ignore[no-untyped-def]
@@ -171,6 +171,8 @@ def _add_testbed_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--default-cc", choices=["cubic", "bbr", "reno"],
                    help="default TCP congestion control in every host namespace")
     p.add_argument("--pcap", metavar="DIR", help="write a pcap of each side of the link into DIR")
+    p.add_argument("--dns", action="store_true",
+                   help="clients resolve names through a DNS server on the server host (lookups cross the link)")
     p.add_argument("--serve", metavar="DIR", help="start satbench-server on the server host, serving DIR")
     p.add_argument("--server-logs", metavar="DIR", help="keep the server's logs (access, TCP_INFO, qlog) in DIR")
     _add_server_args(p)

@@ -151,6 +151,9 @@ class TestbedSpec:
     seed: int | None = None
     tcp_cc: str | None = None
     pcap_dir: Path | None = None
+    #: Resolve names through an authoritative DNS server (dnsmasq) on the first
+    #: server host, so that lookups cross the emulated link; else hosts files.
+    dns: bool = False
 
 
 class Emulator:
@@ -272,9 +275,10 @@ class Testbed:
         tmp.write_text(json.dumps(owner))
         tmp.replace(self.run_dir / "owner.json")
 
-    def _hosts_file(self) -> str:
+    def _hosts_file(self, only: Host | None = None) -> str:
+        """Every host's names, or with ``only``, just that host's own."""
         lines = ["127.0.0.1\tlocalhost", "# satbench testbed " + self.id]
-        for h in self.hosts:
+        for h in [only] if only else self.hosts:
             if h.names:
                 lines.append(f"{h.addr}\t{' '.join(h.names)}")
         return "\n".join(lines) + "\n"
@@ -286,15 +290,24 @@ class Testbed:
         batch = "".join(f"netns add {ns}\n" for ns in self.namespaces)
         _run(["ip", "-batch", "-"], input=batch, what="creating namespaces")
         hosts = self._hosts_file()
-        for ns in self.namespaces:
-            d = NETNS_ETC / ns
+        dns_clients = {c.ns for c in self.clients} if self.spec.dns else set()
+        for h in self.hosts:
+            d = NETNS_ETC / h.ns
             d.mkdir(parents=True, exist_ok=True)
-            (d / "hosts").write_text(hosts)
-            (d / "resolv.conf").write_text("# satbench: no DNS server; names come from /etc/hosts\n")
+            if h.ns in dns_clients:
+                # Names of other hosts come from the DNS server across the link.
+                (d / "hosts").write_text(self._hosts_file(only=h))
+                (d / "resolv.conf").write_text(f"# satbench: the testbed's DNS server\nnameserver {self.server.addr}\n"
+                                               "options timeout:5 attempts:2\n")
+            else:
+                (d / "hosts").write_text(hosts)
+                (d / "resolv.conf").write_text("# satbench: no DNS server; names come from /etc/hosts\n")
         routers = {self.terminal.ns, self.gateway.ns} | ({self.access_point.ns} if self.access_point else set())
         for ns in self.namespaces:
             self._sysctls(ns, router=ns in routers)
         self._configure()
+        if self.spec.dns:
+            self._start_dns(hosts)
         near_side = (self.access_point.ns, "acc0") if self.access_point else None
         self.effective_tcp_cc = self.tcp_cc()
         self.emulators["link"] = Emulator("link", self.spec.link, self.seed, (self.terminal.ns, "sat0"),
@@ -303,6 +316,30 @@ class Testbed:
             self.emulators["access"] = Emulator("access", self.spec.access, self.seed ^ 0x5A5A, near_side,
                                                 (self.terminal.ns, "acc0"), self.run_dir, self.spec.pcap_dir)
         self._write_owner()
+
+    def _start_dns(self, hosts: str) -> None:
+        """dnsmasq on the first server host, authoritative for the testbed's
+        names from its hosts file, forwarding nothing."""
+        dnsmasq = shutil.which("dnsmasq")
+        if dnsmasq is None:
+            raise TestbedError("no dnsmasq: install Debian's dnsmasq-base (scripts/setup does)")
+        f = self.run_dir / "dns-hosts"
+        f.write_text(hosts)
+        log = self.run_dir / "dnsmasq.log"
+        self.dns_proc = self.server.popen(
+            [dnsmasq, "--keep-in-foreground", "--no-resolv", "--no-hosts", f"--addn-hosts={f}",
+             f"--listen-address={self.server.addr}", "--bind-interfaces", "--port=53", "--local=/test/",
+             "--domain-needed", "--cache-size=0", "--log-queries", f"--log-facility={log}", "--user=root",
+             "--pid-file="], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        end = time.monotonic() + 5
+        while time.monotonic() < end:
+            out = self.server.run(["ss", "-lunH", "sport = :53"], capture_output=True, text=True).stdout
+            if out.strip():
+                return
+            if self.dns_proc.poll() is not None:
+                break
+            time.sleep(0.02)
+        raise TestbedError(f"dnsmasq did not start on {self.server.role}")
 
     def _sysctls(self, ns: str, *, router: bool) -> None:
         s = ["net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1",
