@@ -215,6 +215,15 @@ def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def _jpeg_object(d: Path, path: str, n: int, w: int, h: int, seed: int, *, order: int, depth: int = 1,
+                 by: str = "index.html") -> PageObject:
+    """Write a JPEG of exactly ``n`` bytes to ``d/path`` and describe it."""
+    data, iw, ih, q, pad, enc = jpeg_of_size(n, w, h, seed)
+    (d / path).write_bytes(data)
+    return PageObject(path=path, type="image/jpeg", bytes=len(data), order=order, depth=depth, referenced_by=by,
+                      width=iw, height=ih, quality=q, padding=pad, encoder=enc, sha256=_sha(data))
+
+
 def _html(title: str, head: str, body: str) -> bytes:
     return (f"<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>{title}</title>\n"
             f"{head}</head>\n<body>\n{body}</body>\n</html>\n").encode()
@@ -239,12 +248,8 @@ def _study_a_page(out: Path, structure: str, label: str, seed: int) -> Manifest:
                  seed=seed)
     imgs = []
     for i, (size, (dw, dh)) in enumerate(zip(sizes, shown), 1):
-        data, w, h, q, pad, enc = jpeg_of_size(size, round(dw * scale), round(dh * scale), seed * 1000 + i)
         fn = f"img{i}.jpg"
-        (d / fn).write_bytes(data)
-        m.objects.append(PageObject(path=fn, type="image/jpeg", bytes=len(data), order=i, depth=1,
-                                    referenced_by="index.html", width=w, height=h, quality=q, padding=pad, encoder=enc,
-                                    sha256=_sha(data)))
+        m.objects.append(_jpeg_object(d, fn, size, round(dw * scale), round(dh * scale), seed * 1000 + i, order=i))
         imgs.append(f'<img src="{fn}" width="{dw}" height="{dh}" alt="">')
     body, k = "", 0
     for row in rows:
@@ -315,12 +320,8 @@ def _images640(out: Path, seed: int) -> Manifest:
     m = Manifest(page="images640", description="640 small JPEG tiles of 1000 bytes each", html_bytes=0, seed=seed)
     tiles = []
     for i in range(1, 641):
-        data, w, h, q, pad, enc = jpeg_of_size(1000, 40, 30, seed * 104729 + i)
         fn = f"t/{i:03d}.jpg"
-        (d / fn).write_bytes(data)
-        m.objects.append(PageObject(path=fn, type="image/jpeg", bytes=len(data), order=i, depth=1,
-                                    referenced_by="index.html", width=w, height=h, quality=q, padding=pad, encoder=enc,
-                                    sha256=_sha(data)))
+        m.objects.append(_jpeg_object(d, fn, 1000, 40, 30, seed * 104729 + i, order=i))
         tiles.append(f'<img src="{fn}" width="40" height="30" alt="">')
     head = "<style>body{margin:0;line-height:0}img{display:inline-block}</style>\n"
     html = _html("640 images", head, "<div>" + "".join(tiles) + "</div>\n")
@@ -372,8 +373,8 @@ def _shop(out: Path, seed: int) -> Manifest:
                                     referenced_by=by, sha256=_sha(data), **kw))
 
     def jpeg(path: str, n: int, w: int, h: int, depth: int, by: str) -> None:
-        data, iw, ih, q, pad, enc = jpeg_of_size(n, w, h, rnd.randrange(1 << 30))
-        add(path, data, "image/jpeg", depth, by, width=iw, height=ih, quality=q, padding=pad, encoder=enc)
+        order[0] += 1
+        m.objects.append(_jpeg_object(d, path, n, w, h, rnd.randrange(1 << 30), order=order[0], depth=depth, by=by))
 
     def filler(kind: str, n: int) -> str:
         words = ["product", "price", "cart", "offer", "review", "shipping", "delivery", "size", "colour"]
