@@ -485,6 +485,12 @@ def _destroy(tid: str, namespaces: list[str]) -> None:
             subprocess.run(["ip", "netns", "del", ns], capture_output=True)
         shutil.rmtree(NETNS_ETC / ns, ignore_errors=True)
     shutil.rmtree(RUN_ROOT / tid, ignore_errors=True)
+    # /etc/netns is made for the testbeds; leave no empty folder behind
+    # (another testbed's mkdir recreates it if it is starting right now).
+    try:
+        NETNS_ETC.rmdir()
+    except OSError:
+        pass
 
 
 def list_netns() -> list[str]:
