@@ -160,6 +160,15 @@ def _cmd_browse(a: argparse.Namespace) -> int:
     return 0 if r.valid else 3
 
 
+def _cmd_timing(a: argparse.Namespace) -> int:
+    from .timing import format_timing, timing
+
+    t = timing(a.url, a.protocol, a.count)
+    print(json.dumps({"url": t.url, "protocol": t.protocol, "rows": t.rows, "summary": t.summary()})
+          if a.json else format_timing(t))
+    return 0
+
+
 def _add_testbed_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--link", required=True, help="link profile name or .toml file (see 'satbench links')")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -222,6 +231,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--har", help="write a HAR file of the load")
     p.add_argument("--netlog", help="write Chromium's net-log of the load")
     p.add_argument("--json", action="store_true")
+    p = sub.add_parser("timing", help="curl-style timing (DNS, connect, TLS, first byte, total) over fresh connections")
+    p.add_argument("url")
+    p.add_argument("--protocol", required=True, choices=["h1", "h2", "h3"])
+    p.add_argument("--count", type=int, default=100, help="repetitions (default 100)")
+    p.add_argument("--json", action="store_true")
     p = sub.add_parser("ca", help="make (once) and show the test CA and server certificate")
     p.add_argument("--nss-home", metavar="DIR", help="also make DIR/.pki/nssdb trust the CA (a browser HOME)")
     p = sub.add_parser("pages", help="generate the test pages (and bulk files) of the literature")
@@ -265,6 +279,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_serve(a)
         if a.command == "browse":
             return _cmd_browse(a)
+        if a.command == "timing":
+            return _cmd_timing(a)
     except SatbenchError as e:
         print(f"satbench: {e}", file=sys.stderr)
         return e.exit_code

@@ -5,7 +5,9 @@
 //! satbench-get URL [--count N] [--cacert PEM] [--connect ADDR:PORT] [-o FILE]
 //! ```
 //! `--connect` sends to ADDR:PORT while the URL's host is still the TLS name.
-//! Prints `{"protocol": "h3", "handshake_s", "requests": [{status, bytes, ttfb_s, total_s}], "bytes", "seconds", "mbps"}`.
+//! Prints `{"protocol": "h3", "handshake_s", "requests": [{status, bytes, ttfb_s, total_s}], "bytes", "seconds",
+//! "mbps", "timeline": {dns_s, handshake_s, first_byte_s, total_s}}`; the timeline is the first request's,
+//! cumulative from the start as curl reports its phases.
 
 use quiche::h3::NameValue;
 use std::io::Write;
@@ -57,8 +59,10 @@ fn main() {
         Some((h, p)) => (h.to_string(), p.parse::<u16>().unwrap_or_else(|_| die("bad port"))),
         None => (authority.to_string(), 443),
     };
+    let t_start = Instant::now();
     let target = a.connect.clone().unwrap_or(format!("{host}:{port}"));
     let peer: SocketAddr = target.to_socket_addrs().ok().and_then(|mut i| i.next()).unwrap_or_else(|| die(&format!("cannot resolve {target}")));
+    let dns_s = t_start.elapsed().as_secs_f64();
     let sock = UdpSocket::bind("0.0.0.0:0").unwrap_or_else(|e| die(&format!("bind: {e}")));
     sock.set_nonblocking(true).expect("nonblocking");
     let big = 8i32 << 20;
@@ -97,6 +101,7 @@ fn main() {
     let mut body = vec![0u8; 1 << 20];
     let mut results: Vec<serde_json::Value> = Vec::new();
     let mut current: Option<(u64, Instant, Option<f64>, u64, u16)> = None;
+    let (mut first_byte_s, mut first_done_s): (Option<f64>, Option<f64>) = (None, None);
     let deadline = t0 + Duration::from_secs(600);
     loop {
         // Send everything quiche has (the client does not pace).
@@ -131,7 +136,7 @@ fn main() {
             }
         }
         if conn.is_established() && handshake_s.is_none() {
-            handshake_s = Some(t0.elapsed().as_secs_f64());
+            handshake_s = Some(t_start.elapsed().as_secs_f64());
             h3 = Some(quiche::h3::Connection::with_transport(&mut conn, &h3cfg).unwrap_or_else(|e| die(&format!("h3: {e}"))));
         }
         let Some(h) = h3.as_mut() else { continue };
@@ -152,6 +157,9 @@ fn main() {
         loop {
             match h.poll(&mut conn) {
                 Ok((sid, quiche::h3::Event::Headers { list, .. })) => {
+                    if first_byte_s.is_none() {
+                        first_byte_s = Some(t_start.elapsed().as_secs_f64());
+                    }
                     if let Some(c) = current.as_mut().filter(|c| c.0 == sid) {
                         c.2 = Some(c.1.elapsed().as_secs_f64());
                         c.4 = list.iter().find(|h| h.name() == b":status").and_then(|h| std::str::from_utf8(h.value()).ok()?.parse().ok()).unwrap_or(0);
@@ -169,6 +177,9 @@ fn main() {
                 }
                 Ok((sid, quiche::h3::Event::Finished)) => {
                     if let Some(c) = current.take_if(|c| c.0 == sid) {
+                        if first_done_s.is_none() {
+                            first_done_s = Some(t_start.elapsed().as_secs_f64());
+                        }
                         results.push(serde_json::json!({"status": c.4, "bytes": c.3, "ttfb_s": c.2, "total_s": c.1.elapsed().as_secs_f64()}));
                         out_file = None; // only the first body is written
                     }
@@ -186,11 +197,15 @@ fn main() {
         die(&format!("only {} of {} responses before the connection ended (peer {:?}, local {:?}, timed out {})", results.len(), a.count, conn.peer_error(), conn.local_error(), conn.is_timed_out()));
     }
     let bytes: u64 = results.iter().map(|r| r["bytes"].as_u64().unwrap_or(0)).sum();
-    let t_first = handshake_s.unwrap_or(0.0);
-    let seconds = t0.elapsed().as_secs_f64() - t_first;
+    // Throughput over the requests only, from the end of the handshake.
+    let seconds = t_start.elapsed().as_secs_f64() - handshake_s.unwrap_or(0.0);
     println!(
         "{}",
         serde_json::json!({"protocol": "h3", "handshake_s": handshake_s, "requests": results, "bytes": bytes,
-            "seconds": seconds, "mbps": bytes as f64 * 8.0 / seconds / 1e6})
+            "seconds": seconds, "mbps": bytes as f64 * 8.0 / seconds / 1e6,
+            // The first request's phases, cumulative from the start as curl reports them
+            // (QUIC has no separate connect: its handshake is connect and TLS at once).
+            "timeline": {"dns_s": dns_s, "handshake_s": handshake_s, "first_byte_s": first_byte_s,
+                         "total_s": first_done_s}})
     );
 }

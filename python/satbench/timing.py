@@ -1,0 +1,85 @@
+"""Scripted, curl-style timing (study E): one fresh connection per repetition,
+the phases of each transfer cumulative from its start, as curl reports them.
+
+HTTP/1.1 and HTTP/2 use curl itself (``-w '%{json}'``); HTTP/3 uses
+``satbench-get`` (quiche), since Debian's curl has no HTTP/3. QUIC has no
+separate TCP connect: its ``connect_s`` is empty and its handshake (transport
+and TLS together) ends at ``tls_s``.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import ca as ca_mod
+from .errors import InputError, TestbedError
+from .prereq import REPO
+
+PHASES = ("dns_s", "connect_s", "tls_s", "first_byte_s", "total_s")
+
+
+@dataclass
+class Timing:
+    url: str
+    protocol: str
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+    def summary(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for ph in PHASES:
+            xs = sorted(r[ph] for r in self.rows if r.get(ph) is not None)
+            if xs:
+                out[ph] = {"median": statistics.median(xs), "p95": xs[min(len(xs) - 1, round(0.95 * (len(xs) - 1)))],
+                           "min": xs[0], "max": xs[-1]}
+        return out
+
+
+def _curl(url: str, protocol: str, cacert: str) -> dict[str, Any]:
+    argv = ["curl", "-sS", "-o", "/dev/null", "--cacert", cacert, "-w", "%{json}",
+            "--http2" if protocol == "h2" else "--http1.1"]
+    p = subprocess.run([*argv, url], capture_output=True, text=True, timeout=3600)
+    if p.returncode != 0:
+        raise TestbedError(f"curl failed: {p.stderr.strip()}")
+    d = json.loads(p.stdout)
+    tls = d["time_appconnect"] if url.startswith("https://") else None
+    return {"dns_s": d["time_namelookup"], "connect_s": d["time_connect"], "tls_s": tls,
+            "first_byte_s": d["time_starttransfer"], "total_s": d["time_total"], "bytes": d["size_download"],
+            "status": d["http_code"], "http_version": d["http_version"]}
+
+
+def _h3(url: str, cacert: str) -> dict[str, Any]:
+    p = subprocess.run([str(REPO / "target" / "release" / "satbench-get"), url, "--cacert", cacert],
+                       capture_output=True, text=True, timeout=3600)
+    if p.returncode != 0:
+        raise TestbedError(f"satbench-get failed: {p.stderr.strip()}")
+    d = json.loads(p.stdout)
+    t = d["timeline"]
+    return {"dns_s": t["dns_s"], "connect_s": None, "tls_s": t["handshake_s"], "first_byte_s": t["first_byte_s"],
+            "total_s": t["total_s"], "bytes": d["bytes"], "status": d["requests"][0]["status"], "http_version": "3"}
+
+
+def timing(url: str, protocol: str, count: int = 100) -> Timing:
+    """Fetch ``url`` ``count`` times, each on a fresh connection."""
+    if protocol not in ("h1", "h2", "h3"):
+        raise InputError(f"--protocol: must be h1, h2 or h3, got {protocol!r}")
+    if protocol == "h3" and not url.startswith("https://"):
+        raise InputError("HTTP/3 needs an https:// URL")
+    if count < 1:
+        raise InputError(f"--count: must be at least 1, got {count}")
+    cacert = str(ca_mod.ensure().cert)
+    t = Timing(url=url, protocol=protocol)
+    for _ in range(count):
+        t.rows.append(_h3(url, cacert) if protocol == "h3" else _curl(url, protocol, cacert))
+    return t
+
+
+def format_timing(t: Timing) -> str:
+    lines = [f"{t.url} over {t.protocol}, {len(t.rows)} transfers on fresh connections (cumulative, median / p95):"]
+    for ph, v in t.summary().items():
+        lines.append(f"  {ph[:-2]:11s} {v['median'] * 1e3:9.1f} ms / {v['p95'] * 1e3:9.1f} ms")
+    return "\n".join(lines)
+
