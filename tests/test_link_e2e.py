@@ -36,9 +36,12 @@ def test_rtt_through_geo_matches_configuration() -> None:
 
 
 def test_tcp_goodput_at_10_mbits_is_within_5_percent_of_ideal() -> None:
-    with Testbed(TestbedSpec(link=load_profile("lan"), seed=1)) as tb:
+    # CUBIC on the testbed's routes (kernel-enforced, see the congestion control
+    # test) and on iperf3's sockets; in reverse mode iperf3 reports the remote
+    # sender's algorithm only when its server sends it.
+    with Testbed(TestbedSpec(link=load_profile("lan"), seed=1, tcp_cc="cubic")) as tb:
         b = measure.bulk(tb.client, tb.server, seconds=6, cc="cubic")
-    assert b.raw["end"]["sender_tcp_congestion"] == "cubic"
+    assert b.raw["end"].get("sender_tcp_congestion") in (None, "cubic")
     ideal = measure.ideal_goodput_bps(10e6, b.mss or 1448)
     g = b.goodput_bps(skip_s=2)
     assert abs(g - ideal) / ideal < 0.05, (g, ideal, b.interval_bps)

@@ -86,14 +86,16 @@ def goodput(rate_mbps: float, seconds: float, skip_s: float) -> dict[str, Any]:
     link = _link([f"rate_mbps={rate_mbps}", "delay_ms=10", "queue_ms=4000"])
     # CUBIC, whatever the host's default: BBR's ProbeRTT would halve the rate
     # for 200 ms every 10 s and the figure would measure BBR, not the link.
-    with Testbed(TestbedSpec(link=link, seed=1)) as tb:
+    # Set on the testbed's routes (kernel-enforced) and on iperf3's sockets.
+    with Testbed(TestbedSpec(link=link, seed=1, tcp_cc="cubic")) as tb:
         b = measure.bulk(tb.client, tb.server, seconds=seconds, cc="cubic")
-    cc = b.raw["end"].get("sender_tcp_congestion", "cubic")
+        cc = tb.tcp_cc()
+    reported = b.raw["end"].get("sender_tcp_congestion")  # None when iperf3's server did not send it
     mss = b.mss or 1448
     ideal = measure.ideal_goodput_bps(rate_mbps * 1e6, mss)
     g = b.goodput_bps(skip_s)
     drops = tb.link_stats["forward"]["dropped"] if tb.link_stats else {}
-    return {"rate_mbps": rate_mbps, "rtt_ms": 20.0, "cc": cc, "goodput_mbps": g / 1e6, "ideal_mbps": ideal / 1e6,
+    return {"rate_mbps": rate_mbps, "rtt_ms": 20.0, "cc": cc, "cc_reported_by_iperf3": reported, "goodput_mbps": g / 1e6, "ideal_mbps": ideal / 1e6,
             "fraction": g / ideal, "mss": mss, "skipped_s": skip_s, "retransmits": b.retransmits,
             "link_drops": sum(v["packets"] for v in drops.values())}
 

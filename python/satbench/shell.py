@@ -56,7 +56,7 @@ def run_shell(spec: TestbedSpec, argv: Sequence[str] | None, *, json_stderr: boo
         stopping.append(signum)
         if child is not None and child.poll() is None:
             # With a terminal, Ctrl-C already reached the child (same process group).
-            if signum == signal.SIGINT and sys.stdin.isatty():
+            if signum == signal.SIGINT and sys.stdin is not None and sys.stdin.isatty():
                 return
             child.send_signal(signum)
         elif signum != signal.SIGINT:
