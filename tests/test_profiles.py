@@ -4,6 +4,7 @@ No root needed."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -77,7 +78,7 @@ def test_links_command_lists_every_profile_with_parameters() -> None:
 
 def test_user_profiles_extend_the_builtins(tmp_path: Path) -> None:
     write(tmp_path, 'name = "mine"\n[forward]\nrate_mbps = 3\n[return]\nrate_mbps = 1\n', "mine.toml")
-    p = run_cli("links", "--json", env={**__import__("os").environ, "SATBENCH_LINKS": str(tmp_path)})
+    p = run_cli("links", "--json", env={**os.environ, "SATBENCH_LINKS": str(tmp_path)})
     assert "mine" in {r["name"] for r in json.loads(p.stdout)}
 
 
