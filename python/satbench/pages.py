@@ -224,6 +224,14 @@ def _jpeg_object(d: Path, path: str, n: int, w: int, h: int, seed: int, *, order
                       width=iw, height=ih, quality=q, padding=pad, encoder=enc, sha256=_sha(data))
 
 
+def _write_index(d: Path, m: Manifest, title: str, head: str, body: str) -> Manifest:
+    """Write the page's index.html and record its size in the manifest."""
+    html = _html(title, head, body)
+    (d / "index.html").write_bytes(html)
+    m.html_bytes = len(html)
+    return m
+
+
 def _html(title: str, head: str, body: str) -> bytes:
     return (f"<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>{title}</title>\n"
             f"{head}</head>\n<body>\n{body}</body>\n</html>\n").encode()
@@ -257,11 +265,8 @@ def _study_a_page(out: Path, structure: str, label: str, seed: int) -> Manifest:
         k += len(row)
     head = ("<style>html,body{margin:0;padding:0}.row{display:flex}"
             "img{display:block;flex:none}</style>\n")
-    html = _html(name, head, body)
-    (d / "index.html").write_bytes(html)
-    m.html_bytes = len(html)
     m.lcp_candidate = max(m.objects, key=lambda o: o.bytes).path
-    return m
+    return _write_index(d, m, name, head, body)
 
 
 def _blank(out: Path, seed: int) -> Manifest:
@@ -308,10 +313,7 @@ def _flags(out: Path, seed: int, count: int = 200) -> Manifest:
                                     referenced_by="index.html", width=48, height=32, sha256=_sha(data)))
         cells.append(f'<img src="{fn}" width="48" height="32" alt="flag {i}">')
     head = "<style>body{margin:8px}img{margin:2px;vertical-align:top}</style>\n"
-    html = _html("flags", head, "<h1>Flags of the world</h1>\n<div>" + "".join(cells) + "</div>\n")
-    (d / "index.html").write_bytes(html)
-    m.html_bytes = len(html)
-    return m
+    return _write_index(d, m, "flags", head, "<h1>Flags of the world</h1>\n<div>" + "".join(cells) + "</div>\n")
 
 
 def _images640(out: Path, seed: int) -> Manifest:
@@ -324,10 +326,7 @@ def _images640(out: Path, seed: int) -> Manifest:
         m.objects.append(_jpeg_object(d, fn, 1000, 40, 30, seed * 104729 + i, order=i))
         tiles.append(f'<img src="{fn}" width="40" height="30" alt="">')
     head = "<style>body{margin:0;line-height:0}img{display:inline-block}</style>\n"
-    html = _html("640 images", head, "<div>" + "".join(tiles) + "</div>\n")
-    (d / "index.html").write_bytes(html)
-    m.html_bytes = len(html)
-    return m
+    return _write_index(d, m, "640 images", head, "<div>" + "".join(tiles) + "</div>\n")
 
 
 def _font_bytes() -> bytes | None:
@@ -444,10 +443,7 @@ def _shop(out: Path, seed: int) -> Manifest:
                     for i in range(1, banners + 1))
     body += '</main>\n<aside id="recs"></aside>\n'
     body += "<footer>" + filler("css", 8000).replace("{", " ").replace("}", " ") + "</footer>\n"
-    html = _html("Shop", head, body)
-    (d / "index.html").write_bytes(html)
-    m.html_bytes = len(html)
-    return m
+    return _write_index(d, m, "Shop", head, body)
 
 
 # -- entry points ---------------------------------------------------------------

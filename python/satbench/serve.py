@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import signal
 import subprocess
 from dataclasses import dataclass, field
@@ -21,7 +20,7 @@ from typing import Any, Sequence
 from . import ca as ca_mod
 from .errors import InputError, PrerequisiteError, TestbedError
 from .prereq import REPO
-from .testbed import CONGESTION_CONTROLS, Host, stop_process
+from .testbed import CONGESTION_CONTROLS, Host, read_ready_line, stop_process
 
 
 def server_binary() -> Path:
@@ -116,13 +115,7 @@ class Server:
         self.argv = argv
         full = host.cmd(argv) if host else argv
         self.proc = subprocess.Popen(full, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-        ready, _, _ = select.select([self.proc.stdout], [], [], 15.0)
-        line = self.proc.stdout.readline() if ready else ""  # type: ignore[union-attr]
-        if not line.startswith("{"):
-            self.proc.kill()
-            err = self.proc.stderr.read().strip() if self.proc.stderr else ""  # type: ignore[union-attr]
-            raise TestbedError(f"satbench-server did not start: {err or 'no ready line within 15 s'}")
-        self.ready: dict[str, Any] = json.loads(line)
+        self.ready: dict[str, Any] = read_ready_line(self.proc, "satbench-server", 15.0)
 
     def __enter__(self) -> "Server":
         return self

@@ -123,6 +123,18 @@ class Host:
         _run(argv, what=f"setting route metrics on {self.role}")
 
 
+def read_ready_line(proc: subprocess.Popen[Any], what: str, timeout: float) -> dict[str, Any]:
+    """The JSON line a satbench binary prints once it is ready; kill it and
+    raise with its stderr if none comes within ``timeout``."""
+    ready, _, _ = select.select([proc.stdout], [], [], timeout)
+    line = proc.stdout.readline() if ready else ""  # type: ignore[union-attr]
+    if not line.startswith("{"):
+        proc.kill()
+        err = proc.stderr.read().strip() if proc.stderr else ""  # type: ignore[union-attr]
+        raise TestbedError(f"{what} did not start: {err or f'no ready line within {timeout:g} s'}")
+    return json.loads(line)
+
+
 def stop_process(proc: subprocess.Popen[Any], timeout: float = 10) -> int:
     """SIGTERM, then SIGKILL after ``timeout``; close its pipes; return its exit code."""
     if proc.poll() is None:
@@ -174,13 +186,7 @@ class Emulator:
             argv += ["--pcap-dir", str(d)]
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                      start_new_session=True)
-        ready, _, _ = select.select([self.proc.stdout], [], [], 10.0)
-        line = self.proc.stdout.readline() if ready else ""  # type: ignore[union-attr]
-        if not line.startswith("{"):
-            self.proc.kill()
-            err = self.proc.stderr.read().strip() if self.proc.stderr else ""  # type: ignore[union-attr]
-            raise TestbedError(f"link emulator {name} did not start: {err or 'no ready line within 10 s'}")
-        self.ready = json.loads(line)
+        self.ready = read_ready_line(self.proc, f"link emulator {name}", 10.0)
         self.stats: dict[str, Any] | None = None
 
     @property
