@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import statistics
 import threading
 import time
 from typing import Any
@@ -158,12 +159,6 @@ def run_link_bench(*, json_out: bool = False, quick: bool = False) -> int:
 SERVER_TARGETS = {"http/1.1": 500.0, "https/1.1": 500.0, "h2": 500.0, "h3": 200.0}
 
 
-def client_binary():  # type: ignore[no-untyped-def]
-    from .prereq import REPO
-
-    return REPO / "target" / "release" / "satbench-get"
-
-
 def server_bench(count: int = 50) -> dict[str, Any]:
     """Throughput of satbench-server per protocol for a 2 MB object, fetched
     ``count`` times over one connection through an unlimited link."""
@@ -172,6 +167,7 @@ def server_bench(count: int = 50) -> dict[str, Any]:
     from pathlib import Path
 
     from . import ca, pages
+    from .load import LoadOptions
     from .serve import Server, ServerOptions
 
     results: dict[str, Any] = {}
@@ -187,10 +183,11 @@ def server_bench(count: int = 50) -> dict[str, Any]:
                     cpu0 = measure.cpu_seconds(srv.proc.pid)
                     t0 = time.monotonic()
                     if proto == "h3":
-                        p = tb.client.run([str(client_binary()), f"https://server.test{url_path}", "--cacert", cert,
-                                           "--count", str(count)], capture_output=True, text=True, timeout=600)
-                        ok = p.returncode == 0
-                        total = json.loads(p.stdout)["bytes"] if ok else 0
+                        argv = LoadOptions(protocol="h3", mode="single", repeat=count, timeout_s=600).argv(
+                            f"https://server.test{url_path}")
+                        p = tb.client.run(argv, capture_output=True, text=True, timeout=660)
+                        ok = p.returncode == 0 and json.loads(p.stdout)["valid_n"] == 1
+                        total = json.loads(p.stdout)["clients"][0]["bytes"] if ok else 0
                     else:
                         scheme = "http" if proto == "http/1.1" else "https"
                         cfg = Path(tmp) / "curl.cfg"
@@ -226,4 +223,68 @@ def format_server_report(r: dict[str, Any]) -> str:
 def run_server_bench(*, json_out: bool = False, quick: bool = False) -> int:
     r = server_bench(count=10 if quick else 50)
     print(json.dumps(r, indent=1) if json_out else format_server_report(r))
+    return 0
+
+
+# -- satbench bench loader ------------------------------------------------------
+
+LOADER_TARGET_CORE_FRACTION = 0.10
+
+
+def loader_bench(*, page: str = "uniform-2m", clients: int = 10, rate_mbps: float = 10.0) -> dict[str, Any]:
+    """CPU of the synthetic loader: ``clients`` concurrent page loads sharing
+    a ``rate_mbps`` link of 100 ms RTT, per protocol."""
+    import tempfile
+    from pathlib import Path
+
+    from . import pages
+    from .load import LoadOptions
+    from .serve import Server, ServerOptions
+
+    results: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="satbench-bench-") as tmp:
+        root = Path(tmp) / "pages"
+        pages.generate(root, [page])
+        link = _link(["delay_ms=50", f"rate_mbps={rate_mbps:g}"])
+        with Testbed(TestbedSpec(link=link, seed=1)) as tb:
+            with Server(root, Path(tmp) / "logs", ServerOptions(cc="cubic", tcp_info=False, qlog=False),
+                        host=tb.server):
+                for proto in ("h1", "h2", "h3"):
+                    argv = LoadOptions(protocol=proto, clients=clients, timeout_s=600).argv(
+                        f"https://server.test/{page}/")
+                    p = tb.client.run(argv, capture_output=True, text=True, timeout=660)
+                    if p.returncode != 0:
+                        results[proto] = {"error": p.stderr.strip()[-300:] or f"exit {p.returncode}", "meets": False}
+                        continue
+                    d = json.loads(p.stdout)
+                    frac = d["cpu_s"] / d["wall_s"]
+                    total = sum(c["bytes"] for c in d["clients"])
+                    results[proto] = {"valid_clients": d["valid_n"], "cpu_s": d["cpu_s"], "wall_s": d["wall_s"],
+                                      "core_fraction": frac, "mbps": total * 8 / d["wall_s"] / 1e6,
+                                      "plt_median_s": statistics.median(c["plt_s"] for c in d["clients"]
+                                                                        if c["plt_s"] is not None),
+                                      "meets": d["valid_n"] == clients and frac <= LOADER_TARGET_CORE_FRACTION,
+                                      "error": None}
+    return {"page": page, "clients": clients, "link": f"{rate_mbps:g} Mbit/s each way, 100 ms RTT",
+            "target_core_fraction": LOADER_TARGET_CORE_FRACTION,
+            "machine": {"cores": os.cpu_count(), "kernel": platform.release()}, "protocols": results}
+
+
+def format_loader_report(r: dict[str, Any]) -> str:
+    lines = [f"satbench bench loader  ({r['machine']['cores']} cores): {r['clients']} clients load {r['page']} "
+             f"at once over {r['link']}"]
+    for proto, x in r["protocols"].items():
+        if x.get("error"):
+            lines.append(f"  {proto}: ERROR {x['error']}")
+            continue
+        mark = "meets target" if x["meets"] else "MISSES target"
+        lines.append(f"  {proto}: {x['valid_clients']} valid, {x['cpu_s']:.2f} CPU-s in {x['wall_s']:.1f} s = "
+                     f"{100 * x['core_fraction']:.1f} % of a core, {x['mbps']:.2f} Mbit/s together, median PLT "
+                     f"{x['plt_median_s']:.1f} s  [{mark}: <= {100 * r['target_core_fraction']:g} % of a core]")
+    return "\n".join(lines)
+
+
+def run_loader_bench(*, json_out: bool = False, quick: bool = False) -> int:
+    r = loader_bench(page="uniform-500k" if quick else "uniform-2m")
+    print(json.dumps(r, indent=1) if json_out else format_loader_report(r))
     return 0

@@ -111,8 +111,10 @@ def _cmd_check(a: argparse.Namespace) -> int:
 
 
 def _cmd_bench(a: argparse.Namespace) -> int:
-    from .bench import run_link_bench, run_server_bench
+    from .bench import run_link_bench, run_loader_bench, run_server_bench
 
+    if a.what == "loader":
+        return run_loader_bench(json_out=a.json, quick=a.quick)
     if a.what == "server":
         return run_server_bench(json_out=a.json, quick=a.quick)
     return run_link_bench(json_out=a.json, quick=a.quick)
@@ -158,6 +160,14 @@ def _cmd_browse(a: argparse.Namespace) -> int:
               f" ({r.lcp_element or '-'}), DOMContentLoaded {fmt(r.dcl_ms)}")
         print(f"  {len(r.resources)} responses on {r.connections} connections, {r.bytes_received} bytes received")
     return 0 if r.valid else 3
+
+
+def _cmd_load(a: argparse.Namespace) -> int:
+    from .load import LoadOptions, main_cli
+
+    mode = "bulk" if a.bulk else "single" if a.single else "page"
+    return main_cli(a.url, LoadOptions(protocol=a.protocol, clients=a.clients, connections=a.connections, mode=mode,
+                                       timeout_s=a.timeout), a.json)
 
 
 def _cmd_timing(a: argparse.Namespace) -> int:
@@ -231,6 +241,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--har", help="write a HAR file of the load")
     p.add_argument("--netlog", help="write Chromium's net-log of the load")
     p.add_argument("--json", action="store_true")
+    p = sub.add_parser("load", help="synthetic page loads (Rust): C clients at once, HTTP/1.1 on K connections")
+    p.add_argument("url")
+    p.add_argument("--protocol", required=True, choices=["h1", "h2", "h3"])
+    p.add_argument("--clients", type=int, default=1, help="concurrent clients, each on its own connections (default 1)")
+    p.add_argument("--connections", type=int, default=6, help="HTTP/1.1 connections per host (default 6)")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--single", action="store_true", help="fetch only URL (curl-style breakdown)")
+    g.add_argument("--bulk", action="store_true", help="fetch only URL, printing progress on stderr")
+    p.add_argument("--timeout", type=float, default=120.0, help="seconds per client (default 120)")
+    p.add_argument("--json", action="store_true")
     p = sub.add_parser("timing", help="curl-style timing (DNS, connect, TLS, first byte, total) over fresh connections")
     p.add_argument("url")
     p.add_argument("--protocol", required=True, choices=["h1", "h2", "h3"])
@@ -244,8 +264,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--bulk", help="also make bulk files, e.g. 1M,100M,250M,500M")
     p.add_argument("--bulk-only", action="store_true", help="make only the bulk files")
     p.add_argument("--seed", type=int, default=1, help="content seed (default 1)")
-    p = sub.add_parser("bench", help="benchmarks: 'link' (the emulator's speed and error), 'server' (its throughput)")
-    p.add_argument("what", choices=["link", "server"])
+    p = sub.add_parser("bench", help="benchmarks: 'link' (the emulator's speed and error), 'server' (its throughput), "
+                                         "'loader' (the synthetic loader's CPU)")
+    p.add_argument("what", choices=["link", "server", "loader"])
     p.add_argument("--json", action="store_true")
     p.add_argument("--quick", action="store_true", help="shorter runs (less precise)")
     return ap
@@ -279,6 +300,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_serve(a)
         if a.command == "browse":
             return _cmd_browse(a)
+        if a.command == "load":
+            return _cmd_load(a)
         if a.command == "timing":
             return _cmd_timing(a)
     except SatbenchError as e:

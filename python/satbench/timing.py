@@ -1,8 +1,9 @@
 """Scripted, curl-style timing (study E): one fresh connection per repetition,
 the phases of each transfer cumulative from its start, as curl reports them.
 
-HTTP/1.1 and HTTP/2 use curl itself (``-w '%{json}'``); HTTP/3 uses
-``satbench-get`` (quiche), since Debian's curl has no HTTP/3. QUIC has no
+HTTP/1.1 and HTTP/2 use curl itself (``-w '%{json}'``); HTTP/3 uses the
+synthetic loader's single-URL mode (``satbench-load --single``, quiche),
+since Debian's curl has no HTTP/3. QUIC has no
 separate TCP connect: its ``connect_s`` is empty and its handshake (transport
 and TLS together) ends at ``tls_s``.
 """
@@ -17,7 +18,7 @@ from typing import Any
 
 from . import ca as ca_mod
 from .errors import InputError, TestbedError
-from .prereq import REPO
+from .load import LoadOptions, load
 
 PHASES = ("dns_s", "connect_s", "tls_s", "first_byte_s", "total_s")
 
@@ -51,15 +52,14 @@ def _curl(url: str, protocol: str, cacert: str) -> dict[str, Any]:
             "status": d["http_code"], "http_version": d["http_version"]}
 
 
-def _h3(url: str, cacert: str) -> dict[str, Any]:
-    p = subprocess.run([str(REPO / "target" / "release" / "satbench-get"), url, "--cacert", cacert],
-                       capture_output=True, text=True, timeout=3600)
-    if p.returncode != 0:
-        raise TestbedError(f"satbench-get failed: {p.stderr.strip()}")
-    d = json.loads(p.stdout)
-    t = d["timeline"]
-    return {"dns_s": t["dns_s"], "connect_s": None, "tls_s": t["handshake_s"], "first_byte_s": t["first_byte_s"],
-            "total_s": t["total_s"], "bytes": d["bytes"], "status": d["requests"][0]["status"], "http_version": "3"}
+def _h3(url: str) -> dict[str, Any]:
+    r = load(url, LoadOptions(protocol="h3", mode="single", timeout_s=3600))
+    c = r.clients[0]
+    if not c["valid"]:
+        raise TestbedError(f"HTTP/3 transfer of {url} failed: {c['invalid_reason']}")
+    t = c["timeline"]
+    return {"dns_s": t["dns_s"], "connect_s": None, "tls_s": t["tls_s"], "first_byte_s": t["first_byte_s"],
+            "total_s": t["total_s"], "bytes": c["bytes"], "status": c["objects"][0]["status"], "http_version": "3"}
 
 
 def timing(url: str, protocol: str, count: int = 100) -> Timing:
@@ -73,7 +73,7 @@ def timing(url: str, protocol: str, count: int = 100) -> Timing:
     cacert = str(ca_mod.ensure().cert)
     t = Timing(url=url, protocol=protocol)
     for _ in range(count):
-        t.rows.append(_h3(url, cacert) if protocol == "h3" else _curl(url, protocol, cacert))
+        t.rows.append(_h3(url) if protocol == "h3" else _curl(url, protocol, cacert))
     return t
 
 

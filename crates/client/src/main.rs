@@ -1,211 +1,184 @@
-//! satbench-get: fetch a URL over HTTP/3 (quiche) one or more times on one
-//! connection, and report timings as JSON.
+//! satbench-load: a synthetic page loader for many clients at once.
 //!
 //! ```text
-//! satbench-get URL [--count N] [--cacert PEM] [--connect ADDR:PORT] [-o FILE]
+//! satbench-load URL --protocol h1|h2|h3 [--clients C] [--connections K] [--cacert PEM]
+//!               [--connect-to ADDR:PORT] [--single | --bulk] [--repeat N] [--timeout S]
 //! ```
-//! `--connect` sends to ADDR:PORT while the URL's host is still the TLS name.
-//! Prints `{"protocol": "h3", "handshake_s", "requests": [{status, bytes, ttfb_s, total_s}], "bytes", "seconds",
-//! "mbps", "timeline": {dns_s, handshake_s, first_byte_s, total_s}}`; the timeline is the first request's,
-//! cumulative from the start as curl reports its phases.
+//! Each of the C clients loads the page on its own fresh connections, all at
+//! once, in one thread: HTTP/1.1 on up to K connections per origin (default
+//! 6), HTTP/2 and HTTP/3 on one connection per origin. `--single` fetches
+//! only URL (curl-style timing); `--bulk` too, printing progress on stderr;
+//! `--repeat N` fetches it N times, one after another, on the same connection.
+//! Prints one JSON object on stdout: `{"clients": [...], "cpu_s", "wall_s", ...}`;
+//! see `page::PageResult::to_json` for a client's fields.
 
-use quiche::h3::NameValue;
-use std::io::Write;
-use std::net::{SocketAddr, ToSocketAddrs, UdpSocket};
-use std::os::fd::AsRawFd;
+mod conn;
+mod discover;
+mod h3;
+mod page;
+mod url;
+
+use conn::{Proto, Settings};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-const MAX_DATAGRAM: usize = 1350;
+use url::Url;
 
 fn die(msg: &str) -> ! {
-    eprintln!("satbench-get: {msg}");
+    eprintln!("satbench-load: {msg}");
     std::process::exit(2);
 }
 
 struct Args {
     url: String,
-    count: usize,
+    proto: Option<Proto>,
+    clients: usize,
+    connections: usize,
     cacert: Option<String>,
-    connect: Option<String>,
-    out: Option<String>,
+    connect_to: Option<std::net::SocketAddr>,
+    single: bool,
+    bulk: bool,
+    repeat: usize,
+    timeout: f64,
 }
 
 fn parse() -> Args {
-    let mut a = Args { url: String::new(), count: 1, cacert: None, connect: None, out: None };
+    let mut a = Args {
+        url: String::new(),
+        proto: None,
+        clients: 1,
+        connections: 6,
+        cacert: None,
+        connect_to: None,
+        single: false,
+        bulk: false,
+        repeat: 1,
+        timeout: 120.0,
+    };
     let mut it = std::env::args().skip(1);
     while let Some(x) = it.next() {
         let mut val = || it.next().unwrap_or_else(|| die(&format!("{x} needs a value")));
+        let count = |v: String, what: &str| -> usize {
+            v.parse().ok().filter(|n| *n >= 1).unwrap_or_else(|| die(&format!("{what}: must be a whole number >= 1, got {v:?}")))
+        };
         match x.as_str() {
-            "--count" => a.count = val().parse().unwrap_or_else(|_| die("--count: not a number")),
+            "--protocol" => {
+                let v = val();
+                a.proto = Some(Proto::parse(&v).unwrap_or_else(|| die(&format!("--protocol: h1, h2 or h3, not {v:?}"))))
+            }
+            "--clients" => a.clients = count(val(), "--clients"),
+            "--connections" => a.connections = count(val(), "--connections"),
             "--cacert" => a.cacert = Some(val()),
-            "--connect" => a.connect = Some(val()),
-            "-o" => a.out = Some(val()),
+            "--connect-to" => {
+                let v = val();
+                a.connect_to = Some(v.parse().unwrap_or_else(|_| die(&format!("--connect-to: ADDR:PORT, not {v:?}"))))
+            }
+            "--single" => a.single = true,
+            "--bulk" => a.bulk = true,
+            "--repeat" => a.repeat = count(val(), "--repeat"),
+            "--timeout" => {
+                let v = val();
+                a.timeout = v.parse().ok().filter(|t: &f64| *t > 0.0).unwrap_or_else(|| die(&format!("--timeout: seconds > 0, not {v:?}")))
+            }
+            "-h" | "--help" => {
+                println!("usage: satbench-load URL --protocol h1|h2|h3 [--clients C] [--connections K] [--cacert PEM] [--connect-to ADDR:PORT] [--single|--bulk [--repeat N]] [--timeout S]");
+                std::process::exit(0);
+            }
             s if s.starts_with('-') => die(&format!("unknown option {s}")),
-            s => a.url = s.to_string(),
+            s if a.url.is_empty() => a.url = s.to_string(),
+            s => die(&format!("one URL only (also got {s:?})")),
         }
     }
-    if !a.url.starts_with("https://") {
-        die("URL must be https://HOST[:PORT]/PATH");
+    if a.url.is_empty() {
+        die("no URL");
+    }
+    if a.repeat > 1 && !(a.single || a.bulk) {
+        die("--repeat needs --single or --bulk");
+    }
+    if a.proto.is_none() {
+        die("--protocol is required (h1, h2 or h3)");
     }
     a
 }
 
+fn tls_config(cacert: Option<&str>) -> rustls::ClientConfig {
+    let mut roots = rustls::RootCertStore::empty();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("TLS versions");
+    match cacert {
+        Some(p) => {
+            let pem = std::fs::read(p).unwrap_or_else(|e| die(&format!("--cacert {p}: {e}")));
+            for c in rustls_pemfile::certs(&mut pem.as_slice()) {
+                let c = c.unwrap_or_else(|e| die(&format!("--cacert {p}: {e}")));
+                roots.add(c).unwrap_or_else(|e| die(&format!("--cacert {p}: {e}")));
+            }
+            if roots.is_empty() {
+                die(&format!("--cacert {p}: no certificate in it"));
+            }
+            builder.with_root_certificates(roots).with_no_client_auth()
+        }
+        None => die("--cacert is required for https:// URLs (the test CA: satbench ca)"),
+    }
+}
+
+fn cpu_seconds() -> f64 {
+    // SAFETY: getrusage fills the struct.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
 fn main() {
     let a = parse();
-    let rest = &a.url["https://".len()..];
-    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-    let path = if path.is_empty() { "/" } else { path };
-    let (host, port) = match authority.rsplit_once(':') {
-        Some((h, p)) => (h.to_string(), p.parse::<u16>().unwrap_or_else(|_| die("bad port"))),
-        None => (authority.to_string(), 443),
-    };
-    let t_start = Instant::now();
-    let target = a.connect.clone().unwrap_or(format!("{host}:{port}"));
-    let peer: SocketAddr = target.to_socket_addrs().ok().and_then(|mut i| i.next()).unwrap_or_else(|| die(&format!("cannot resolve {target}")));
-    let dns_s = t_start.elapsed().as_secs_f64();
-    let sock = UdpSocket::bind("0.0.0.0:0").unwrap_or_else(|e| die(&format!("bind: {e}")));
-    sock.set_nonblocking(true).expect("nonblocking");
-    let big = 8i32 << 20;
-    // SAFETY: setsockopt with a valid int.
-    unsafe { libc::setsockopt(sock.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, &big as *const i32 as *const libc::c_void, 4) };
-    let local = sock.local_addr().expect("local");
-
-    let mut cfg = quiche::Config::new(quiche::PROTOCOL_VERSION).expect("config");
-    cfg.set_application_protos(quiche::h3::APPLICATION_PROTOCOL).expect("alpn");
-    match &a.cacert {
-        Some(p) => cfg.load_verify_locations_from_file(p).unwrap_or_else(|e| die(&format!("{p}: {e}"))),
-        None => cfg.verify_peer(false),
+    let url = Url::parse(&a.url).unwrap_or_else(|e| die(&e.to_string()));
+    let proto = a.proto.expect("checked");
+    if proto != Proto::H1 && !url.https {
+        die(&format!("{}: HTTP/2 and HTTP/3 need an https:// URL", a.url));
     }
-    cfg.set_max_idle_timeout(30_000);
-    cfg.set_max_recv_udp_payload_size(MAX_DATAGRAM);
-    cfg.set_max_send_udp_payload_size(MAX_DATAGRAM);
-    cfg.set_initial_max_data(256 << 20);
-    cfg.set_initial_max_stream_data_bidi_local(128 << 20);
-    cfg.set_initial_max_stream_data_bidi_remote(128 << 20);
-    cfg.set_initial_max_stream_data_uni(1 << 20);
-    cfg.set_initial_max_streams_bidi(100);
-    cfg.set_initial_max_streams_uni(100);
-    cfg.set_disable_active_migration(true);
-    let mut scid = [0u8; quiche::MAX_CONN_ID_LEN];
-    ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut scid).expect("random");
-    let scid = quiche::ConnectionId::from_ref(&scid);
-    let mut conn = quiche::connect(Some(&host), &scid, local, peer, &mut cfg).unwrap_or_else(|e| die(&format!("connect: {e}")));
-    let h3cfg = quiche::h3::Config::new().expect("h3 config");
-    let mut h3: Option<quiche::h3::Connection> = None;
-    let mut out_file = a.out.as_ref().map(|p| std::fs::File::create(p).unwrap_or_else(|e| die(&format!("{p}: {e}"))));
-
-    let t0 = Instant::now();
-    let mut handshake_s = None;
-    let mut buf = vec![0u8; 65_535];
-    let mut out = [0u8; MAX_DATAGRAM];
-    let mut body = vec![0u8; 1 << 20];
-    let mut results: Vec<serde_json::Value> = Vec::new();
-    let mut current: Option<(u64, Instant, Option<f64>, u64, u16)> = None;
-    let (mut first_byte_s, mut first_done_s): (Option<f64>, Option<f64>) = (None, None);
-    let deadline = t0 + Duration::from_secs(600);
-    loop {
-        // Send everything quiche has (the client does not pace).
-        loop {
-            match conn.send(&mut out) {
-                Ok((n, info)) => {
-                    let _ = sock.send_to(&out[..n], info.to);
-                }
-                Err(quiche::Error::Done) => break,
-                Err(e) => die(&format!("send: {e}")),
-            }
+    let tls = Arc::new(if url.https { tls_config(a.cacert.as_deref()) } else {
+        rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .expect("TLS versions")
+            .with_root_certificates(rustls::RootCertStore::empty())
+            .with_no_client_auth()
+    });
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    let wall = Instant::now();
+    let single = if a.single || a.bulk { a.repeat } else { 0 };
+    let timeout = Duration::from_secs_f64(a.timeout);
+    let results = rt.block_on(async {
+        let mut set = tokio::task::JoinSet::new();
+        for client in 0..a.clients {
+            let settings = Arc::new(Settings {
+                proto,
+                connections: a.connections,
+                tls: tls.clone(),
+                quic_cacert: a.cacert.clone(),
+                connect_to: a.connect_to,
+                progress: a.bulk,
+                client,
+            });
+            set.spawn(page::load(settings, url.clone(), single, timeout));
         }
-        if conn.is_closed() || results.len() == a.count || Instant::now() > deadline {
-            break;
+        let mut out = Vec::new();
+        while let Some(r) = set.join_next().await {
+            out.push(r.expect("client task"));
         }
-        // A request ready to go (the previous one just finished) goes out now.
-        let ready_to_request = h3.is_some() && current.is_none() && results.len() < a.count;
-        let wait = if ready_to_request { Duration::ZERO } else { conn.timeout().unwrap_or(Duration::from_secs(1)) };
-        let mut pfd = libc::pollfd { fd: sock.as_raw_fd(), events: libc::POLLIN, revents: 0 };
-        let ts = libc::timespec { tv_sec: wait.as_secs() as i64, tv_nsec: wait.subsec_nanos() as i64 };
-        // SAFETY: one pollfd, valid timespec.
-        let n = unsafe { libc::ppoll(&mut pfd, 1, &ts, std::ptr::null()) };
-        if n == 0 && !ready_to_request {
-            conn.on_timeout();
-        }
-        loop {
-            match sock.recv_from(&mut buf) {
-                Ok((n, from)) => {
-                    let _ = conn.recv(&mut buf[..n], quiche::RecvInfo { from, to: local });
-                }
-                Err(_) => break,
-            }
-        }
-        if conn.is_established() && handshake_s.is_none() {
-            handshake_s = Some(t_start.elapsed().as_secs_f64());
-            h3 = Some(quiche::h3::Connection::with_transport(&mut conn, &h3cfg).unwrap_or_else(|e| die(&format!("h3: {e}"))));
-        }
-        let Some(h) = h3.as_mut() else { continue };
-        if current.is_none() && results.len() < a.count {
-            let req = [
-                quiche::h3::Header::new(b":method", b"GET"),
-                quiche::h3::Header::new(b":scheme", b"https"),
-                quiche::h3::Header::new(b":authority", authority.as_bytes()),
-                quiche::h3::Header::new(b":path", path.as_bytes()),
-                quiche::h3::Header::new(b"user-agent", b"satbench-get"),
-            ];
-            match h.send_request(&mut conn, &req, true) {
-                Ok(sid) => current = Some((sid, Instant::now(), None, 0, 0)),
-                Err(quiche::h3::Error::StreamBlocked) => {}
-                Err(e) => die(&format!("request: {e}")),
-            }
-        }
-        loop {
-            match h.poll(&mut conn) {
-                Ok((sid, quiche::h3::Event::Headers { list, .. })) => {
-                    if first_byte_s.is_none() {
-                        first_byte_s = Some(t_start.elapsed().as_secs_f64());
-                    }
-                    if let Some(c) = current.as_mut().filter(|c| c.0 == sid) {
-                        c.2 = Some(c.1.elapsed().as_secs_f64());
-                        c.4 = list.iter().find(|h| h.name() == b":status").and_then(|h| std::str::from_utf8(h.value()).ok()?.parse().ok()).unwrap_or(0);
-                    }
-                }
-                Ok((sid, quiche::h3::Event::Data)) => {
-                    while let Ok(n) = h.recv_body(&mut conn, sid, &mut body) {
-                        if let Some(c) = current.as_mut().filter(|c| c.0 == sid) {
-                            c.3 += n as u64;
-                        }
-                        if let Some(f) = out_file.as_mut() {
-                            let _ = f.write_all(&body[..n]);
-                        }
-                    }
-                }
-                Ok((sid, quiche::h3::Event::Finished)) => {
-                    if let Some(c) = current.take_if(|c| c.0 == sid) {
-                        if first_done_s.is_none() {
-                            first_done_s = Some(t_start.elapsed().as_secs_f64());
-                        }
-                        results.push(serde_json::json!({"status": c.4, "bytes": c.3, "ttfb_s": c.2, "total_s": c.1.elapsed().as_secs_f64()}));
-                        out_file = None; // only the first body is written
-                    }
-                }
-                Ok((_, quiche::h3::Event::Reset(e))) => die(&format!("stream reset by server: {e}")),
-                Ok(_) => {}
-                Err(quiche::h3::Error::Done) => break,
-                Err(e) => die(&format!("h3: {e}")),
-            }
-        }
-    }
-    let _ = conn.close(true, 0x100, b"");
-    let _ = conn.send(&mut out).map(|(n, i)| sock.send_to(&out[..n], i.to));
-    if results.len() < a.count {
-        die(&format!("only {} of {} responses before the connection ended (peer {:?}, local {:?}, timed out {})", results.len(), a.count, conn.peer_error(), conn.local_error(), conn.is_timed_out()));
-    }
-    let bytes: u64 = results.iter().map(|r| r["bytes"].as_u64().unwrap_or(0)).sum();
-    // Throughput over the requests only, from the end of the handshake.
-    let seconds = t_start.elapsed().as_secs_f64() - handshake_s.unwrap_or(0.0);
+        out.sort_by_key(|r| r.client);
+        out
+    });
+    let valid = results.iter().filter(|r| r.invalid.is_none()).count();
     println!(
         "{}",
-        serde_json::json!({"protocol": "h3", "handshake_s": handshake_s, "requests": results, "bytes": bytes,
-            "seconds": seconds, "mbps": bytes as f64 * 8.0 / seconds / 1e6,
-            // The first request's phases, cumulative from the start as curl reports them
-            // (QUIC has no separate connect: its handshake is connect and TLS at once).
-            "timeline": {"dns_s": dns_s, "handshake_s": handshake_s, "first_byte_s": first_byte_s,
-                         "total_s": first_done_s}})
+        serde_json::json!({
+            "tool": "satbench-load", "version": env!("CARGO_PKG_VERSION"), "url": a.url,
+            "protocol": proto.wire_name(), "connections_per_origin": if proto == Proto::H1 { a.connections } else { 1 },
+            "mode": if a.bulk { "bulk" } else if a.single { "single" } else { "page" },
+            "clients_n": a.clients, "valid_n": valid,
+            "wall_s": wall.elapsed().as_secs_f64(), "cpu_s": cpu_seconds(),
+            "clients": results.iter().map(page::PageResult::to_json).collect::<Vec<_>>(),
+        })
     );
 }
