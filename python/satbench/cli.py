@@ -170,6 +170,63 @@ def _cmd_load(a: argparse.Namespace) -> int:
                                        timeout_s=a.timeout), a.json)
 
 
+DEFAULT_DB = "results/satbench.sqlite"
+
+
+def _cmd_plan(a: argparse.Namespace) -> int:
+    from . import experiment
+
+    exp = experiment.load(a.file)
+    done: set[str] = set()
+    if a.db and Path(a.db).exists():
+        from .store import Store
+
+        with Store(a.db) as st:
+            found = st.experiment(exp.name)
+            if found:
+                if not exp.seed_given:
+                    exp = experiment.reorder(exp, int(found["seed"]))
+                done = set(st.done(int(found["id"])))
+    if a.json:
+        print(json.dumps({**exp.spec_json(), "estimate_s": experiment.estimate_s(exp, {k: 0.0 for k in done}),
+                          "trials": [{"key": t.key, "rep": t.rep, "factors": t.factors, "scenarios": t.scenarios,
+                                      "done": t.key in done, "estimate_s": experiment.estimate_trial_s(t.factors)}
+                                     for t in exp.trials]}))
+    else:
+        print(experiment.format_plan(exp, done, limit=None if a.all else 50))
+    return 0
+
+
+def _cmd_run(a: argparse.Namespace) -> int:
+    from . import experiment, runner
+
+    exp = experiment.load(a.file)
+    s = runner.run(exp, Path(a.db))
+    print(f"{s.experiment}: {s.ran} trials run in {s.seconds:.0f} s ({s.valid} valid, {s.invalid} invalid, "
+          f"{s.failed} failed); {s.already + s.ran - s.failed} of {s.planned} done; results in {s.db}")
+    for reason, n in sorted(s.reasons.items(), key=lambda x: -x[1]):
+        print(f"  {n} x {reason}")
+    if s.interrupted:
+        return 130
+    return 0 if s.failed == 0 else 1
+
+
+def _cmd_report(a: argparse.Namespace) -> int:
+    from .report import write_report
+
+    path = write_report(Path(a.db), Path(a.out), experiment=a.experiment)
+    print(f"report: {path}")
+    return 0
+
+
+def _cmd_export(a: argparse.Namespace) -> int:
+    from .store import export
+
+    for p in export(a.db, a.out, a.format, a.experiment):
+        print(p)
+    return 0
+
+
 def _cmd_timing(a: argparse.Namespace) -> int:
     from .timing import format_timing, timing
 
@@ -251,6 +308,23 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--bulk", action="store_true", help="fetch only URL, printing progress on stderr")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds per client (default 120)")
     p.add_argument("--json", action="store_true")
+    p = sub.add_parser("plan", help="print an experiment's trials and estimated duration; run nothing")
+    p.add_argument("file")
+    p.add_argument("--db", help="results database: mark trials already done")
+    p.add_argument("--all", action="store_true", help="list every trial (default: the first 50)")
+    p.add_argument("--json", action="store_true")
+    p = sub.add_parser("run", help="run an experiment file: a fresh testbed per trial, results in SQLite (resumes)")
+    p.add_argument("file")
+    p.add_argument("--db", default=DEFAULT_DB, help=f"results database (default {DEFAULT_DB})")
+    p = sub.add_parser("report", help="write an HTML report (with SVG figures and statistics) of a results database")
+    p.add_argument("--db", default=DEFAULT_DB, help=f"results database (default {DEFAULT_DB})")
+    p.add_argument("-o", "--out", default="report", help="output folder (default report/)")
+    p.add_argument("--experiment", help="only this experiment (default: all in the database)")
+    p = sub.add_parser("export", help="export a results database as CSV or Parquet")
+    p.add_argument("--db", default=DEFAULT_DB, help=f"results database (default {DEFAULT_DB})")
+    p.add_argument("-o", "--out", required=True, help="output folder")
+    p.add_argument("--format", choices=["csv", "parquet"], default="csv")
+    p.add_argument("--experiment", help="only this experiment")
     p = sub.add_parser("timing", help="curl-style timing (DNS, connect, TLS, first byte, total) over fresh connections")
     p.add_argument("url")
     p.add_argument("--protocol", required=True, choices=["h1", "h2", "h3"])
@@ -300,6 +374,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_serve(a)
         if a.command == "browse":
             return _cmd_browse(a)
+        if a.command == "plan":
+            return _cmd_plan(a)
+        if a.command == "run":
+            return _cmd_run(a)
+        if a.command == "report":
+            return _cmd_report(a)
+        if a.command == "export":
+            return _cmd_export(a)
         if a.command == "load":
             return _cmd_load(a)
         if a.command == "timing":

@@ -15,7 +15,7 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from . import ca as ca_mod
 from .errors import InputError, PrerequisiteError, TestbedError
@@ -84,15 +84,16 @@ class LoadRun:
         return self.raw
 
 
-def load(url: str, opts: LoadOptions, *, stderr: Any = None) -> LoadRun:
-    """Run the loader here; raise on a crash, report invalid loads in the result."""
+def load(url: str, opts: LoadOptions, *, stderr: Any = None, run: Callable[..., Any] = subprocess.run) -> LoadRun:
+    """Run the loader (here, or with ``run``, e.g. ``Host.run``, elsewhere); raise
+    on a crash, report invalid loads in the result."""
     opts.validate()
     if opts.protocol != "h1" and not url.startswith("https://"):
         raise InputError("HTTP/2 and HTTP/3 need an https:// URL")
     b = loader_binary()
     if not b.is_file():
         raise PrerequisiteError([f"no loader binary at {b}: run 'cargo build --release' (scripts/setup does)"])
-    p = subprocess.run(opts.argv(url), stdout=subprocess.PIPE, stderr=stderr if stderr is not None else subprocess.PIPE,
+    p = run(opts.argv(url), stdout=subprocess.PIPE, stderr=stderr if stderr is not None else subprocess.PIPE,
                        text=True, timeout=opts.timeout_s + 30)
     if p.returncode != 0:
         raise TestbedError(f"satbench-load failed ({p.returncode}): {(p.stderr or '').strip()}")

@@ -14,7 +14,7 @@ import json
 import statistics
 import subprocess
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from . import ca as ca_mod
 from .errors import InputError, TestbedError
@@ -39,10 +39,13 @@ class Timing:
         return out
 
 
-def _curl(url: str, protocol: str, cacert: str) -> dict[str, Any]:
+Runner = Callable[..., "subprocess.CompletedProcess[str]"]
+
+
+def _curl(url: str, protocol: str, cacert: str, run: Runner = subprocess.run, timeout: float = 3600) -> dict[str, Any]:
     argv = ["curl", "-sS", "-o", "/dev/null", "--cacert", cacert, "-w", "%{json}",
-            "--http2" if protocol == "h2" else "--http1.1"]
-    p = subprocess.run([*argv, url], capture_output=True, text=True, timeout=3600)
+            "--http2" if protocol == "h2" else "--http1.1", "--max-time", str(timeout)]
+    p = run([*argv, url], capture_output=True, text=True, timeout=timeout + 10)
     if p.returncode != 0:
         raise TestbedError(f"curl failed: {p.stderr.strip()}")
     d = json.loads(p.stdout)
@@ -52,14 +55,21 @@ def _curl(url: str, protocol: str, cacert: str) -> dict[str, Any]:
             "status": d["http_code"], "http_version": d["http_version"]}
 
 
-def _h3(url: str) -> dict[str, Any]:
-    r = load(url, LoadOptions(protocol="h3", mode="single", timeout_s=3600))
+def _h3(url: str, run: Runner = subprocess.run, timeout: float = 3600) -> dict[str, Any]:
+    r = load(url, LoadOptions(protocol="h3", mode="single", timeout_s=timeout), run=run)
     c = r.clients[0]
     if not c["valid"]:
         raise TestbedError(f"HTTP/3 transfer of {url} failed: {c['invalid_reason']}")
     t = c["timeline"]
     return {"dns_s": t["dns_s"], "connect_s": None, "tls_s": t["tls_s"], "first_byte_s": t["first_byte_s"],
             "total_s": t["total_s"], "bytes": c["bytes"], "status": c["objects"][0]["status"], "http_version": "3"}
+
+
+def fetch_once(url: str, protocol: str, *, run: Runner = subprocess.run, timeout: float = 3600) -> dict[str, Any]:
+    """One transfer on a fresh connection; ``run`` runs the client (e.g. ``Host.run`` in a testbed)."""
+    if protocol == "h3":
+        return _h3(url, run, timeout)
+    return _curl(url, protocol, str(ca_mod.ensure().cert), run, timeout)
 
 
 def timing(url: str, protocol: str, count: int = 100) -> Timing:

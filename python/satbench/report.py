@@ -1,0 +1,284 @@
+"""The HTML report of a results database: one self-contained page (figures
+inlined as SVG) and the same figures as SVG files.
+
+Per experiment:
+- trial counts by status, and the reasons of invalid and failed trials;
+- for each varied factor: mean and median with 95 % confidence intervals,
+  and CDFs, of each page metric (valid trials only);
+- CUBIC against BBR by page; FCP and LCP by page structure; protocol
+  overhead (bytes on the wire over the page's own bytes) by protocol and page;
+- for each pair of levels of each varied factor, within each combination of
+  the other varied factors: the median difference with a bootstrap 95 %
+  confidence interval and a Mann-Whitney U p-value;
+- the environment the trials ran in.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import itertools
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from .errors import InputError
+from .stats import bootstrap_median_ci, mann_whitney_p, mean_ci, median_diff_ci
+from .store import Results
+
+METRICS = {
+    "plt_ms": "Page load time (ms)",
+    "fcp_ms": "First contentful paint (ms)",
+    "lcp_ms": "Largest contentful paint (ms)",
+    "ttfb_ms": "Time to first byte (ms)",
+    "dns_ms": "DNS (ms)",
+    "connect_ms": "TCP connect (ms)",
+    "tls_ms": "TLS / QUIC handshake (ms)",
+    "total_ms": "Transfer total (ms)",
+    "throughput_mbps": "Throughput (Mbit/s)",
+    "jain_throughput": "Jain's fairness index",
+    "overhead_pct": "Protocol overhead (% of page bytes)",
+}
+#: Metrics compared pairwise in the statistics table.
+COMPARED = ("plt_ms", "fcp_ms", "lcp_ms", "total_ms", "throughput_mbps")
+
+
+def _svg(fig: Any) -> str:
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", bbox_inches="tight")
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    return buf.getvalue()
+
+
+class _Figures:
+    def __init__(self, out: Path):
+        self.dir = out / "figures"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.n = 0
+        self.prefix = ""
+
+    def add(self, fig: Any, name: str, caption: str) -> str:
+        svg = _svg(fig)
+        self.n += 1
+        fn = f"{self.n:02d}-{self.prefix}{name}.svg"
+        (self.dir / fn).write_text(svg)
+        b64 = base64.b64encode(svg.encode()).decode()
+        return (f'<figure><img class="fig" alt="{html.escape(caption)}" src="data:image/svg+xml;base64,{b64}">'
+                f'<figcaption>{html.escape(caption)} <a href="figures/{fn}">{fn}</a></figcaption></figure>')
+
+
+def _levels(series: Any) -> list[Any]:
+    vals = list(dict.fromkeys(series.dropna().tolist()))
+    try:
+        return sorted(vals)
+    except TypeError:
+        return vals
+
+
+def _bar_ci(df: Any, factor: str, metric: str, hue: str | None = None) -> Any:
+    """Grouped bars of the mean with its 95 % CI, and the median with its bootstrap CI as a marker."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    levels = _levels(df[factor])
+    hues = _levels(df[hue]) if hue else [None]
+    fig, ax = plt.subplots(figsize=(max(4.5, 1.2 * len(levels) * max(1, len(hues))), 3.4))
+    width = 0.8 / len(hues)
+    for j, h in enumerate(hues):
+        xs, means, lo, hi, meds, mlo, mhi = [], [], [], [], [], [], []
+        for i, lv in enumerate(levels):
+            sel = df[(df[factor] == lv) & ((df[hue] == h) if hue else True)][metric].dropna()
+            if sel.empty:
+                continue
+            m, a, b = mean_ci(sel.tolist())
+            md, ma, mb = bootstrap_median_ci(sel.tolist())
+            xs.append(i + (j - (len(hues) - 1) / 2) * width)
+            means.append(m), lo.append(m - a), hi.append(b - m)
+            meds.append(md), mlo.append(md - ma), mhi.append(mb - md)
+        label = f"{hue}={h}" if hue else "mean (95 % CI)"
+        ax.bar(xs, means, width * 0.9, yerr=[lo, hi], capsize=3, label=label, alpha=0.75)
+        ax.errorbar(xs, meds, yerr=[mlo, mhi], fmt="D", color="black", markersize=4, capsize=2,
+                    label="median (95 % CI)" if j == 0 else None)
+    ax.set_xticks(range(len(levels)))
+    ax.set_xticklabels([str(v) for v in levels], rotation=20 if len(levels) > 4 else 0)
+    ax.set_xlabel(factor)
+    ax.set_ylabel(METRICS.get(metric, metric))
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=7)
+    return fig
+
+
+def _cdf(df: Any, factor: str, metric: str) -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    fig, ax = plt.subplots(figsize=(4.8, 3.2))
+    for lv in _levels(df[factor]):
+        xs = np.sort(df[df[factor] == lv][metric].dropna().to_numpy())
+        if len(xs):
+            ax.step(xs, np.arange(1, len(xs) + 1) / len(xs), where="post", label=f"{factor}={lv}")
+    ax.set_xlabel(METRICS.get(metric, metric))
+    ax.set_ylabel("CDF")
+    ax.set_ylim(0, 1.02)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    return fig
+
+
+def _table(rows: list[list[Any]], head: list[str]) -> str:
+    def cell(v: Any) -> str:
+        if isinstance(v, float):
+            if math.isnan(v):
+                return "-"
+            return f"{v:.3g}" if abs(v) < 0.01 or abs(v) >= 1e5 else f"{v:.2f}"
+        return html.escape(str(v))
+
+    h = "".join(f"<th>{html.escape(x)}</th>" for x in head)
+    body = "".join("<tr>" + "".join(f"<td>{cell(v)}</td>" for v in r) + "</tr>" for r in rows)
+    return f"<table><thead><tr>{h}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def pairwise(df: Any, factor: str, metric: str, others: list[str]) -> list[list[Any]]:
+    """For each pair of levels of ``factor``, within each combination of ``others``:
+    n, medians, the median difference (second - first) with a bootstrap 95 % CI, and a Mann-Whitney U p."""
+    rows: list[list[Any]] = []
+    cells = [()] if not others else list(dict.fromkeys(map(tuple, df[others].astype(str).to_numpy().tolist())))
+    for cell in cells:
+        sub = df
+        for k, v in zip(others, cell):
+            sub = sub[sub[k].astype(str) == v]
+        for a, b in itertools.combinations(_levels(sub[factor]), 2):
+            xa = sub[sub[factor] == a][metric].dropna().tolist()
+            xb = sub[sub[factor] == b][metric].dropna().tolist()
+            if not xa or not xb:
+                continue
+            d, lo, hi = median_diff_ci(xa, xb)
+            import statistics
+
+            rows.append([" ".join(f"{k}={v}" for k, v in zip(others, cell)) or "all", f"{a} vs {b}",
+                         len(xa), len(xb), statistics.median(xa), statistics.median(xb), d, lo, hi,
+                         mann_whitney_p(xa, xb)])
+    return rows
+
+
+def _structure(page: str) -> str:
+    return page.split("-")[0] if "-" in page else page
+
+
+CSS = """body{font-family:sans-serif;margin:2em;max-width:1200px;color:#222}
+table{border-collapse:collapse;margin:1em 0;font-size:13px}td,th{border:1px solid #ccc;padding:3px 7px;text-align:right}
+th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}figure{display:inline-block;margin:0.5em}
+figcaption{font-size:12px;color:#555}img.fig{max-width:560px}.note{color:#555;font-size:13px}h2{margin-top:2em}"""
+
+
+def write_report(db: Path, out: Path, experiment: str | None = None) -> Path:
+    """Write ``out/index.html`` and ``out/figures/*.svg``; return the HTML path."""
+    r = Results(db)
+    names = [experiment] if experiment else r.experiments()
+    if not names:
+        raise InputError(f"{db}: no experiments in it yet")
+    out.mkdir(parents=True, exist_ok=True)
+    figs = _Figures(out)
+    parts = [f"<h1>satbench report</h1><p class='note'>Database {html.escape(str(db))}. "
+             "Figures and statistics use valid trials only. Means carry Student-t 95 % intervals; "
+             "medians percentile-bootstrap 95 % intervals (2000 resamples). Pairwise tests compare levels "
+             "within each combination of the other varied factors.</p>"]
+    for name in names:
+        parts.append(_experiment_section(r, name, figs))
+    r.close()
+    page = (f"<!doctype html><html><head><meta charset='utf-8'><title>satbench report</title>"
+            f"<style>{CSS}</style></head><body>{''.join(parts)}</body></html>")
+    path = out / "index.html"
+    path.write_text(page)
+    return path
+
+
+def _experiment_section(r: Results, name: str, figs: _Figures) -> str:
+    figs.prefix = f"{name}-"
+    df = r.trials(name)
+    spec = json.loads(r.db.execute("SELECT spec FROM experiments WHERE name = ?", (name,)).fetchone()[0] or "{}")
+    varied = [v for v in spec.get("varied", []) if v in df.columns] if not df.empty else []
+    out = [f"<h2>Experiment {html.escape(name)}</h2>",
+           f"<p>{html.escape(spec.get('description', ''))}</p>"]
+    if df.empty:
+        return "".join(out) + "<p>No trials stored yet.</p>"
+    counts = df["status"].value_counts().to_dict()
+    out.append(f"<p>{len(df)} trials stored of {spec.get('trials', '?')} planned: "
+               + ", ".join(f"{counts.get(s, 0)} {s}" for s in ("valid", "invalid", "failed"))
+               + f". Varied: {html.escape(', '.join(varied) or 'nothing')}.</p>")
+    bad = df[df["status"] != "valid"]
+    if not bad.empty:
+        rows = [[s, reason, n] for (s, reason), n in bad.groupby(["status", "reason"]).size().items()]
+        out.append("<h3>Invalid and failed trials</h3>" + _table(rows, ["status", "reason", "trials"]))
+    valid = df[df["status"] == "valid"]
+    metrics = [m for m in METRICS if m in valid.columns and valid[m].notna().any()]
+    if valid.empty or not metrics:
+        return "".join(out) + "<p>No valid trials with metrics.</p>"
+
+    # Per-factor means, medians and CDFs.
+    out.append("<h3>By factor</h3>")
+    for f in varied:
+        for m in [x for x in ("plt_ms", "fcp_ms", "lcp_ms", "total_ms", "throughput_mbps", "jain_throughput")
+                  if x in metrics]:
+            out.append(figs.add(_bar_ci(valid, f, m), f"{m}-by-{f}", f"{METRICS[m]} by {f}: mean and median, 95 % CI"))
+        if "plt_ms" in metrics:
+            out.append(figs.add(_cdf(valid, f, "plt_ms"), f"plt-cdf-{f}", f"CDF of the page load time by {f}"))
+    # The studies' views.
+    if "cc" in varied and "plt_ms" in metrics:
+        x = "page" if "page" in varied else ("protocol" if "protocol" in varied else "cc")
+        out.append("<h3>CUBIC against BBR</h3>")
+        out.append(figs.add(_bar_ci(valid, x, "plt_ms", hue="cc"), f"cc-by-{x}", f"Page load time by {x}, CUBIC vs BBR"))
+    if "page" in varied and {"fcp_ms", "lcp_ms"} <= set(metrics):
+        v = valid.assign(structure=valid["page"].astype(str).map(_structure))
+        if v["structure"].nunique() > 1:
+            out.append("<h3>FCP and LCP by page structure</h3>")
+            hue = "protocol" if "protocol" in varied else None
+            for m in ("fcp_ms", "lcp_ms"):
+                out.append(figs.add(_bar_ci(v, "structure", m, hue=hue), f"{m}-by-structure",
+                                    f"{METRICS[m]} by page structure"))
+    if "overhead_pct" in metrics and "protocol" in valid.columns:
+        x = "page" if "page" in varied else "protocol"
+        hue = "protocol" if x == "page" and "protocol" in varied else None
+        out.append("<h3>Protocol overhead</h3><p class='note'>Bytes on the wire (IP packets through the emulated "
+                   "link, both directions) beyond the page's own bytes, in % of the page's bytes.</p>")
+        out.append(figs.add(_bar_ci(valid, x, "overhead_pct", hue=hue), "overhead",
+                            f"Protocol overhead by {x}" + (" and protocol" if hue else "")))
+    # Summary table per cell.
+    if varied:
+        rows = []
+        for cell, g in valid.groupby(varied, dropna=False):
+            cell = cell if isinstance(cell, tuple) else (cell,)
+            row = [" ".join(f"{k}={v}" for k, v in zip(varied, cell)), len(g)]
+            for m in metrics[:6]:
+                xs = g[m].dropna().tolist()
+                if xs:
+                    md, lo, hi = bootstrap_median_ci(xs)
+                    row.append(f"{md:.1f} [{lo:.1f}, {hi:.1f}]")
+                else:
+                    row.append("-")
+            rows.append(row)
+        out.append("<h3>Medians per combination [95 % CI]</h3>"
+                   + _table(rows, ["combination", "n", *[METRICS[m] for m in metrics[:6]]]))
+    # Pairwise tests.
+    for f in varied:
+        others = [o for o in varied if o != f]
+        for m in [x for x in COMPARED if x in metrics]:
+            rows = pairwise(valid, f, m, others)
+            if rows:
+                out.append(f"<h3>{html.escape(f)}: pairwise, {html.escape(METRICS[m])}</h3>" + _table(
+                    rows, ["within", "levels (a vs b)", "n a", "n b", "median a", "median b",
+                           "median b - a", "95 % CI low", "95 % CI high", "Mann-Whitney p"]))
+    # Environment.
+    env_cols = [c for c in ("satbench_commit", "kernel", "browser") if c in df.columns]
+    envs = df[env_cols].drop_duplicates().astype(str).values.tolist()
+    out.append("<h3>Environment</h3>" + _table(envs, env_cols))
+    return "".join(out)
