@@ -27,15 +27,20 @@ than the one asked for is **invalid**, and the result says why.
 from __future__ import annotations
 
 import json
+import shlex
+import shutil
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from . import ca as ca_mod
 from .errors import InputError, PrerequisiteError
+
+if TYPE_CHECKING:
+    from .testbed import Host
 
 CHROMIUM = "/usr/bin/chromium"
 BASE_FLAGS = ["--no-sandbox", "--headless", "--disable-gpu", "--no-first-run", "--disable-background-networking",
@@ -75,7 +80,7 @@ _COLLECT = """() => {
 class BrowseOptions:
     protocol: str
     timeout_s: float = 120.0
-    lcp_settle_ms: int = 1000
+    lcp_settle_ms: int = 300
     viewport: tuple[int, int] = (1280, 720)
     har: Path | None = None
     netlog: Path | None = None
@@ -122,26 +127,60 @@ def _flags(opts: BrowseOptions, url: str) -> list[str]:
     return flags
 
 
-def browse(url: str, opts: BrowseOptions) -> LoadResult:
-    """Load ``url`` once in a fresh Chromium and return what happened."""
-    opts.validate()
-    if not Path(CHROMIUM).exists():
-        raise PrerequisiteError([f"no Chromium at {CHROMIUM}: install Debian's chromium (scripts/setup does)"])
-    try:
+class Browser:
+    """A Playwright driver kept across loads; every load still gets a fresh
+    Chromium process and profile. With ``host``, Chromium runs inside that
+    testbed host (through ``ip netns exec``, talking to the driver over
+    pipes), so one driver serves every trial of a sweep."""
+
+    def __init__(self) -> None:
+        if not Path(CHROMIUM).exists():
+            raise PrerequisiteError([f"no Chromium at {CHROMIUM}: install Debian's chromium (scripts/setup does)"])
+        try:
+            from playwright.sync_api import sync_playwright
+        except ImportError:
+            raise PrerequisiteError(["no playwright in the Python environment (scripts/setup installs it)"]) from None
+        self._tmp = tempfile.TemporaryDirectory(prefix="satbench-browser-")
+        # One NSS database trusting the CA, copied into each load's fresh HOME.
+        self._nss_template = ca_mod.nss_home(Path(self._tmp.name) / "template")
+        self._pw = sync_playwright().start()
+        self.version: str | None = None
+
+    def close(self) -> None:
+        try:
+            self._pw.stop()
+        finally:
+            self._tmp.cleanup()
+
+    def __enter__(self) -> "Browser":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _executable(self, host: "Host | None", where: Path) -> str:
+        if host is None:
+            return CHROMIUM
+        wrapper = where / "chromium-in-netns"
+        wrapper.write_text("#!/bin/sh\nexec " + " ".join(shlex.quote(a) for a in host.cmd([CHROMIUM])) + ' "$@"\n')
+        wrapper.chmod(0o755)
+        return str(wrapper)
+
+    def load(self, url: str, opts: BrowseOptions, *, host: "Host | None" = None) -> LoadResult:
+        """Load ``url`` once in a fresh Chromium and return what happened."""
         from playwright.sync_api import Error as PlaywrightError
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        raise PrerequisiteError(["no playwright in the Python environment (scripts/setup installs it)"]) from None
-    want = PROTOCOLS[opts.protocol]
-    t0 = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="satbench-browse-") as tmp:
-        home = ca_mod.nss_home(Path(tmp) / "home")
-        responses: dict[str, dict[str, Any]] = {}
-        finished: dict[str, int] = {}
-        failed: dict[str, str] = {}
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=_flags(opts, url),
-                                        env={"HOME": str(home), "PATH": "/usr/bin:/bin"})
+
+        opts.validate()
+        want = PROTOCOLS[opts.protocol]
+        t0 = time.monotonic()
+        with tempfile.TemporaryDirectory(prefix="satbench-browse-", dir=self._tmp.name) as tmp:
+            home = Path(tmp) / "home"
+            shutil.copytree(self._nss_template, home)
+            responses: dict[str, dict[str, Any]] = {}
+            finished: dict[str, int] = {}
+            failed: dict[str, str] = {}
+            browser = self._pw.chromium.launch(executable_path=self._executable(host, Path(tmp)), headless=True,
+                                               args=_flags(opts, url), env={"HOME": str(home), "PATH": "/usr/bin:/bin"})
             try:
                 ctx = browser.new_context(viewport={"width": opts.viewport[0], "height": opts.viewport[1]},
                                           record_har_path=str(opts.har) if opts.har else None)
@@ -179,11 +218,25 @@ def browse(url: str, opts: BrowseOptions) -> LoadResult:
                             last_n, last_change = n, time.monotonic()
                         elif data["fcp"] is not None and time.monotonic() - last_change >= opts.lcp_settle_ms / 1e3:
                             break
-                        page.wait_for_timeout(100)
+                        page.wait_for_timeout(50)
                 version = browser.version
+                self.version = version
                 ctx.close()
             finally:
                 browser.close()
+        return _result(url, opts, want, t0, version, error, data, responses, finished, failed)
+
+
+def browse(url: str, opts: BrowseOptions) -> LoadResult:
+    """Load ``url`` once in a fresh Chromium (here) and return what happened."""
+    opts.validate()
+    with Browser() as b:
+        return b.load(url, opts)
+
+
+def _result(url: str, opts: BrowseOptions, want: str, t0: float, version: str, error: str | None,
+            data: dict[str, Any], responses: dict[str, dict[str, Any]], finished: dict[str, int],
+            failed: dict[str, str]) -> LoadResult:
     wall = time.monotonic() - t0
     res = LoadResult(url=url, protocol=opts.protocol, valid=True, invalid_reason=None, browser=f"chromium {version}",
                      wall_s=wall)

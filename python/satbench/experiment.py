@@ -22,6 +22,7 @@ trials in a recorded (randomised) order.
     [[scenario]]                       # optional: each scenario is a cross product of
     name = "cc"                        # [factors] overridden by its own entries;
     page = ["uniform-1m"]              # the union of the scenarios is the study
+    repetitions = 5                    # (optional) its own number of repetitions
 
     [[trial]]                          # optional: explicit trials (scalars), instead of or
     protocol = "h2"                    # besides the cross product
@@ -238,7 +239,7 @@ def parse(doc: dict[str, Any], text: str, file: str) -> Experiment:
     def check_factors(table: dict[str, Any], where: str, index: int | None, scalars_only: bool) -> dict[str, list]:
         out: dict[str, list] = {}
         for k, v in table.items():
-            if where in ("scenario",) and k == "name":
+            if where == "scenario" and k in ("name", "repetitions"):
                 continue
             fld = f"{where}.{k}" if index is None else f"{where}[{index}].{k}"
             levels = v if isinstance(v, list) else [v]
@@ -267,24 +268,29 @@ def parse(doc: dict[str, Any], text: str, file: str) -> Experiment:
     trial_raw = doc.get("trial", [])
     if not isinstance(scen_raw, list) or not isinstance(trial_raw, list):
         raise ExperimentError("scenario and trial must be arrays of tables ([[scenario]], [[trial]])", file=file)
-    combos: list[tuple[str, dict[str, Any], int | None, str]] = []  # (scenario, factors, index, table)
+    # (scenario, factors, index, table, repetitions)
+    combos: list[tuple[str, dict[str, Any], int | None, str, int]] = []
     if scen_raw:
         for i, s in enumerate(scen_raw):
             own = check_factors(s, "scenario", i, False)
             sname = s.get("name", f"scenario{i + 1}")
+            s_reps = s.get("repetitions", reps)
+            if isinstance(s_reps, bool) or not isinstance(s_reps, int) or s_reps < 1:
+                raise err(f"must be a whole number >= 1, got {s_reps!r}", "scenario", "repetitions", i,
+                          f"scenario[{i}].repetitions")
             merged = {**base, **own}
             keys = list(merged)
             for values in itertools.product(*(merged[k] for k in keys)):
-                combos.append((str(sname), dict(zip(keys, values)), i, "scenario"))
+                combos.append((str(sname), dict(zip(keys, values)), i, "scenario", s_reps))
     elif not trial_raw or base:
         keys = list(base)
         if not trial_raw or any(len(v) > 1 for v in base.values()):
             for values in itertools.product(*(base[k] for k in keys)):
-                combos.append(("main", dict(zip(keys, values)), None, "factors"))
+                combos.append(("main", dict(zip(keys, values)), None, "factors", reps))
     for i, t in enumerate(trial_raw):
         own = check_factors(t, "trial", i, True)
         fixed = {k: v[0] for k, v in base.items() if len(v) == 1}
-        combos.append((f"trial{i + 1}", {**fixed, **{k: v[0] for k, v in own.items()}}, i, "trial"))
+        combos.append((f"trial{i + 1}", {**fixed, **{k: v[0] for k, v in own.items()}}, i, "trial", reps))
     if not combos:
         raise ExperimentError("no trials: give [factors], [[scenario]] or [[trial]]", file=file)
 
@@ -292,7 +298,7 @@ def parse(doc: dict[str, Any], text: str, file: str) -> Experiment:
     # check the combination itself (link overrides load; client limits).
     by_key: dict[str, Trial] = {}
     checked_links: dict[str, None] = {}
-    for sname, f, index, table in combos:
+    for sname, f, index, table, c_reps in combos:
         full: dict[str, Any] = {}
         for k, (_, default, _) in FACTORS.items():
             if k in f:
@@ -329,8 +335,16 @@ def parse(doc: dict[str, Any], text: str, file: str) -> Experiment:
             try:
                 link_profile(full)
             except ProfileError as e:
-                t, k, i = where("link")
-                raise err(f"{e}", t, k, i, "link") from None
+                # Blame the override that breaks the profile, or the profile itself.
+                culprit = "link"
+                for k in (k for k in full if k.startswith("link.")):
+                    try:
+                        link_profile({"link": full["link"], k: full[k]})
+                    except ProfileError:
+                        culprit = k
+                        break
+                t, k, i = where(culprit)
+                raise err(f"{e}", t, k, i, culprit) from None
             if full["access"] != "none":
                 try:
                     profiles.load(full["access"])
@@ -338,7 +352,7 @@ def parse(doc: dict[str, Any], text: str, file: str) -> Experiment:
                     t, k, i = where("access")
                     raise err(f"{e}", t, k, i, "access") from None
             checked_links[link_key] = None
-        for rep in range(1, reps + 1):
+        for rep in range(1, c_reps + 1):
             tr = Trial(factors=full, rep=rep, scenarios=[sname])
             if tr.key in by_key:
                 if sname not in by_key[tr.key].scenarios:
@@ -399,7 +413,7 @@ def link_profile(factors: dict[str, Any]) -> profiles.LinkProfile:
 #: start), measured by `satbench bench harness` on a 2-core machine.
 OVERHEAD_S = {"chromium": 1.3, "loader": 0.25, "curl": 0.25}
 #: Chromium waits this long after the load for LCP to settle.
-LCP_SETTLE_S = 1.0
+LCP_SETTLE_S = 0.3
 
 
 def page_bytes(page: str) -> tuple[int, int]:
@@ -414,6 +428,29 @@ def page_bytes(page: str) -> tuple[int, int]:
             "shop": (2_500_000, 171)}.get(page, (1_000_000, 10))
 
 
+def mean_rate_mbps(p: dict[str, Any], base: Path | None = None) -> float | None:
+    """A direction's long-run rate: constant, a schedule's time-weighted mean, or a trace's mean."""
+    if "rate_mbps" in p:
+        return float(p["rate_mbps"])
+    if "rate_schedule" in p:
+        pts = sorted(p["rate_schedule"])
+        period = float(p.get("rate_period_s") or 0) or None
+        if len(pts) == 1 or period is None:
+            return float(pts[-1][1]) if period is None else float(pts[0][1])
+        total = 0.0
+        for (t, v), (t2, _) in zip(pts, pts[1:] + [[period + pts[0][0], pts[0][1]]]):
+            total += v * (t2 - t)
+        return total / period
+    if "trace" in p:
+        path = Path(p["trace"]) if base is None else base / p["trace"]
+        try:
+            ts = [int(x) for x in path.read_text().split()]
+        except (OSError, ValueError):
+            return None
+        return len(ts) * 1500 * 8 / (max(ts[-1], 1) / 1000) / 1e6 if ts else None
+    return None
+
+
 def estimate_trial_s(factors: dict[str, Any]) -> float:
     """A model of one trial's duration: harness overhead, handshakes and
     requests in round trips, slow start from an initial window of 10
@@ -422,7 +459,7 @@ def estimate_trial_s(factors: dict[str, Any]) -> float:
     try:
         prof = link_profile(factors)
         rtt = prof.base_rtt_ms / 1000
-        rate = prof.forward.params.get("rate_mbps")
+        rate = mean_rate_mbps(prof.forward.params, prof.source.parent if prof.source else None)
     except Exception:  # noqa: BLE001 - an estimate never fails the plan
         rtt, rate = 0.0, None
     total, n_objects = page_bytes(str(factors["page"]))

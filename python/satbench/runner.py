@@ -13,6 +13,7 @@ import os
 import platform
 import re
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -174,21 +175,18 @@ def _link_metrics(stats: dict[str, Any] | None, page_total: int) -> dict[str, fl
             "overhead_pct": (wire - page_total) / page_total * 100 if page_total else None}
 
 
-def _chromium(tb: Testbed, url: str, protocol: str, timeout: float, art: Path, artefacts: list[str]
+def _chromium(browser: Any, tb: Testbed, url: str, protocol: str, timeout: float, art: Path, artefacts: list[str]
               ) -> tuple[dict[str, Any], TrialRecord]:
-    argv = [sys.executable, "-m", "satbench", "browse", url, "--protocol", protocol, "--json",
-            "--timeout", str(timeout)]
-    if "har" in artefacts:
-        argv += ["--har", str(art / "page.har")]
-    if "netlog" in artefacts:
-        argv += ["--netlog", str(art / "netlog.json")]
+    from .browse import BrowseOptions
+
+    opts = BrowseOptions(protocol=protocol, timeout_s=timeout, har=art / "page.har" if "har" in artefacts else None,
+                         netlog=art / "netlog.json" if "netlog" in artefacts else None)
     try:
-        p = tb.client.run(argv, capture_output=True, text=True, timeout=timeout + 60)
-    except subprocess.TimeoutExpired:
-        raise TrialFailed(f"the browser did not finish within {timeout + 60:.0f} s") from None
-    if p.returncode not in (0, 3):
-        raise TrialFailed(f"satbench browse failed ({p.returncode}): {p.stderr.strip()[-500:]}")
-    r = json.loads(p.stdout)
+        r = browser.load(url, opts, host=tb.client).to_json()
+    except SatbenchError:
+        raise
+    except Exception as e:  # noqa: BLE001 - Playwright's own errors: the harness failed, not the path
+        raise TrialFailed(f"browser: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from None
     rec = _record()
     rec.status, rec.reason = ("valid", None) if r["valid"] else ("invalid", r["invalid_reason"])
     rec.metrics = {"plt_ms": r["plt_ms"], "fcp_ms": r["fcp_ms"], "lcp_ms": r["lcp_ms"], "ttfb_ms": r["ttfb_ms"],
@@ -274,7 +272,7 @@ def _record() -> TrialRecord:
 
 
 def run_trial(exp: Experiment, t: Trial, seq: int, pages_root: Path, page_sizes: dict[str, int],
-              art_root: Path, env: dict[str, Any]) -> TrialRecord:
+              art_root: Path, env: dict[str, Any], browser: Any = None) -> TrialRecord:
     """Build a fresh testbed, run the trial's client against its server, tear down; never raises
     for a trial-level problem (it comes back as a failed record)."""
     from .serve import Server, ServerOptions
@@ -315,7 +313,7 @@ def run_trial(exp: Experiment, t: Trial, seq: int, pages_root: Path, page_sizes:
                 timings["server_up_s"] = time.monotonic() - t0
                 tc = time.monotonic()
                 if f["client"] == "chromium":
-                    raw, rec = _chromium(tb, url, f["protocol"], exp.timeout_s, art, exp.artefacts)
+                    raw, rec = _chromium(browser, tb, url, f["protocol"], exp.timeout_s, art, exp.artefacts)
                     if rec.metrics.get("plt_ms") is not None:
                         load_s = rec.metrics["plt_ms"] / 1e3
                 elif f["client"] == "loader":
@@ -361,6 +359,9 @@ def run(exp: Experiment, db: Path, *, out: TextIO | None = None, art_root: Path 
     """Run the experiment's missing trials; Ctrl-C stops after tearing the current trial down."""
     out = out or sys.stderr
     require_testbed()
+    from .testbed import cleanup
+
+    cleanup()  # what runs killed before (SIGKILL, power loss) left behind; live testbeds are not touched
     db = Path(db)
     store = Store(db)
     try:
@@ -377,20 +378,36 @@ def run(exp: Experiment, db: Path, *, out: TextIO | None = None, art_root: Path 
         pages_root = pages_root or db.parent / "pages"
         art_root = (art_root or db.parent / "artefacts") / exp.name
         page_sizes = prepare_pages(pages_root, exp.trials)
-        env = static_environment(any(t.factors["client"] == "chromium" for t in todo))
+        needs_browser = any(t.factors["client"] == "chromium" for t in todo)
+        env = static_environment(needs_browser)
+        browser = None
+        if needs_browser:
+            from .browse import Browser
+
+            browser = Browser()
         print(f"satbench run {exp.name}: {len(exp.trials)} trials, {len(done)} already stored in {db}, "
               f"{len(todo)} to run (order seed {exp.seed})", file=out, flush=True)
         t_start = time.monotonic()
+        stopping = False
+
+        def on_sigint(signum: int, frame: Any) -> None:
+            nonlocal stopping
+            stopping = True
+            raise KeyboardInterrupt
+
+        previous = signal.signal(signal.SIGINT, on_sigint)
         try:
             for i, t in enumerate(todo[:exp.warmup] if todo else [], 1):
                 print(f"  warm-up {i}/{exp.warmup}: {t.label()}", file=out, flush=True)
-                run_trial(exp, t, 0, pages_root, page_sizes, art_root / "_warmup", env)
+                run_trial(exp, t, 0, pages_root, page_sizes, art_root / "_warmup", env, browser)
             shutil.rmtree(art_root / "_warmup", ignore_errors=True)
             est_left = sum(estimate_trial_s(t.factors) for t in todo)
             spent_est, spent_real = 0.0, 0.0
             cells: dict[str, list[float]] = {}
             for i, t in enumerate(todo, 1):
-                rec = run_trial(exp, t, len(done) + i, pages_root, page_sizes, art_root, env)
+                rec = run_trial(exp, t, len(done) + i, pages_root, page_sizes, art_root, env, browser)
+                if stopping:
+                    raise KeyboardInterrupt  # a trial cut short by Ctrl-C is not a result
                 store.write_trial(eid, rec)
                 summary.ran += 1
                 setattr(summary, rec.status, getattr(summary, rec.status) + 1)
@@ -415,6 +432,13 @@ def run(exp: Experiment, db: Path, *, out: TextIO | None = None, art_root: Path 
             summary.interrupted = True
             print(f"\ninterrupted: {summary.ran} trials stored by this run; run the same command again to "
                   f"resume", file=out, flush=True)
+        finally:
+            signal.signal(signal.SIGINT, previous)
+            if browser is not None:
+                try:
+                    browser.close()
+                except Exception:  # noqa: BLE001 - the driver may have died with Ctrl-C
+                    pass
         summary.seconds = time.monotonic() - t_start
         return summary
     finally:

@@ -1,0 +1,174 @@
+"""Experiment files: validation that names file, line and field and runs
+nothing; the expansion into trials (scenarios, explicit trials, a seeded
+order); the estimate; and the statistics the report uses."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from satbench import experiment
+from satbench.errors import ProfileError
+from satbench.stats import jain, mann_whitney_p, median_diff_ci
+
+from .conftest import run_cli
+
+REPO = Path(__file__).resolve().parents[1]
+
+GOOD = """[experiment]
+name = "t"
+repetitions = 2
+seed = 9
+
+[factors]
+link = "wire"
+protocol = ["h1", "h2", "h3"]
+cc = ["cubic", "bbr"]
+page = "uniform-100k"
+client = "loader"
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "exp.toml"
+    p.write_text(text)
+    return p
+
+
+def test_cross_product_repetitions_and_seeded_order(tmp_path: Path) -> None:
+    e = experiment.load(write(tmp_path, GOOD))
+    assert len(e.trials) == 3 * 2 * 2
+    assert e.varied == ["protocol", "cc"]
+    assert len({t.key for t in e.trials}) == len(e.trials)
+    # The order is random but fixed by the seed, and the same for the same file.
+    again = experiment.load(write(tmp_path, GOOD))
+    assert [t.key for t in again.trials] == [t.key for t in e.trials]
+    other = experiment.reorder(e, 10)
+    assert sorted(t.key for t in other.trials) == sorted(t.key for t in e.trials)
+    assert [t.key for t in other.trials] != [t.key for t in e.trials]
+    seq = experiment.load(write(tmp_path, GOOD.replace("seed = 9", 'order = "sequential"')))
+    assert [t.factors["protocol"] for t in seq.trials][:4] == ["h1", "h1", "h1", "h1"]
+    # Defaults are filled in and recorded.
+    t = e.trials[0]
+    assert t.factors["server"] == "satbench" and t.factors["connections"] == 6 and t.factors["access"] == "none"
+
+
+def test_scenarios_share_trials_and_explicit_trials_add(tmp_path: Path) -> None:
+    text = GOOD + """
+[[scenario]]
+name = "a"
+cc = "bbr"
+
+[[scenario]]
+name = "b"
+protocol = "h2"
+repetitions = 3
+"""
+    e = experiment.load(write(tmp_path, text))
+    # a: 3 protocols x bbr x 2 reps; b: h2 x 2 cc x 3 reps; shared: h2 bbr reps 1-2.
+    assert len(e.trials) == 6 + 6 - 2
+    shared = [t for t in e.trials if t.factors["protocol"] == "h2" and t.factors["cc"] == "bbr" and t.rep <= 2]
+    assert all(t.scenarios == ["a", "b"] for t in shared)
+    listed = experiment.load(write(tmp_path, GOOD.replace('protocol = ["h1", "h2", "h3"]\ncc = ["cubic", "bbr"]\n', "")
+                                   + '\n[[trial]]\nprotocol = "h2"\n\n[[trial]]\nprotocol = "h3"\ncc = "bbr"\n'))
+    assert sorted((t.factors["protocol"], t.factors["cc"], t.rep) for t in listed.trials) == [
+        ("h2", "cubic", 1), ("h2", "cubic", 2), ("h3", "bbr", 1), ("h3", "bbr", 2)]
+
+
+@pytest.mark.parametrize("change, line, words", [
+    (("protocol = [", "protocol = [[", 1), None, ["not valid TOML"]),
+    (('page = "uniform-100k"', 'page = "nosuch"'), 10, ["factors.page", "unknown page"]),
+    (('cc = ["cubic", "bbr"]', 'cc = ["cubic", "vegas"]'), 9, ["factors.cc", "cubic, bbr, reno", "vegas"]),
+    (('client = "loader"', 'client = "loader"\ncolour = ["red"]'), 12, ["factors.colour", "unknown factor"]),
+    (("repetitions = 2", "repetitions = 0"), 3, ["experiment.repetitions", ">= 1"]),
+    (("seed = 9", "seeds = 9"), 4, ["experiment.seeds", "unknown key"]),
+    (('link = "wire"', 'link = "nosuch"'), 7, ["link", "nosuch"]),
+    (('client = "loader"', 'client = "loader"\n"link.delay_ms" = [-5]'), 12, ["delay_ms"]),
+    (('client = "loader"', 'client = "chromium"\nclients = [1, 10]'), None, ["clients", "Chromium"]),
+    (('client = "loader"', 'client = "loader"\n"server.tfo" = ["yes"]'), 12, ["factors.server.tfo", "true or false"]),
+    (('protocol = ["h1", "h2", "h3"]', 'protocol = ["h1", "h1"]'), 8, ["factors.protocol", "repeat"]),
+    (('name = "t"', 'name = "a b"'), 2, ["experiment.name"]),
+])
+def test_malformed_files_name_file_line_and_field(tmp_path: Path, change: tuple, line: int | None,
+                                                  words: list[str]) -> None:
+    text = GOOD.replace(*change)
+    assert text != GOOD
+    p = write(tmp_path, text)
+    with pytest.raises(ProfileError) as ei:
+        experiment.load(p)
+    msg = str(ei.value)
+    assert msg.startswith(str(p)), msg
+    if line is not None:
+        assert f"{p}:{line}:" in msg, msg
+    for w in words:
+        assert w in msg, (w, msg)
+
+
+def test_missing_required_factor_and_missing_table(tmp_path: Path) -> None:
+    with pytest.raises(ProfileError, match="factor 'page' is required"):
+        experiment.load(write(tmp_path, GOOD.replace('page = "uniform-100k"\n', "")))
+    with pytest.raises(ProfileError, match=r"missing \[experiment\]"):
+        experiment.load(write(tmp_path, "[factors]" + GOOD.split("[factors]")[1]))
+
+
+def test_run_and_plan_reject_a_bad_file_and_run_nothing(tmp_path: Path) -> None:
+    bad = write(tmp_path, GOOD.replace('cc = ["cubic", "bbr"]', 'cc = ["cubic", "vegas"]'))
+    db = tmp_path / "r.sqlite"
+    for cmd in (["run", str(bad), "--db", str(db)], ["plan", str(bad)]):
+        p = run_cli(*cmd)
+        assert p.returncode == 2, p.stderr
+        assert p.stderr.strip().count("\n") == 0 and f"{bad}:9:" in p.stderr and "factors.cc" in p.stderr
+    assert not db.exists()
+
+
+def test_plan_prints_trials_and_estimate_without_running(tmp_path: Path) -> None:
+    p = run_cli("plan", str(write(tmp_path, GOOD)), "--json")
+    assert p.returncode == 0, p.stderr
+    import json
+
+    d = json.loads(p.stdout)
+    assert len(d["trials"]) == 12 and d["estimate_s"] > 0
+    assert all(t["estimate_s"] > 0 and not t["done"] for t in d["trials"])
+
+
+@pytest.mark.parametrize("name", ["demo.toml", "geo-study-a.toml", "study-e-timing.toml"])
+def test_presets_are_valid(name: str) -> None:
+    e = experiment.load(REPO / "experiments" / name)
+    assert e.trials and experiment.estimate_s(e) > 0
+
+
+def test_geo_study_has_the_three_scenarios_on_both_links() -> None:
+    e = experiment.load(REPO / "experiments" / "geo-study-a.toml")
+    names = {s for t in e.trials for s in t.scenarios}
+    assert names == {"parallel-streams", "congestion-control", "page-structure"}
+    assert {t.factors["link"] for t in e.trials} == {"geo", "lan"}
+    assert {t.factors["cc"] for t in e.trials if "congestion-control" in t.scenarios} == {"cubic", "bbr"}
+    assert {t.rep for t in e.trials} == {1, 2, 3}
+
+
+def test_demo_is_small() -> None:
+    e = experiment.load(REPO / "experiments" / "demo.toml")
+    assert len(e.trials) == 18
+    assert {(t.factors["protocol"], t.factors["cc"]) for t in e.trials} == {
+        (p, c) for p in ("h1", "h2", "h3") for c in ("cubic", "bbr")}
+
+
+def test_estimate_follows_rtt_rate_and_size() -> None:
+    f = {"link": "geo", "protocol": "h2", "page": "uniform-2m", "client": "loader", "clients": 1, "connections": 6}
+    big = experiment.estimate_trial_s(f)
+    small = experiment.estimate_trial_s({**f, "page": "uniform-100k"})
+    lan = experiment.estimate_trial_s({**f, "link": "lan"})
+    # 2 MB at 10 Mbit/s is 1.6 s of transfer plus round trips of 530 ms.
+    assert 1.6 + 4 * 0.53 < big < 1.6 + 12 * 0.53 + 1
+    assert small < big and lan < small
+
+
+def test_statistics() -> None:
+    assert jain([5, 5, 5, 5]) == pytest.approx(1.0)
+    assert jain([10, 0, 0, 0]) == pytest.approx(0.25)
+    assert jain([]) is None
+    d, lo, hi = median_diff_ci([1.0, 2, 3, 4, 5, 6, 7, 8], [11.0, 12, 13, 14, 15, 16, 17, 18])
+    assert d == pytest.approx(10) and lo <= 10 <= hi and lo > 5
+    assert mann_whitney_p([1, 2, 3, 4, 5], [6, 7, 8, 9, 10]) == pytest.approx(2 / 252)
+    assert mann_whitney_p([3, 3, 3], [3, 3, 3]) == 1.0
