@@ -288,3 +288,111 @@ def run_loader_bench(*, json_out: bool = False, quick: bool = False) -> int:
     r = loader_bench(page="uniform-500k" if quick else "uniform-2m")
     print(json.dumps(r, indent=1) if json_out else format_loader_report(r))
     return 0
+
+
+# -- satbench bench harness -------------------------------------------------------
+
+HARNESS_TARGETS_S = {"chromium": 1.5, "loader": 0.3}
+
+
+def _trial_overheads(client: str, n: int, tmp: Any) -> dict[str, Any]:
+    from pathlib import Path
+
+    from . import experiment, runner
+
+    text = (f'[experiment]\nname = "harness-{client}"\nrepetitions = {n + 1}\nseed = 1\ntimeout_s = 60\n'
+            f'[factors]\nlink = "wire"\nprotocol = "h2"\npage = "uniform-100k"\nclient = "{client}"\n')
+    exp = experiment.parse(__import__("tomllib").loads(text), text, "<bench>")
+    root = Path(tmp)
+    sizes = runner.prepare_pages(root / "pages", exp.trials)
+    env = runner.static_environment(client == "chromium")
+    browser = None
+    if client == "chromium":
+        from .browse import Browser
+
+        browser = Browser()
+    recs = []
+    try:
+        for i, t in enumerate(exp.trials):
+            r = runner.run_trial(exp, t, i, root / "pages", sizes, root / "art" / client, env, browser)
+            if i > 0:  # the first is a warm-up
+                recs.append(r)
+    finally:
+        if browser is not None:
+            browser.close()
+    bad = [r.reason for r in recs if r.status != "valid"]
+    ov = sorted(r.overhead_s for r in recs if r.overhead_s is not None)
+    pick = lambda k: statistics.median(r.metrics[k] for r in recs if r.metrics.get(k) is not None)  # noqa: E731
+    res: dict[str, Any] = {"trials": len(recs), "invalid": bad, "target_s": HARNESS_TARGETS_S[client]}
+    if ov:
+        res.update({"overhead_median_s": statistics.median(ov), "overhead_max_s": ov[-1],
+                    "trial_median_s": statistics.median(r.duration_s for r in recs),
+                    "testbed_up_s": pick("testbed_up_s"), "server_up_s": pick("server_up_s"),
+                    "client_s": pick("client_s"), "meets": statistics.median(ov) <= HARNESS_TARGETS_S[client]})
+    return res
+
+
+def _plan_check(sample: int, tmp: Any) -> dict[str, Any]:
+    """Run a seeded sample of the GEO study's trials and compare the plan's estimate with the time they took."""
+    import random
+    from pathlib import Path
+
+    from . import experiment, runner
+    from .browse import Browser
+    from .prereq import REPO
+
+    exp = experiment.load(REPO / "experiments" / "geo-study-a.toml")
+    trials = random.Random(7).sample(exp.trials, sample)
+    root = Path(tmp)
+    sizes = runner.prepare_pages(root / "pages", trials)
+    env = runner.static_environment(True)
+    est = sum(experiment.estimate_trial_s(t.factors) for t in trials)
+    real = 0.0
+    rows = []
+    with Browser() as browser:
+        for i, t in enumerate(trials):
+            r = runner.run_trial(exp, t, i, root / "pages", sizes, root / "art" / "plan", env, browser)
+            real += r.duration_s
+            rows.append({"trial": t.label(exp.varied), "estimate_s": experiment.estimate_trial_s(t.factors),
+                         "real_s": r.duration_s, "status": r.status})
+    return {"sample": sample, "estimate_s": est, "real_s": real, "error_pct": (est - real) / real * 100,
+            "target_pct": 20.0, "meets": abs(est - real) <= 0.2 * real, "trials": rows}
+
+
+def harness_bench(n: int = 5, plan_sample: int = 6) -> dict[str, Any]:
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="satbench-bench-") as tmp:
+        out = {"machine": {"cores": os.cpu_count(), "kernel": platform.release()},
+               "clients": {c: _trial_overheads(c, n, tmp) for c in ("loader", "chromium")}}
+        if plan_sample:
+            out["plan"] = _plan_check(plan_sample, tmp)
+    return out
+
+
+def format_harness_report(r: dict[str, Any]) -> str:
+    lines = [f"satbench bench harness  ({r['machine']['cores']} cores): overhead per trial = trial time - page load "
+             "(testbed build and teardown, server start, client start)"]
+    for c, x in r["clients"].items():
+        if "overhead_median_s" not in x:
+            lines.append(f"  {c}: no valid trial ({x['invalid'][:1]})")
+            continue
+        mark = "meets target" if x["meets"] else "MISSES target"
+        lines.append(f"  {c:9s} median {x['overhead_median_s']:.3f} s, max {x['overhead_max_s']:.3f} s over "
+                     f"{x['trials']} trials (testbed up {x['testbed_up_s']:.3f} s, server up "
+                     f"{x['server_up_s'] - x['testbed_up_s']:.3f} s, client {x['client_s']:.3f} s)  "
+                     f"[{mark}: <= {x['target_s']} s]")
+    if "plan" in r:
+        p = r["plan"]
+        mark = "meets target" if p["meets"] else "MISSES target"
+        lines.append(f"  plan: {p['sample']} GEO-study trials estimated {p['estimate_s']:.1f} s, took "
+                     f"{p['real_s']:.1f} s ({p['error_pct']:+.1f} %)  [{mark}: within {p['target_pct']:g} %]")
+        for t in p["trials"]:
+            lines.append(f"      {t['trial']}: estimated {t['estimate_s']:.1f} s, took {t['real_s']:.1f} s ({t['status']})")
+    return "\n".join(lines)
+
+
+def run_harness_bench(*, json_out: bool = False, quick: bool = False) -> int:
+    r = harness_bench(n=3 if quick else 5, plan_sample=3 if quick else 8)
+    print(json.dumps(r, indent=1) if json_out else format_harness_report(r))
+    return 0

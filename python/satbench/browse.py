@@ -47,6 +47,8 @@ BASE_FLAGS = ["--no-sandbox", "--headless", "--disable-gpu", "--no-first-run", "
               "--disable-component-update", "--disable-sync", "--disable-default-apps", "--no-default-browser-check",
               "--disable-features=MediaRouter,OptimizationHints,Translate,AutofillServerCommunication"]
 PROTOCOLS = {"h1": "http/1.1", "h2": "h2", "h3": "h3"}
+#: How long after the load event a page may take to paint at all.
+FCP_GRACE_S = 3.0
 
 _OBSERVER = """
 window.__satbench = {lcp: []};
@@ -209,14 +211,18 @@ class Browser:
                 data: dict[str, Any] = {}
                 if error is None:
                     # FCP and LCP can come after the load event: wait until LCP settles.
-                    deadline = time.monotonic() + opts.timeout_s
-                    last_n, last_change = -1, time.monotonic()
+                    # A page that paints nothing (blank) gets FCP_GRACE_S to do so, then counts as unpainted.
+                    t_load = time.monotonic()
+                    deadline = t_load + opts.timeout_s
+                    last_n, last_change = -1, t_load
                     while time.monotonic() < deadline:
                         data = page.evaluate(_COLLECT)
                         n = len(data["lcp"])
+                        now = time.monotonic()
                         if n != last_n:
-                            last_n, last_change = n, time.monotonic()
-                        elif data["fcp"] is not None and time.monotonic() - last_change >= opts.lcp_settle_ms / 1e3:
+                            last_n, last_change = n, now
+                        elif now - last_change >= opts.lcp_settle_ms / 1e3 and (
+                                data["fcp"] is not None or now - t_load >= FCP_GRACE_S):
                             break
                         page.wait_for_timeout(50)
                 version = browser.version

@@ -111,8 +111,10 @@ def _cmd_check(a: argparse.Namespace) -> int:
 
 
 def _cmd_bench(a: argparse.Namespace) -> int:
-    from .bench import run_link_bench, run_loader_bench, run_server_bench
+    from .bench import run_harness_bench, run_link_bench, run_loader_bench, run_server_bench
 
+    if a.what == "harness":
+        return run_harness_bench(json_out=a.json, quick=a.quick)
     if a.what == "loader":
         return run_loader_bench(json_out=a.json, quick=a.quick)
     if a.what == "server":
@@ -339,8 +341,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--bulk-only", action="store_true", help="make only the bulk files")
     p.add_argument("--seed", type=int, default=1, help="content seed (default 1)")
     p = sub.add_parser("bench", help="benchmarks: 'link' (the emulator's speed and error), 'server' (its throughput), "
-                                         "'loader' (the synthetic loader's CPU)")
-    p.add_argument("what", choices=["link", "server", "loader"])
+                                         "'loader' (the synthetic loader's CPU), 'harness' (overhead per trial, plan accuracy)")
+    p.add_argument("what", choices=["link", "server", "loader", "harness"])
     p.add_argument("--json", action="store_true")
     p.add_argument("--quick", action="store_true", help="shorter runs (less precise)")
     return ap

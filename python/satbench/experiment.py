@@ -411,7 +411,7 @@ def link_profile(factors: dict[str, Any]) -> profiles.LinkProfile:
 
 #: Harness overhead per trial (testbed build and teardown, server start, client
 #: start), measured by `satbench bench harness` on a 2-core machine.
-OVERHEAD_S = {"chromium": 1.3, "loader": 0.25, "curl": 0.25}
+OVERHEAD_S = {"chromium": 0.85, "loader": 0.25, "curl": 0.25}
 #: Chromium waits this long after the load for LCP to settle.
 LCP_SETTLE_S = 0.3
 
@@ -451,15 +451,33 @@ def mean_rate_mbps(p: dict[str, Any], base: Path | None = None) -> float | None:
     return None
 
 
+def _packet_loss(p: dict[str, Any]) -> float:
+    """Probability that a full-size (1500-byte) packet is lost: random loss and bit errors."""
+    loss = float(p.get("loss") or 0)
+    ber = float(p.get("ber") or 0)
+    return 1 - (1 - loss) * (1 - ber) ** (1500 * 8)
+
+
+#: Loss response per sender, as the constant C of the Mathis et al. rate
+#: C * MSS / (RTT * sqrt(p)), fitted to trials over GEO with BER 1e-5
+#: (`satbench bench harness` checks the plan against real trials). Linux BBR
+#: (v1) does not slow down for random loss: None.
+MATHIS_C = {("tcp", "cubic"): 1.22, ("tcp", "reno"): 1.22, ("tcp", "bbr"): None,
+            ("quic", "cubic"): 2.5, ("quic", "reno"): 2.5, ("quic", "bbr"): 9.8}
+
+
 def estimate_trial_s(factors: dict[str, Any]) -> float:
     """A model of one trial's duration: harness overhead, handshakes and
     requests in round trips, slow start from an initial window of 10
-    segments, and the bottleneck rate. Good to tens of percent, which is what
+    segments, the bottleneck rate, and for loss-based senders the
+    Mathis rate under random loss. Good to tens of percent, which is what
     planning needs."""
+    p_loss = 0.0
     try:
         prof = link_profile(factors)
         rtt = prof.base_rtt_ms / 1000
         rate = mean_rate_mbps(prof.forward.params, prof.source.parent if prof.source else None)
+        p_loss = _packet_loss(prof.forward.params)
     except Exception:  # noqa: BLE001 - an estimate never fails the plan
         rtt, rate = 0.0, None
     total, n_objects = page_bytes(str(factors["page"]))
@@ -468,17 +486,37 @@ def estimate_trial_s(factors: dict[str, Any]) -> float:
     clients = int(factors.get("clients", 1))
     handshake = 1 if proto == "h3" else 2
     rounds = handshake + 1  # + the HTML request
+    conns = 1
     if n_objects:
-        per_conn = 1 if proto != "h1" else min(n_objects, int(factors.get("connections", 6)))
+        conns = 1 if proto != "h1" else min(n_objects, int(factors.get("connections", 6)))
         if proto == "h1":
-            rounds += math.ceil(n_objects / per_conn)  # one request per object per connection
-            if per_conn > 1:
+            rounds += math.ceil(n_objects / conns)  # one request per object per connection
+            if conns > 1:
                 rounds += handshake
         else:
             rounds += 1
-    cwnd_bytes = 10 * 1448 * (per_conn if n_objects and proto == "h1" else 1)
-    rounds += math.ceil(math.log2(total / cwnd_bytes + 1)) if total > cwnd_bytes else 0
-    transfer = (total * clients * 8 / (rate * 1e6)) if rate else 0.0
+    cwnd_bytes = 10 * 1448 * conns
+    bits = total * clients * 8
+    # Slow start doubles the window each round trip up to the path's
+    # bandwidth-delay product (shared by the clients); the rest goes at the rate.
+    bdp = rate * 1e6 * rtt / 8 / clients if rate else float("inf")
+    ss_bytes = min(total, bdp)
+    ss_rounds = math.ceil(math.log2(ss_bytes / cwnd_bytes + 1)) if ss_bytes > cwnd_bytes else 0
+    transfer = ss_rounds * rtt + (max(0.0, total - 2 * ss_bytes) * clients * 8 / (rate * 1e6) if rate else 0.0)
+    if rate:
+        transfer = max(transfer, bits / (rate * 1e6))
+    c = MATHIS_C.get(("quic" if proto == "h3" else "tcp", str(factors.get("cc", "cubic"))))
+    if p_loss > 0 and rtt > 0:
+        if c is None:
+            # Losses are repaired a round trip later; the last ones cost a tail-loss probe,
+            # and with many losses recovery rounds add up.
+            expected = total / 1448 * p_loss
+            rounds += 2 + math.ceil(expected / 40) if expected >= 1 else 0
+        else:
+            mathis = c * 1448 * 8 / (rtt * math.sqrt(p_loss)) * conns * clients
+            after_first_window = max(0.0, bits - cwnd_bytes * 8 * clients)
+            lossy = after_first_window / min(mathis, rate * 1e6 if rate else mathis)
+            transfer = max(transfer, lossy)
     t = rounds * rtt + transfer + OVERHEAD_S.get(client, 0.5)
     if client == "chromium":
         t += LCP_SETTLE_S
