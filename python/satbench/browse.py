@@ -227,7 +227,8 @@ class Browser:
                         page.wait_for_timeout(50)
                 version = browser.version
                 self.version = version
-                ctx.close()
+                if opts.har:
+                    ctx.close()  # writes the HAR; otherwise closing the browser is enough
             finally:
                 browser.close()
         return _result(url, opts, want, t0, version, error, data, responses, finished, failed)
