@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from satbench import Testbed, TestbedSpec, ca, load_profile
+from satbench.load import loader_binary
 from satbench.serve import Server, ServerOptions
 
 from .conftest import curl_all, page_urls
@@ -57,14 +58,12 @@ def test_every_page_byte_exact_over_h3(served, tmp_path: Path) -> None:
 
 
 def test_access_log_records_protocol_and_congestion_control(served) -> None:
-    from satbench.bench import client_binary
-
     tb, srv, out, manifests = served
     cert = str(ca.ensure().cert)
     path = "/uniform-100k/img3.jpg"
     for argv in (["curl", "-sS", "-o", "/dev/null", f"http://server.test{path}"],
                  ["curl", "-sS", "-o", "/dev/null", "--cacert", cert, "--http2", f"https://server.test{path}"],
-                 [str(client_binary()), f"https://server.test{path}", "--cacert", cert]):
+                 [str(loader_binary()), f"https://server.test{path}", "--protocol", "h3", "--single", "--cacert", cert]):
         assert tb.client.run(argv, capture_output=True, timeout=30).returncode == 0, argv
     reqs = [e for e in srv.access_log() if e["type"] == "request" and e["path"] == path]
     assert {e["proto"] for e in reqs} >= {"http/1.1", "h2", "h3"}
@@ -227,17 +226,18 @@ def test_tcp_initial_window_from_the_route(generated_pages, tmp_path: Path, init
     assert first["cwnd"] == initcwnd, first
 
 
-def test_satbench_get_fetches_over_h3_byte_exact(served, tmp_path: Path) -> None:
+def test_loader_fetches_over_h3_byte_exact(served, tmp_path: Path) -> None:
     tb, srv, out, manifests = served
-    from satbench.bench import client_binary
-
     o = tmp_path / "body"
-    p = tb.client.run([str(client_binary()), "https://server.test/triangular-1m/img5.jpg", "--cacert",
-                       str(ca.ensure().cert), "--count", "3", "-o", str(o)], capture_output=True, text=True, timeout=60)
+    p = tb.client.run([str(loader_binary()), "https://server.test/triangular-1m/img5.jpg", "--protocol", "h3",
+                       "--single", "--repeat", "3", "--cacert", str(ca.ensure().cert), "-o", str(o)],
+                      capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
-    d = json.loads(p.stdout)
-    assert d["protocol"] == "h3" and [r["status"] for r in d["requests"]] == [200, 200, 200]
-    assert d["bytes"] == 3 * 270_000
+    [c] = json.loads(p.stdout)["clients"]
+    assert c["valid"], c["invalid_reason"]
+    assert [(r["protocol"], r["status"]) for r in c["objects"]] == [("h3", 200)] * 3
+    assert len(c["connections"]) == 1  # the three requests share one connection
+    assert c["bytes"] == 3 * 270_000
     assert hashlib.sha256(o.read_bytes()).hexdigest() == next(
         x.sha256 for x in manifests["triangular-1m"].objects if x.path == "img5.jpg")
 
@@ -271,16 +271,15 @@ def test_quic_pacing_really_happens(generated_pages, tmp_path: Path) -> None:
     """With BBR the server holds packets until quiche's send time; on the wire
     (the emulator's capture at the gateway) they are spread out, and without
     pacing they leave in bursts."""
-    from satbench.bench import client_binary
-
     out, _ = generated_pages
     share_close, median = {}, {}
     for pacing in (True, False):
         d = tmp_path / str(pacing)
         with Testbed(TestbedSpec(link=load_profile("wire", ["delay_ms=20"]), seed=1, pcap_dir=d)) as tb:
             with Server(out, d / "logs", ServerOptions(cc="bbr", pacing=pacing), host=tb.server) as srv:
-                p = tb.client.run([str(client_binary()), "https://server.test/single-2m/img1.jpg", "--cacert",
-                                   str(ca.ensure().cert), "--count", "3"], capture_output=True, text=True, timeout=60)
+                p = tb.client.run([str(loader_binary()), "https://server.test/single-2m/img1.jpg", "--protocol", "h3",
+                                   "--single", "--repeat", "3", "--cacert", str(ca.ensure().cert)],
+                                  capture_output=True, text=True, timeout=60)
                 assert p.returncode == 0, p.stderr
         conn = next(e for e in srv.access_log() if e["type"] == "connection" and e["transport"] == "quic")
         if pacing:

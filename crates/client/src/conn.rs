@@ -106,6 +106,8 @@ pub struct Settings {
     pub connect_to: Option<SocketAddr>,
     /// Print progress of long bodies on stderr.
     pub progress: bool,
+    /// Write the first response body here (single and bulk modes).
+    pub output: Option<std::path::PathBuf>,
     pub client: usize,
 }
 
@@ -249,8 +251,19 @@ impl Fetcher {
         Ok((id, Box::new(tls)))
     }
 
-    /// Fetch one URL. `keep` keeps the body of HTML and CSS responses.
+    /// Fetch one URL. `keep` keeps the body of HTML and CSS responses;
+    /// `sink` receives the body as it arrives.
     pub async fn fetch(self: Arc<Self>, url: Url, queued_s: f64, keep: bool) -> Result<Object, String> {
+        self.fetch_into(url, queued_s, keep, None).await
+    }
+
+    pub async fn fetch_into(
+        self: Arc<Self>,
+        url: Url,
+        queued_s: f64,
+        keep: bool,
+        sink: Option<std::fs::File>,
+    ) -> Result<Object, String> {
         let o = self.origin(&url);
         let mut obj = Object { url: url.to_string(), queued_s, ..Default::default() };
         match &o.client {
@@ -279,7 +292,7 @@ impl Fetcher {
                 obj.protocol = "http/1.1".into();
                 obj.start_s = self.now();
                 let resp = sender.send_request(req).await.map_err(|e| format!("{url}: {e}"))?;
-                self.read_body(resp, &mut obj, keep).await?;
+                self.read_body(resp, &mut obj, keep, sink).await?;
                 idle.lock().expect("idle").push((id, sender));
             }
             OriginClient::H2(cell) => {
@@ -309,7 +322,7 @@ impl Fetcher {
                 obj.protocol = "h2".into();
                 obj.start_s = self.now();
                 let resp = sender.send_request(req).await.map_err(|e| format!("{url}: {e}"))?;
-                self.read_body(resp, &mut obj, keep).await?;
+                self.read_body(resp, &mut obj, keep, sink).await?;
             }
             OriginClient::H3(cell) => {
                 let h3 = cell
@@ -331,13 +344,19 @@ impl Fetcher {
                     .clone()?;
                 obj.conn = h3.id;
                 obj.protocol = "h3".into();
-                h3.fetch(&url, &mut obj, keep).await?;
+                h3.fetch(&url, &mut obj, keep, sink).await?;
             }
         }
         Ok(obj)
     }
 
-    async fn read_body(&self, resp: hyper::Response<hyper::body::Incoming>, obj: &mut Object, keep: bool) -> Result<(), String> {
+    async fn read_body(
+        &self,
+        resp: hyper::Response<hyper::body::Incoming>,
+        obj: &mut Object,
+        keep: bool,
+        mut sink: Option<std::fs::File>,
+    ) -> Result<(), String> {
         obj.ttfb_s = self.now();
         obj.status = resp.status().as_u16();
         obj.content_type = resp
@@ -356,6 +375,9 @@ impl Fetcher {
                 obj.bytes += d.len() as u64;
                 if let Some(v) = body.as_mut() {
                     v.extend_from_slice(d);
+                }
+                if let Some(f) = sink.as_mut() {
+                    std::io::Write::write_all(f, d).map_err(|e| format!("writing the body: {e}"))?;
                 }
                 progress.tick(obj.bytes);
             }

@@ -42,6 +42,7 @@ pub fn client_config(cacert: Option<&str>) -> Result<quiche::Config, String> {
 struct Req {
     url: Url,
     keep: bool,
+    sink: Option<std::fs::File>,
     reply: oneshot::Sender<Result<Object, String>>,
     obj: Object,
 }
@@ -97,11 +98,11 @@ impl H3Conn {
         Ok(H3Conn { id, tx })
     }
 
-    pub async fn fetch(&self, url: &Url, obj: &mut Object, keep: bool) -> Result<(), String> {
+    pub async fn fetch(&self, url: &Url, obj: &mut Object, keep: bool, sink: Option<std::fs::File>) -> Result<(), String> {
         let (reply, rx) = oneshot::channel();
         let o = Object { url: obj.url.clone(), queued_s: obj.queued_s, conn: obj.conn, protocol: obj.protocol.clone(), ..Default::default() };
         self.tx
-            .send(Req { url: url.clone(), keep, reply, obj: o })
+            .send(Req { url: url.clone(), keep, sink, reply, obj: o })
             .map_err(|_| format!("{url}: the HTTP/3 connection has closed"))?;
         *obj = rx.await.map_err(|_| format!("{url}: the HTTP/3 connection has closed"))??;
         Ok(())
@@ -286,6 +287,11 @@ impl Driver {
                             s.req.obj.bytes += n as u64;
                             if let Some(b) = s.body.as_mut() {
                                 b.extend_from_slice(&body[..n]);
+                            }
+                            if let Some(f) = s.req.sink.as_mut() {
+                                if let Err(e) = std::io::Write::write_all(f, &body[..n]) {
+                                    return Err(format!("writing the body: {e}"));
+                                }
                             }
                             s.progress.tick(s.req.obj.bytes);
                         }

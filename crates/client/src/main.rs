@@ -2,13 +2,14 @@
 //!
 //! ```text
 //! satbench-load URL --protocol h1|h2|h3 [--clients C] [--connections K] [--cacert PEM]
-//!               [--connect-to ADDR:PORT] [--single | --bulk] [--repeat N] [--timeout S]
+//!               [--connect-to ADDR:PORT] [--single | --bulk] [--repeat N] [-o FILE] [--timeout S]
 //! ```
 //! Each of the C clients loads the page on its own fresh connections, all at
 //! once, in one thread: HTTP/1.1 on up to K connections per origin (default
 //! 6), HTTP/2 and HTTP/3 on one connection per origin. `--single` fetches
 //! only URL (curl-style timing); `--bulk` too, printing progress on stderr;
-//! `--repeat N` fetches it N times, one after another, on the same connection.
+//! `--repeat N` fetches it N times, one after another, on the same connection;
+//! `-o FILE` writes the (first) body to FILE.
 //! Prints one JSON object on stdout: `{"clients": [...], "cpu_s", "wall_s", ...}`;
 //! see `page::PageResult::to_json` for a client's fields.
 
@@ -38,6 +39,7 @@ struct Args {
     single: bool,
     bulk: bool,
     repeat: usize,
+    output: Option<String>,
     timeout: f64,
 }
 
@@ -52,6 +54,7 @@ fn parse() -> Args {
         single: false,
         bulk: false,
         repeat: 1,
+        output: None,
         timeout: 120.0,
     };
     let mut it = std::env::args().skip(1);
@@ -75,12 +78,13 @@ fn parse() -> Args {
             "--single" => a.single = true,
             "--bulk" => a.bulk = true,
             "--repeat" => a.repeat = count(val(), "--repeat"),
+            "-o" | "--output" => a.output = Some(val()),
             "--timeout" => {
                 let v = val();
                 a.timeout = v.parse().ok().filter(|t: &f64| *t > 0.0).unwrap_or_else(|| die(&format!("--timeout: seconds > 0, not {v:?}")))
             }
             "-h" | "--help" => {
-                println!("usage: satbench-load URL --protocol h1|h2|h3 [--clients C] [--connections K] [--cacert PEM] [--connect-to ADDR:PORT] [--single|--bulk [--repeat N]] [--timeout S]");
+                println!("usage: satbench-load URL --protocol h1|h2|h3 [--clients C] [--connections K] [--cacert PEM] [--connect-to ADDR:PORT] [--single|--bulk [--repeat N] [-o FILE]] [--timeout S]");
                 std::process::exit(0);
             }
             s if s.starts_with('-') => die(&format!("unknown option {s}")),
@@ -91,8 +95,11 @@ fn parse() -> Args {
     if a.url.is_empty() {
         die("no URL");
     }
-    if a.repeat > 1 && !(a.single || a.bulk) {
-        die("--repeat needs --single or --bulk");
+    if (a.repeat > 1 || a.output.is_some()) && !(a.single || a.bulk) {
+        die("--repeat and -o need --single or --bulk");
+    }
+    if a.output.is_some() && a.clients > 1 {
+        die("-o writes one body: it needs --clients 1");
     }
     if a.proto.is_none() {
         die("--protocol is required (h1, h2 or h3)");
@@ -158,6 +165,7 @@ fn main() {
                 quic_cacert: a.cacert.clone(),
                 connect_to: a.connect_to,
                 progress: a.bulk,
+                output: a.output.as_ref().map(std::path::PathBuf::from),
                 client,
             });
             set.spawn(page::load(settings, url.clone(), single, timeout));

@@ -101,9 +101,20 @@ pub async fn load(settings: Arc<Settings>, url: Url, single: usize, timeout: Dur
 
 async fn run_page(f: Arc<Fetcher>, url: Url, single: usize, objects: &mut Vec<Object>, errors: &mut Vec<String>) {
     if single > 0 {
+        let mut sink = match f.settings.output.as_ref() {
+            Some(p) => match std::fs::File::create(p) {
+                Ok(file) => Some(file),
+                Err(e) => {
+                    errors.push(format!("-o {}: {e}", p.display()));
+                    return;
+                }
+            },
+            None => None,
+        };
         for _ in 0..single {
             let q = f.now();
-            match f.clone().fetch(url.clone(), q, false).await {
+            // Only the first body is written.
+            match f.clone().fetch_into(url.clone(), q, false, sink.take()).await {
                 Ok(o) => objects.push(o),
                 Err(e) => {
                     errors.push(e);
