@@ -138,3 +138,28 @@ def curl_all(client, rows: list[tuple[str, str]], proto: str, tmp: Path, cacert:
         assert hashlib.sha256((tmp / str(i)).read_bytes()).hexdigest() == sha, path
         versions.append(version)
     return versions
+
+
+@pytest.fixture(scope="module")
+def wire_100ms(generated_pages, tmp_path_factory):  # type: ignore[no-untyped-def]
+    """A testbed with a 100 ms RTT unlimited link and satbench-server (CUBIC)
+    serving every test page: (testbed, server, {name: manifest})."""
+    from satbench import Testbed, TestbedSpec, load_profile
+    from satbench.serve import Server, ServerOptions
+
+    out, manifests = generated_pages
+    with Testbed(TestbedSpec(link=load_profile("wire", ["delay_ms=50"]), seed=1)) as tb:
+        with Server(out, tmp_path_factory.mktemp("logs"), ServerOptions(cc="cubic"), host=tb.server) as srv:
+            yield tb, srv, manifests
+
+
+def client_json(tb, command: str, url: str, protocol: str, *extra: str, timeout: float = 180) -> dict:  # type: ignore[no-untyped-def]
+    """Run ``satbench COMMAND URL --protocol P --json`` on the testbed's client; its JSON output
+    (exit code 0, or 3 for an invalid load)."""
+    import json
+    import sys
+
+    p = tb.client.run([sys.executable, "-m", "satbench", command, url, "--protocol", protocol, "--json", *extra],
+                      capture_output=True, text=True, timeout=timeout)
+    assert p.returncode in (0, 3), p.stderr[-2000:]
+    return json.loads(p.stdout)

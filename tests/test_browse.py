@@ -5,8 +5,6 @@ from a server without it is an invalid load, not a fallback number."""
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,22 +12,18 @@ import pytest
 from satbench import Testbed, TestbedSpec, load_profile
 from satbench.serve import Server, ServerOptions
 
+from .conftest import client_json
+
 pytestmark = pytest.mark.e2e
 
 
 def browse(tb, url: str, protocol: str) -> dict:  # type: ignore[no-untyped-def]
-    p = tb.client.run([sys.executable, "-m", "satbench", "browse", url, "--protocol", protocol, "--json"],
-                      capture_output=True, text=True, timeout=180)
-    assert p.returncode in (0, 3), p.stderr[-2000:]
-    return json.loads(p.stdout)
+    return client_json(tb, "browse", url, protocol)
 
 
 @pytest.fixture(scope="module")
-def bed(generated_pages, tmp_path_factory):  # type: ignore[no-untyped-def]
-    out, manifests = generated_pages
-    with Testbed(TestbedSpec(link=load_profile("wire", ["delay_ms=50"]), seed=1)) as tb:
-        with Server(out, tmp_path_factory.mktemp("logs"), ServerOptions(cc="cubic"), host=tb.server) as srv:
-            yield tb, srv, manifests
+def bed(wire_100ms):  # type: ignore[no-untyped-def]
+    return wire_100ms
 
 
 @pytest.mark.parametrize("protocol, wire", [("h1", "http/1.1"), ("h2", "h2"), ("h3", "h3")])

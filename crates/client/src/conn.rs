@@ -282,12 +282,7 @@ impl Fetcher {
                     }
                 };
                 sender.ready().await.map_err(|e| format!("connection {id}: {e}"))?;
-                let req = Request::get(url.path.as_str())
-                    .header("host", url.authority())
-                    .header("user-agent", "satbench-load")
-                    .header("accept", "*/*")
-                    .body(Empty::new())
-                    .map_err(|e| e.to_string())?;
+                let req = get_request(&url, false)?;
                 obj.conn = id;
                 obj.protocol = "http/1.1".into();
                 obj.start_s = self.now();
@@ -313,11 +308,7 @@ impl Fetcher {
                     .clone()?;
                 let mut sender = sender.clone();
                 sender.ready().await.map_err(|e| format!("connection {id}: {e}"))?;
-                let req = Request::get(url.to_string())
-                    .header("user-agent", "satbench-load")
-                    .header("accept", "*/*")
-                    .body(Empty::new())
-                    .map_err(|e| e.to_string())?;
+                let req = get_request(&url, true)?;
                 obj.conn = id;
                 obj.protocol = "h2".into();
                 obj.start_s = self.now();
@@ -386,6 +377,17 @@ impl Fetcher {
         obj.body = body;
         Ok(())
     }
+}
+
+/// A GET as a browser sends it: HTTP/1.1 with the path and a Host header,
+/// HTTP/2 with the absolute URL (hyper makes `:scheme` and `:authority` of it).
+fn get_request(url: &Url, absolute: bool) -> Result<Request<Empty<Bytes>>, String> {
+    let b = if absolute {
+        Request::get(url.to_string())
+    } else {
+        Request::get(url.path.as_str()).header("host", url.authority())
+    };
+    b.header("user-agent", "satbench-load").header("accept", "*/*").body(Empty::new()).map_err(|e| e.to_string())
 }
 
 /// Whether a body of this type can name subresources.
