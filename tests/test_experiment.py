@@ -85,7 +85,8 @@ repetitions = 3
     (("seed = 9", "seeds = 9"), 4, ["experiment.seeds", "unknown key"]),
     (('link = "wire"', 'link = "nosuch"'), 7, ["link", "nosuch"]),
     (('client = "loader"', 'client = "loader"\n"link.delay_ms" = [-5]'), 12, ["delay_ms"]),
-    (('client = "loader"', 'client = "chromium"\nclients = [1, 10]'), None, ["clients", "Chromium"]),
+    (('client = "loader"', 'client = "chromium"\nclients = [1, 10]'), None, ["clients", "one browser"]),
+    (('client = "loader"', 'client = "chromium"\nconnections = 1'), None, ["connections", "Chromium", "firefox"]),
     (('client = "loader"', 'client = "loader"\n"server.tfo" = ["yes"]'), 12, ["factors.server.tfo", "true or false"]),
     (('protocol = ["h1", "h2", "h3"]', 'protocol = ["h1", "h1"]'), 8, ["factors.protocol", "repeat"]),
     (('name = "t"', 'name = "a b"'), 2, ["experiment.name"]),
@@ -145,6 +146,8 @@ def test_geo_study_has_the_three_scenarios_on_both_links() -> None:
     assert {t.factors["link"] for t in e.trials} == {"geo", "lan"}
     assert {t.factors["cc"] for t in e.trials if "congestion-control" in t.scenarios} == {"cubic", "bbr"}
     assert {t.rep for t in e.trials} == {1, 2, 3}
+    # As the study: Firefox with one HTTP/1.1 connection per server.
+    assert {(t.factors["client"], t.factors["connections"]) for t in e.trials} == {("firefox", 1)}
 
 
 def test_demo_is_small() -> None:

@@ -67,13 +67,15 @@ _COLLECT = """() => {
   return {
     nav: nav ? {startTime: nav.startTime, responseStart: nav.responseStart, domContentLoadedEventEnd:
                 nav.domContentLoadedEventEnd, loadEventEnd: nav.loadEventEnd, nextHopProtocol: nav.nextHopProtocol,
-                transferSize: nav.transferSize} : null,
+                transferSize: nav.transferSize, responseEnd: nav.responseEnd, connectStart: nav.connectStart,
+                connectEnd: nav.connectEnd, requestStart: nav.requestStart} : null,
     fcp: fcp ? fcp.startTime : null,
     lcp: lcp,
     resources: performance.getEntriesByType('resource').map(r => ({
       name: r.name, nextHopProtocol: r.nextHopProtocol, transferSize: r.transferSize,
       encodedBodySize: r.encodedBodySize, startTime: r.startTime, responseStart: r.responseStart,
-      responseEnd: r.responseEnd, initiatorType: r.initiatorType})),
+      responseEnd: r.responseEnd, initiatorType: r.initiatorType, connectStart: r.connectStart,
+      connectEnd: r.connectEnd, requestStart: r.requestStart})),
   };
 }"""
 

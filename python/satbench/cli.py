@@ -149,9 +149,21 @@ def _cmd_ca(a: argparse.Namespace) -> int:
 
 def _cmd_browse(a: argparse.Namespace) -> int:
     from .browse import BrowseOptions, browse
+    from .errors import InputError
 
-    r = browse(a.url, BrowseOptions(protocol=a.protocol, timeout_s=a.timeout, har=Path(a.har) if a.har else None,
-                                    netlog=Path(a.netlog) if a.netlog else None))
+    opts = BrowseOptions(protocol=a.protocol, timeout_s=a.timeout, har=Path(a.har) if a.har else None,
+                         netlog=Path(a.netlog) if a.netlog else None)
+    if a.browser == "firefox":
+        from .firefox import firefox_load
+
+        if a.har or a.netlog:
+            raise InputError("--har and --netlog are Chromium's; Firefox loads have neither here")
+        r = firefox_load(a.url, opts, connections=a.connections or 6)
+    else:
+        if a.connections not in (None, 6):
+            raise InputError("--connections: Chromium's 6 HTTP/1.1 connections per host cannot be changed; "
+                             "use --browser firefox or 'satbench load'")
+        r = browse(a.url, opts)
     if a.json:
         print(json.dumps(r.to_json()))
     else:
@@ -297,6 +309,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("url")
     p.add_argument("--protocol", required=True, choices=["h1", "h2", "h3"])
     p.add_argument("--timeout", type=float, default=120.0, help="seconds (default 120)")
+    p.add_argument("--browser", choices=["chromium", "firefox"], default="chromium",
+                   help="Debian's Chromium (default) or Firefox ESR")
+    p.add_argument("--connections", type=int, help="HTTP/1.1 connections per host (Firefox only; default 6)")
     p.add_argument("--har", help="write a HAR file of the load")
     p.add_argument("--netlog", help="write Chromium's net-log of the load")
     p.add_argument("--json", action="store_true")

@@ -52,7 +52,7 @@ from .errors import ProfileError, SatbenchError
 
 PROTOCOLS = ("h1", "h2", "h3")
 CCS = ("cubic", "bbr", "reno")
-CLIENTS = ("chromium", "loader", "curl")
+CLIENTS = ("chromium", "firefox", "loader", "curl")
 SERVERS = ("satbench", "nginx", "caddy")
 ARTEFACTS = ("server", "har", "netlog", "pcap")
 #: Server options an experiment may vary, with their types (see serve.ServerOptions).
@@ -102,9 +102,10 @@ FACTORS: dict[str, tuple[Callable[[Any], str | None], Any, str]] = {
     "protocol": (_check_choice(PROTOCOLS), None, "HTTP version"),
     "cc": (_check_choice(CCS), "cubic", "the server's congestion control (TCP and QUIC)"),
     "page": (_check_page, None, "test page, or bulk:SIZE for one file"),
-    "client": (_check_choice(CLIENTS), "chromium", "chromium (real browser), loader (satbench-load), curl (timing)"),
+    "client": (_check_choice(CLIENTS), "chromium",
+               "chromium or firefox (real browsers), loader (satbench-load), curl (timing)"),
     "clients": (_check_int(1, 200), 1, "concurrent clients (loader)"),
-    "connections": (_check_int(1, 64), 6, "HTTP/1.1 connections per host (loader)"),
+    "connections": (_check_int(1, 64), 6, "HTTP/1.1 connections per host (loader, firefox)"),
     "server": (_check_choice(SERVERS), "satbench", "the origin server"),
 }
 REQUIRED = ("link", "protocol", "page")
@@ -318,14 +319,14 @@ def parse(doc: dict[str, Any], text: str, file: str) -> Experiment:
                 return table, k, index
             return "factors", k, None
 
-        if full["client"] == "chromium" and full["clients"] != 1:
+        if full["client"] in ("chromium", "firefox") and full["clients"] != 1:
             t, k, i = where("clients")
-            raise err("Chromium runs one browser per trial; use client = \"loader\" for many clients", t, k, i,
+            raise err("a browser trial runs one browser; use client = \"loader\" for many clients", t, k, i,
                       "clients")
         if full["client"] == "chromium" and full["connections"] != 6:
             t, k, i = where("connections")
             raise err("Chromium's HTTP/1.1 limit of 6 connections per host cannot be changed; "
-                      "use client = \"loader\"", t, k, i, "connections")
+                      "use client = \"firefox\" or \"loader\"", t, k, i, "connections")
         if full["client"] == "curl" and full["clients"] != 1:
             t, k, i = where("clients")
             raise err("curl fetches one URL per trial: clients must be 1", t, k, i, "clients")
@@ -411,7 +412,7 @@ def link_profile(factors: dict[str, Any]) -> profiles.LinkProfile:
 
 #: Harness overhead per trial (testbed build and teardown, server start, client
 #: start), measured by `satbench bench harness` on a 2-core machine.
-OVERHEAD_S = {"chromium": 0.85, "loader": 0.25, "curl": 0.25}
+OVERHEAD_S = {"chromium": 0.85, "firefox": 3.3, "loader": 0.25, "curl": 0.25}
 #: Chromium waits this long after the load for LCP to settle.
 LCP_SETTLE_S = 0.3
 
@@ -518,7 +519,7 @@ def estimate_trial_s(factors: dict[str, Any]) -> float:
             lossy = after_first_window / min(mathis, rate * 1e6 if rate else mathis)
             transfer = max(transfer, lossy)
     t = rounds * rtt + transfer + OVERHEAD_S.get(client, 0.5)
-    if client == "chromium":
+    if client in ("chromium", "firefox"):
         t += LCP_SETTLE_S
     return t
 

@@ -74,6 +74,14 @@ def _chromium_version() -> str | None:
         return None
 
 
+def _firefox_version() -> str | None:
+    try:
+        out = subprocess.run(["/usr/bin/firefox-esr", "--version"], capture_output=True, text=True, timeout=20).stdout
+        return out.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
 def _lock_version(crate: str) -> str | None:
     lock = REPO / "Cargo.lock"
     if not lock.exists():
@@ -85,6 +93,7 @@ def _lock_version(crate: str) -> str | None:
 def static_environment(needs_browser: bool) -> dict[str, Any]:
     return {"satbench": __version__, "commit": _git_commit(), "kernel": platform.release(),
             "python": platform.python_version(), "browser": _chromium_version() if needs_browser else None,
+            "firefox": _firefox_version() if needs_browser else None,
             "quiche": _lock_version("quiche"), "hyper": _lock_version("hyper"), "rustls": _lock_version("rustls"),
             "cores": os.cpu_count(), "host": platform.node()}
 
@@ -187,6 +196,11 @@ def _chromium(browser: Any, tb: Testbed, url: str, protocol: str, timeout: float
         raise
     except Exception as e:  # noqa: BLE001 - Playwright's own errors: the harness failed, not the path
         raise TrialFailed(f"browser: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from None
+    return _browser_record(r)
+
+
+def _browser_record(r: dict[str, Any]) -> tuple[dict[str, Any], TrialRecord]:
+    """A browser's load (satbench.browse.LoadResult as JSON) as a trial record."""
     rec = _record()
     rec.status, rec.reason = ("valid", None) if r["valid"] else ("invalid", r["invalid_reason"])
     rec.metrics = {"plt_ms": r["plt_ms"], "fcp_ms": r["fcp_ms"], "lcp_ms": r["lcp_ms"], "ttfb_ms": r["ttfb_ms"],
@@ -200,6 +214,19 @@ def _chromium(browser: Any, tb: Testbed, url: str, protocol: str, timeout: float
                     "bytes": r["bytes_received"],
                     "throughput_mbps": r["bytes_received"] * 8 / r["plt_ms"] / 1e3 if r["plt_ms"] else None}]
     return r, rec
+
+
+def _firefox(tb: Testbed, url: str, protocol: str, connections: int, timeout: float
+             ) -> tuple[dict[str, Any], TrialRecord]:
+    argv = [sys.executable, "-m", "satbench", "browse", url, "--browser", "firefox", "--protocol", protocol,
+            "--connections", str(connections), "--json", "--timeout", str(timeout)]
+    try:
+        p = tb.client.run(argv, capture_output=True, text=True, timeout=timeout + 90)
+    except subprocess.TimeoutExpired:
+        raise TrialFailed(f"Firefox did not finish within {timeout + 90:.0f} s") from None
+    if p.returncode not in (0, 3):
+        raise TrialFailed(f"satbench browse --browser firefox failed ({p.returncode}): {p.stderr.strip()[-500:]}")
+    return _browser_record(json.loads(p.stdout))
 
 
 def _loader(tb: Testbed, url: str, f: dict[str, Any], timeout: float) -> tuple[dict[str, Any], TrialRecord]:
@@ -316,6 +343,10 @@ def run_trial(exp: Experiment, t: Trial, seq: int, pages_root: Path, page_sizes:
                     raw, rec = _chromium(browser, tb, url, f["protocol"], exp.timeout_s, art, exp.artefacts)
                     if rec.metrics.get("plt_ms") is not None:
                         load_s = rec.metrics["plt_ms"] / 1e3
+                elif f["client"] == "firefox":
+                    raw, rec = _firefox(tb, url, f["protocol"], int(f["connections"]), exp.timeout_s)
+                    if rec.metrics.get("plt_ms") is not None:
+                        load_s = rec.metrics["plt_ms"] / 1e3
                 elif f["client"] == "loader":
                     raw, rec = _loader(tb, url, f, exp.timeout_s)
                     load_s = raw["wall_s"]
@@ -379,7 +410,7 @@ def run(exp: Experiment, db: Path, *, out: TextIO | None = None, art_root: Path 
         art_root = (art_root or db.parent / "artefacts") / exp.name
         page_sizes = prepare_pages(pages_root, exp.trials)
         needs_browser = any(t.factors["client"] == "chromium" for t in todo)
-        env = static_environment(needs_browser)
+        env = static_environment(any(t.factors["client"] in ("chromium", "firefox") for t in todo))
         browser = None
         if needs_browser:
             from .browse import Browser

@@ -1,0 +1,252 @@
+"""Real-browser page loads in Debian's Firefox ESR, driven over WebDriver
+BiDi (Firefox's own remote agent: no geckodriver, no patched browser).
+
+Firefox is the browser whose number of HTTP/1.1 connections per server can
+be set (``network.http.max-persistent-connections-per-server``), as study A
+did to load objects one after another on one connection. Every load gets a
+fresh profile and process. The protocol is forced with preferences:
+
+    h1  network.http.http2.enabled = false, network.http.http3.enable = false
+    h2  network.http.http3.enable = false
+    h3  network.http.http3.alt-svc-mapping-for-testing = "HOST;h3=:PORT", with
+        ...force-use-alt-svc-mapping-for-testing and, since the test CA is a
+        third-party root, ...disable_when_third_party_roots_found = false
+
+and verified per response from Resource Timing's ``nextHopProtocol``. The test
+CA is trusted through the profile's own NSS database. Metrics are the ones
+:mod:`satbench.browse` reports, from the same performance APIs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from . import ca as ca_mod
+from .browse import _COLLECT, _OBSERVER, FCP_GRACE_S, PROTOCOLS, BrowseOptions, LoadResult
+from .errors import InputError, PrerequisiteError
+
+FIREFOX = "/usr/bin/firefox-esr"
+
+#: Preferences for a quiet, cache-less, measurement profile: nothing reaches
+#: for outside hosts, nothing connects speculatively (it would skew the
+#: connection count), and DNS goes to the system resolver.
+QUIET_PREFS: dict[str, Any] = {
+    "network.trr.mode": 5, "network.dns.disablePrefetch": True, "network.prefetch-next": False,
+    "network.http.speculative-parallel-limit": 0, "network.predictor.enabled": False,
+    "browser.urlbar.speculativeConnect.enabled": False, "network.captive-portal-service.enabled": False,
+    "network.connectivity-service.enabled": False, "browser.cache.disk.enable": False,
+    "browser.cache.memory.enable": False, "app.update.disabledForTesting": True, "app.normandy.enabled": False,
+    "browser.safebrowsing.malware.enabled": False, "browser.safebrowsing.phishing.enabled": False,
+    "browser.safebrowsing.downloads.enabled": False, "browser.safebrowsing.blockedURIs.enabled": False,
+    "datareporting.policy.dataSubmissionEnabled": False, "datareporting.healthreport.uploadEnabled": False,
+    "toolkit.telemetry.enabled": False, "extensions.update.enabled": False, "extensions.blocklist.enabled": False,
+    "browser.shell.checkDefaultBrowser": False, "browser.startup.homepage_override.mstone": "ignore",
+    "browser.aboutwelcome.enabled": False, "services.settings.server": "data:,", "network.http.http3.enable_0rtt": False,
+    "security.OCSP.enabled": 0, "security.remote_settings.crlite_filters.enabled": False,
+    "browser.ping-centre.telemetry": False, "browser.newtabpage.enabled": False,
+}
+
+
+def _prefs(protocol: str, url: str, connections: int) -> dict[str, Any]:
+    p = dict(QUIET_PREFS)
+    p["network.http.max-persistent-connections-per-server"] = connections
+    if protocol == "h1":
+        p["network.http.http2.enabled"] = False
+        p["network.http.http3.enable"] = False
+    elif protocol == "h2":
+        p["network.http.http3.enable"] = False
+    else:
+        u = urlsplit(url)
+        p["network.http.http3.enable"] = True
+        p["network.http.http3.alt-svc-mapping-for-testing"] = f"{u.hostname};h3=:{u.port or 443}"
+        p["network.http.http3.force-use-alt-svc-mapping-for-testing"] = True
+        # The test CA is a third-party root, for which Firefox would otherwise turn HTTP/3 off.
+        p["network.http.http3.disable_when_third_party_roots_found"] = False
+    return p
+
+
+def _profile(root: Path, prefs: dict[str, Any]) -> Path:
+    prof = root / "profile"
+    prof.mkdir(parents=True)
+    (prof / "user.js").write_text("".join(f'user_pref("{k}", {json.dumps(v)});\n' for k, v in prefs.items()))
+    certutil = shutil.which("certutil")
+    if certutil is None:
+        raise PrerequisiteError(["no certutil: install libnss3-tools (scripts/setup does)"])
+    cert = str(ca_mod.ensure().cert)
+    subprocess.run([certutil, "-N", "-d", f"sql:{prof}", "--empty-password"], check=True, capture_output=True)
+    subprocess.run([certutil, "-A", "-d", f"sql:{prof}", "-n", "satbench test CA", "-t", "C,,", "-i", cert],
+                   check=True, capture_output=True)
+    return prof
+
+
+class _Bidi:
+    """The few WebDriver BiDi commands a page load needs."""
+
+    def __init__(self, ws_url: str):
+        from websockets.sync.client import connect
+
+        self.ws = connect(ws_url, max_size=64 << 20, open_timeout=30)
+        self.next_id = 0
+
+    def send(self, method: str, params: dict[str, Any], timeout: float = 60) -> dict[str, Any]:
+        self.next_id += 1
+        my = self.next_id
+        self.ws.send(json.dumps({"id": my, "method": method, "params": params}))
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"{method}: no answer within {timeout:.0f} s")
+            msg = json.loads(self.ws.recv(timeout=left))
+            if msg.get("id") != my:
+                continue  # an event
+            if msg.get("type") == "error":
+                raise RuntimeError(f"{method}: {msg.get('error')}: {msg.get('message')}")
+            return dict(msg.get("result") or {})
+
+    def evaluate_json(self, context: str, expression: str) -> Any:
+        r = self.send("script.evaluate", {"expression": f"JSON.stringify(({expression})())",
+                                          "target": {"context": context}, "awaitPromise": True})
+        if r.get("type") == "exception":
+            raise RuntimeError(f"page script failed: {r.get('exceptionDetails', {}).get('text')}")
+        return json.loads(r["result"]["value"])
+
+    def close(self) -> None:
+        try:
+            self.ws.close()
+        except Exception:  # noqa: BLE001 - the browser may be gone already
+            pass
+
+
+def firefox_load(url: str, opts: BrowseOptions, connections: int = 6) -> LoadResult:
+    """Load ``url`` once in a fresh Firefox (here: run it inside ``satbench shell``)."""
+    opts.validate()
+    if not 1 <= connections <= 64:
+        raise InputError(f"--connections: must be 1 to 64, got {connections}")
+    if not Path(FIREFOX).exists():
+        raise PrerequisiteError([f"no Firefox at {FIREFOX}: install Debian's firefox-esr (scripts/setup does)"])
+    want = PROTOCOLS[opts.protocol]
+    t0 = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="satbench-firefox-") as tmp:
+        prof = _profile(Path(tmp), _prefs(opts.protocol, url, connections))
+        env = {"HOME": tmp, "PATH": "/usr/bin:/bin", "MOZ_CRASHREPORTER_DISABLE": "1",
+               "MOZ_DISABLE_AUTO_SAFE_MODE": "1", "TMPDIR": tmp}
+        proc = subprocess.Popen([FIREFOX, "--headless", "--no-remote", "--profile", str(prof),
+                                 "--remote-debugging-port", "0", "about:blank"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
+                                start_new_session=True)
+        bidi = None
+        try:
+            ws_url = _wait_for_agent(proc, 60)
+            bidi = _Bidi(ws_url + "/session")
+            version = bidi.send("session.new", {"capabilities": {}}).get("capabilities", {}).get("browserVersion", "")
+            context = bidi.send("browsingContext.getTree", {})["contexts"][0]["context"]
+            bidi.send("script.addPreloadScript", {"functionDeclaration": "() => {" + _OBSERVER_SAFE + "}"})
+            error = None
+            try:
+                bidi.send("browsingContext.navigate", {"context": context, "url": url, "wait": "complete"},
+                          timeout=opts.timeout_s)
+            except (RuntimeError, TimeoutError) as e:
+                error = str(e)
+            data: dict[str, Any] = {}
+            if error is None:
+                t_load = time.monotonic()
+                last_n, last_change = -1, t_load
+                while time.monotonic() < t_load + opts.timeout_s:
+                    data = bidi.evaluate_json(context, _COLLECT)
+                    n = len(data["lcp"])
+                    now = time.monotonic()
+                    if n != last_n:
+                        last_n, last_change = n, now
+                    elif now - last_change >= opts.lcp_settle_ms / 1e3 and (
+                            data["fcp"] is not None or now - t_load >= FCP_GRACE_S):
+                        break
+                    time.sleep(0.05)
+        finally:
+            if bidi is not None:
+                bidi.close()
+            _stop(proc)
+    return _result(url, opts, want, t0, f"firefox {version}", error, data, connections)
+
+
+#: The LCP observer, tolerant of a browser without 'largest-contentful-paint'.
+_OBSERVER_SAFE = "try {" + _OBSERVER + "} catch (e) { window.__satbench = {lcp: []}; }"
+
+
+def _wait_for_agent(proc: subprocess.Popen[str], timeout: float) -> str:
+    assert proc.stderr is not None
+    deadline = time.monotonic() + timeout
+    seen = []
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        if not line:
+            if proc.poll() is not None:
+                raise RuntimeError(f"Firefox exited ({proc.returncode}): {' '.join(seen)[-500:]}")
+            continue
+        seen.append(line.strip())
+        m = re.search(r"WebDriver BiDi listening on (ws://\S+)", line)
+        if m:
+            return m.group(1)
+    raise RuntimeError("Firefox's remote agent did not start within 60 s")
+
+
+def _stop(proc: subprocess.Popen[str]) -> None:
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, 15)
+            proc.wait(timeout=10)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            try:
+                os.killpg(proc.pid, 9)
+            except ProcessLookupError:
+                pass
+            proc.wait()
+
+
+def _result(url: str, opts: BrowseOptions, want: str, t0: float, browser: str, error: str | None,
+            data: dict[str, Any], connections: int) -> LoadResult:
+    res = LoadResult(url=url, protocol=opts.protocol, valid=True, invalid_reason=None, browser=browser,
+                     wall_s=time.monotonic() - t0)
+    if error is not None:
+        res.valid, res.invalid_reason = False, f"navigation failed: {error}"
+        return res
+    nav = data.get("nav") or {}
+    res.plt_ms = nav.get("loadEventEnd", 0) - nav.get("startTime", 0) if nav else None
+    res.ttfb_ms = nav.get("responseStart")
+    res.dcl_ms = nav.get("domContentLoadedEventEnd")
+    res.fcp_ms = data.get("fcp")
+    if data.get("lcp"):
+        last = data["lcp"][-1]
+        res.lcp_ms, res.lcp_element, res.lcp_url = last["t"], last["element"], last["url"]
+    entries = [{"name": url, "nextHopProtocol": nav.get("nextHopProtocol"), "transferSize": nav.get("transferSize"),
+                "startTime": 0.0, "responseStart": nav.get("responseStart"), "responseEnd": nav.get("responseEnd"),
+                "connectStart": nav.get("connectStart"), "connectEnd": nav.get("connectEnd")},
+               *data.get("resources", [])]
+    for r in entries:
+        res.resources.append({"url": r["name"], "status": None, "protocol": r.get("nextHopProtocol"),
+                              "connection": None, "remote": None, "bytes": r.get("transferSize"), "failed": None,
+                              "start_ms": r.get("startTime"), "response_start_ms": r.get("responseStart"),
+                              "end_ms": r.get("responseEnd"), "transfer_size": r.get("transferSize"),
+                              "next_hop_protocol": r.get("nextHopProtocol")})
+    # A response that set up its own connection (Resource Timing shows a connect phase).
+    res.connections = sum(1 for r in entries if (r.get("connectEnd") or 0) > (r.get("connectStart") or 0))
+    res.bytes_received = sum(int(r.get("transferSize") or 0) for r in entries)
+    wrong = [r for r in res.resources if r["protocol"] != want]
+    if wrong:
+        r = wrong[0]
+        res.valid = False
+        res.invalid_reason = (f"{len(wrong)} of {len(res.resources)} responses used another protocol than {want}; "
+                              f"first: {r['url']} over {r['protocol'] or 'nothing (failed)'}")
+    elif res.plt_ms is None or res.fcp_ms is None:
+        res.valid = False
+        res.invalid_reason = "no load event or no first contentful paint"
+    return res
