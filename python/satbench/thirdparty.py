@@ -79,6 +79,8 @@ def _caddyfile(root: Path, logs: Path, cert: Path, key: Path, http_port: int, ht
 {{
     admin off
     auto_https off
+    grace_period 250ms
+    shutdown_delay 0s
     persist_config off
     storage file_system {logs}/caddy-data
     servers {{
