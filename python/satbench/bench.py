@@ -390,7 +390,8 @@ def format_harness_report(r: dict[str, Any]) -> str:
         lines.append(f"  plan: {p['sample']} GEO-study trials estimated {p['estimate_s']:.1f} s, took "
                      f"{p['real_s']:.1f} s ({p['error_pct']:+.1f} %)  [{mark}: within {p['target_pct']:g} %]")
         for t in p["trials"]:
-            lines.append(f"      {t['trial']}: estimated {t['estimate_s']:.1f} s, took {t['real_s']:.1f} s ({t['status']})")
+            lines.append(f"      {t['trial']}: estimated {t['estimate_s']:.1f} s, "
+                         f"took {t['real_s']:.1f} s ({t['status']})")
     return "\n".join(lines)
 
 

@@ -252,14 +252,7 @@ def _result(url: str, opts: BrowseOptions, want: str, t0: float, version: str, e
     if error is not None:
         res.valid, res.invalid_reason = False, f"navigation failed: {error}"
         return res
-    nav = data.get("nav") or {}
-    res.plt_ms = nav.get("loadEventEnd", 0) - nav.get("startTime", 0) if nav else None
-    res.ttfb_ms = nav.get("responseStart")
-    res.dcl_ms = nav.get("domContentLoadedEventEnd")
-    res.fcp_ms = data.get("fcp")
-    if data.get("lcp"):
-        last = data["lcp"][-1]
-        res.lcp_ms, res.lcp_element, res.lcp_url = last["t"], last["element"], last["url"]
+    page_metrics(res, data)
     http = {rid: r for rid, r in responses.items() if r["url"].startswith(("http://", "https://"))}
     res.connections = len({r["connection"] for r in http.values() if r["connection"] is not None})
     res.bytes_received = sum(finished.get(rid, 0) for rid in http)
@@ -270,19 +263,37 @@ def _result(url: str, opts: BrowseOptions, want: str, t0: float, version: str, e
                               "start_ms": t.get("startTime"), "response_start_ms": t.get("responseStart"),
                               "end_ms": t.get("responseEnd"), "transfer_size": t.get("transferSize"),
                               "next_hop_protocol": t.get("nextHopProtocol")})
+    judge(res, want, failed)
+    return res
+
+
+def page_metrics(res: LoadResult, data: dict[str, Any]) -> None:
+    """PLT, TTFB, DOMContentLoaded, FCP and LCP from what ``_COLLECT`` returned (any browser)."""
+    nav = data.get("nav") or {}
+    res.plt_ms = nav.get("loadEventEnd", 0) - nav.get("startTime", 0) if nav else None
+    res.ttfb_ms = nav.get("responseStart")
+    res.dcl_ms = nav.get("domContentLoadedEventEnd")
+    res.fcp_ms = data.get("fcp")
+    if data.get("lcp"):
+        last = data["lcp"][-1]
+        res.lcp_ms, res.lcp_element, res.lcp_url = last["t"], last["element"], last["url"]
+
+
+def judge(res: LoadResult, want: str, failed: dict[str, str] | None = None) -> None:
+    """Mark the load invalid, with the reason, if any response used another
+    protocol than ``want``, any request failed, or nothing was loaded or painted."""
     wrong = [r for r in res.resources if r["protocol"] != want]
     if wrong:
         r = wrong[0]
         res.valid = False
         res.invalid_reason = (f"{len(wrong)} of {len(res.resources)} responses used another protocol than {want}; "
-                              f"first: {r['url']} over {r['protocol']}")
+                              f"first: {r['url']} over {r['protocol'] or 'nothing (failed)'}")
     elif failed:
         res.valid = False
         res.invalid_reason = f"{len(failed)} requests failed; first: {next(iter(failed.values()))}"
     elif res.plt_ms is None or res.fcp_ms is None:
         res.valid = False
         res.invalid_reason = "no load event or no first contentful paint"
-    return res
 
 
 def main_json(url: str, opts: BrowseOptions) -> str:

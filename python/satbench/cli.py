@@ -356,7 +356,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--bulk-only", action="store_true", help="make only the bulk files")
     p.add_argument("--seed", type=int, default=1, help="content seed (default 1)")
     p = sub.add_parser("bench", help="benchmarks: 'link' (the emulator's speed and error), 'server' (its throughput), "
-                                         "'loader' (the synthetic loader's CPU), 'harness' (overhead per trial, plan accuracy)")
+                                         "'loader' (the synthetic loader's CPU), "
+                                         "'harness' (overhead per trial, plan accuracy)")
     p.add_argument("what", choices=["link", "server", "loader", "harness"])
     p.add_argument("--json", action="store_true")
     p.add_argument("--quick", action="store_true", help="shorter runs (less precise)")

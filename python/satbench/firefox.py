@@ -31,7 +31,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from . import ca as ca_mod
-from .browse import _COLLECT, _OBSERVER, FCP_GRACE_S, PROTOCOLS, BrowseOptions, LoadResult
+from .browse import _COLLECT, _OBSERVER, FCP_GRACE_S, PROTOCOLS, BrowseOptions, LoadResult, judge, page_metrics
 from .errors import InputError, PrerequisiteError
 
 FIREFOX = "/usr/bin/firefox-esr"
@@ -50,7 +50,8 @@ QUIET_PREFS: dict[str, Any] = {
     "datareporting.policy.dataSubmissionEnabled": False, "datareporting.healthreport.uploadEnabled": False,
     "toolkit.telemetry.enabled": False, "extensions.update.enabled": False, "extensions.blocklist.enabled": False,
     "browser.shell.checkDefaultBrowser": False, "browser.startup.homepage_override.mstone": "ignore",
-    "browser.aboutwelcome.enabled": False, "services.settings.server": "data:,", "network.http.http3.enable_0rtt": False,
+    "browser.aboutwelcome.enabled": False, "services.settings.server": "data:,",
+    "network.http.http3.enable_0rtt": False,
     "security.OCSP.enabled": 0, "security.remote_settings.crlite_filters.enabled": False,
     "browser.ping-centre.telemetry": False, "browser.newtabpage.enabled": False,
 }
@@ -219,14 +220,8 @@ def _result(url: str, opts: BrowseOptions, want: str, t0: float, browser: str, e
     if error is not None:
         res.valid, res.invalid_reason = False, f"navigation failed: {error}"
         return res
+    page_metrics(res, data)
     nav = data.get("nav") or {}
-    res.plt_ms = nav.get("loadEventEnd", 0) - nav.get("startTime", 0) if nav else None
-    res.ttfb_ms = nav.get("responseStart")
-    res.dcl_ms = nav.get("domContentLoadedEventEnd")
-    res.fcp_ms = data.get("fcp")
-    if data.get("lcp"):
-        last = data["lcp"][-1]
-        res.lcp_ms, res.lcp_element, res.lcp_url = last["t"], last["element"], last["url"]
     entries = [{"name": url, "nextHopProtocol": nav.get("nextHopProtocol"), "transferSize": nav.get("transferSize"),
                 "startTime": 0.0, "responseStart": nav.get("responseStart"), "responseEnd": nav.get("responseEnd"),
                 "connectStart": nav.get("connectStart"), "connectEnd": nav.get("connectEnd")},
@@ -240,13 +235,5 @@ def _result(url: str, opts: BrowseOptions, want: str, t0: float, browser: str, e
     # A response that set up its own connection (Resource Timing shows a connect phase).
     res.connections = sum(1 for r in entries if (r.get("connectEnd") or 0) > (r.get("connectStart") or 0))
     res.bytes_received = sum(int(r.get("transferSize") or 0) for r in entries)
-    wrong = [r for r in res.resources if r["protocol"] != want]
-    if wrong:
-        r = wrong[0]
-        res.valid = False
-        res.invalid_reason = (f"{len(wrong)} of {len(res.resources)} responses used another protocol than {want}; "
-                              f"first: {r['url']} over {r['protocol'] or 'nothing (failed)'}")
-    elif res.plt_ms is None or res.fcp_ms is None:
-        res.valid = False
-        res.invalid_reason = "no load event or no first contentful paint"
+    judge(res, want)
     return res

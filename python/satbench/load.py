@@ -104,7 +104,8 @@ def load(url: str, opts: LoadOptions, *, stderr: Any = None, run: Callable[..., 
 def format_run(r: LoadRun) -> str:
     ms = lambda v: "-" if v is None else f"{v * 1e3:.0f} ms"  # noqa: E731
     lines = [f"{r.url} over {r.raw.get('protocol')}: {sum(c['valid'] for c in r.clients)} of {len(r.clients)} "
-             f"clients valid; {r.cpu_s:.2f} CPU-s in {r.wall_s:.2f} s ({100 * r.cpu_s / max(r.wall_s, 1e-9):.1f} % of a core)"]
+             f"clients valid; {r.cpu_s:.2f} CPU-s in {r.wall_s:.2f} s "
+             f"({100 * r.cpu_s / max(r.wall_s, 1e-9):.1f} % of a core)"]
     for c in r.clients:
         state = "valid" if c["valid"] else f"INVALID: {c['invalid_reason']}"
         mbps = "-" if c["throughput_mbps"] is None else f"{c['throughput_mbps']:.2f} Mbit/s"

@@ -236,7 +236,8 @@ def _experiment_section(r: Results, name: str, figs: _Figures) -> str:
     if "cc" in varied and "plt_ms" in metrics:
         x = "page" if "page" in varied else ("protocol" if "protocol" in varied else "cc")
         out.append("<h3>CUBIC against BBR</h3>")
-        out.append(figs.add(_bar_ci(valid, x, "plt_ms", hue="cc"), f"cc-by-{x}", f"Page load time by {x}, CUBIC vs BBR"))
+        out.append(figs.add(_bar_ci(valid, x, "plt_ms", hue="cc"), f"cc-by-{x}",
+                            f"Page load time by {x}, CUBIC vs BBR"))
     if "page" in varied and {"fcp_ms", "lcp_ms"} <= set(metrics):
         v = valid.assign(structure=valid["page"].astype(str).map(_structure))
         if v["structure"].nunique() > 1:

@@ -66,17 +66,10 @@ def _git_commit() -> str | None:
         return None
 
 
-def _chromium_version() -> str | None:
+def _version(binary: str) -> str | None:
+    """A browser's ``--version`` line, or None if it is not there."""
     try:
-        out = subprocess.run(["/usr/bin/chromium", "--version"], capture_output=True, text=True, timeout=20).stdout
-        return out.strip() or None
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
-def _firefox_version() -> str | None:
-    try:
-        out = subprocess.run(["/usr/bin/firefox-esr", "--version"], capture_output=True, text=True, timeout=20).stdout
+        out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=20).stdout
         return out.strip() or None
     except (OSError, subprocess.SubprocessError):
         return None
@@ -92,8 +85,8 @@ def _lock_version(crate: str) -> str | None:
 
 def static_environment(needs_browser: bool) -> dict[str, Any]:
     return {"satbench": __version__, "commit": _git_commit(), "kernel": platform.release(),
-            "python": platform.python_version(), "browser": _chromium_version() if needs_browser else None,
-            "firefox": _firefox_version() if needs_browser else None,
+            "python": platform.python_version(), "browser": _version("/usr/bin/chromium") if needs_browser else None,
+            "firefox": _version("/usr/bin/firefox-esr") if needs_browser else None,
             "quiche": _lock_version("quiche"), "hyper": _lock_version("hyper"), "rustls": _lock_version("rustls"),
             "cores": os.cpu_count(), "host": platform.node()}
 

@@ -200,7 +200,8 @@ class Results:
         if experiment is None:
             return "", ()
         if experiment not in self.experiments():
-            raise InputError(f"{self.path}: no experiment named {experiment!r} (found: {', '.join(self.experiments())})")
+            found = ", ".join(self.experiments())
+            raise InputError(f"{self.path}: no experiment named {experiment!r} (found: {found})")
         return " WHERE e.name = ?", (experiment,)
 
     def trials(self, experiment: str | None = None):  # type: ignore[no-untyped-def]
