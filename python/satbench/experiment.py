@@ -514,10 +514,13 @@ def estimate_trial_s(factors: dict[str, Any]) -> float:
             expected = total / 1448 * p_loss
             rounds += 2 + math.ceil(expected / 40) if expected >= 1 else 0
         else:
+            # The Mathis rate is a steady state: it holds once losses are many.
+            # With few, the window hardly shrinks; blend by the expected count.
             mathis = c * 1448 * 8 / (rtt * math.sqrt(p_loss)) * conns * clients
             after_first_window = max(0.0, bits - cwnd_bytes * 8 * clients)
             lossy = after_first_window / min(mathis, rate * 1e6 if rate else mathis)
-            transfer = max(transfer, lossy)
+            w = min(1.0, total / 1448 * p_loss / 10)
+            transfer = max(transfer, (1 - w) * transfer + w * lossy)
     t = rounds * rtt + transfer + OVERHEAD_S.get(client, 0.5)
     if client in ("chromium", "firefox"):
         t += LCP_SETTLE_S

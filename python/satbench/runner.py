@@ -449,7 +449,9 @@ def run(exp: Experiment, db: Path, *, out: TextIO | None = None, art_root: Path 
                 med = statistics.median(cells[cell]) if cells.get(cell) else None
                 result = f"PLT {plt:.0f} ms" if plt is not None else "no PLT"
                 state = rec.status if rec.status == "valid" else f"{rec.status.upper()} ({rec.reason})"
-                print(f"  [{len(done) + i}/{len(exp.trials)}] {_fmt_s(time.monotonic() - t_start)} elapsed, "
+                n_done = len(done) + i
+                bar = "#" * round(20 * n_done / len(exp.trials))
+                print(f"  [{bar:.<20}] {n_done}/{len(exp.trials)} {_fmt_s(time.monotonic() - t_start)} elapsed, "
                       f"ETA {_fmt_s(eta)} | {cell} rep {t.rep}: {state}, {result}"
                       + (f" | cell median {med:.0f} ms" if med is not None else ""), file=out, flush=True)
         except KeyboardInterrupt:
