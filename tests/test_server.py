@@ -277,7 +277,7 @@ def test_quic_pacing_really_happens(generated_pages, tmp_path: Path) -> None:
         d = tmp_path / str(pacing)
         with Testbed(TestbedSpec(link=load_profile("wire", ["delay_ms=20"]), seed=1, pcap_dir=d)) as tb:
             with Server(out, d / "logs", ServerOptions(cc="bbr", pacing=pacing), host=tb.server) as srv:
-                p = tb.client.run([str(loader_binary()), "https://server.test/single-2m/img1.jpg", "--protocol", "h3",
+                p = tb.client.run([str(loader_binary()), "https://server.test/single-500k/img1.jpg", "--protocol", "h3",
                                    "--single", "--repeat", "3", "--cacert", str(ca.ensure().cert)],
                                   capture_output=True, text=True, timeout=60)
                 assert p.returncode == 0, p.stderr
