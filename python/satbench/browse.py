@@ -33,7 +33,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import urlsplit
 
 from . import ca as ca_mod
@@ -210,23 +210,8 @@ class Browser:
                     page.goto(url, wait_until="load", timeout=opts.timeout_s * 1000)
                 except PlaywrightError as e:
                     error = str(e).splitlines()[0]
-                data: dict[str, Any] = {}
-                if error is None:
-                    # FCP and LCP can come after the load event: wait until LCP settles.
-                    # A page that paints nothing (blank) gets FCP_GRACE_S to do so, then counts as unpainted.
-                    t_load = time.monotonic()
-                    deadline = t_load + opts.timeout_s
-                    last_n, last_change = -1, t_load
-                    while time.monotonic() < deadline:
-                        data = page.evaluate(_COLLECT)
-                        n = len(data["lcp"])
-                        now = time.monotonic()
-                        if n != last_n:
-                            last_n, last_change = n, now
-                        elif now - last_change >= opts.lcp_settle_ms / 1e3 and (
-                                data["fcp"] is not None or now - t_load >= FCP_GRACE_S):
-                            break
-                        page.wait_for_timeout(50)
+                data = {} if error is not None else settle(lambda: page.evaluate(_COLLECT), opts,
+                                                            lambda: page.wait_for_timeout(50))
                 version = browser.version
                 self.version = version
                 if opts.har:
@@ -265,6 +250,26 @@ def _result(url: str, opts: BrowseOptions, want: str, t0: float, version: str, e
                               "next_hop_protocol": t.get("nextHopProtocol")})
     judge(res, want, failed)
     return res
+
+
+def settle(collect: Callable[[], dict[str, Any]], opts: BrowseOptions, pause: Callable[[], Any]) -> dict[str, Any]:
+    """After the load event, collect the page's metrics until LCP settles: FCP
+    and LCP can come after the load event. A page that paints nothing (blank)
+    gets FCP_GRACE_S to do so, and then counts as unpainted."""
+    data: dict[str, Any] = {}
+    t_load = time.monotonic()
+    last_n, last_change = -1, t_load
+    while time.monotonic() < t_load + opts.timeout_s:
+        data = collect()
+        n = len(data["lcp"])
+        now = time.monotonic()
+        if n != last_n:
+            last_n, last_change = n, now
+        elif now - last_change >= opts.lcp_settle_ms / 1e3 and (
+                data["fcp"] is not None or now - t_load >= FCP_GRACE_S):
+            break
+        pause()
+    return data
 
 
 def page_metrics(res: LoadResult, data: dict[str, Any]) -> None:

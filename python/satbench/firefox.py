@@ -31,7 +31,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from . import ca as ca_mod
-from .browse import _COLLECT, _OBSERVER, FCP_GRACE_S, PROTOCOLS, BrowseOptions, LoadResult, judge, page_metrics
+from .browse import _COLLECT, _OBSERVER, PROTOCOLS, BrowseOptions, LoadResult, judge, page_metrics, settle
 from .errors import InputError, PrerequisiteError
 
 FIREFOX = "/usr/bin/firefox-esr"
@@ -158,20 +158,8 @@ def firefox_load(url: str, opts: BrowseOptions, connections: int = 6) -> LoadRes
                           timeout=opts.timeout_s)
             except (RuntimeError, TimeoutError) as e:
                 error = str(e)
-            data: dict[str, Any] = {}
-            if error is None:
-                t_load = time.monotonic()
-                last_n, last_change = -1, t_load
-                while time.monotonic() < t_load + opts.timeout_s:
-                    data = bidi.evaluate_json(context, _COLLECT)
-                    n = len(data["lcp"])
-                    now = time.monotonic()
-                    if n != last_n:
-                        last_n, last_change = n, now
-                    elif now - last_change >= opts.lcp_settle_ms / 1e3 and (
-                            data["fcp"] is not None or now - t_load >= FCP_GRACE_S):
-                        break
-                    time.sleep(0.05)
+            data = {} if error is not None else settle(lambda: bidi.evaluate_json(context, _COLLECT), opts,
+                                                        lambda: time.sleep(0.05))
         finally:
             if bidi is not None:
                 bidi.close()
