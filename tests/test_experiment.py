@@ -175,3 +175,12 @@ def test_statistics() -> None:
     assert d == pytest.approx(10) and lo <= 10 <= hi and lo > 5
     assert mann_whitney_p([1, 2, 3, 4, 5], [6, 7, 8, 9, 10]) == pytest.approx(2 / 252)
     assert mann_whitney_p([3, 3, 3], [3, 3, 3]) == 1.0
+
+
+def test_page_sizes_in_the_estimate_are_the_generated_ones(generated_pages) -> None:  # type: ignore[no-untyped-def]
+    _, manifests = generated_pages
+    for name, m in manifests.items():
+        total, objects = experiment.page_bytes(name)
+        assert objects == len(m.objects), name
+        # Study A's pages are their object sizes by definition; the HTML adds under 1 %.
+        assert abs(total - m.total_bytes) <= 0.01 * m.total_bytes, (name, total, m.total_bytes)

@@ -17,6 +17,7 @@ import platform
 import statistics
 import threading
 import time
+import tomllib
 from typing import Any
 
 from . import measure, profiles
@@ -302,7 +303,7 @@ def _trial_overheads(client: str, n: int, tmp: Any) -> dict[str, Any]:
 
     text = (f'[experiment]\nname = "harness-{client}"\nrepetitions = {n + 1}\nseed = 1\ntimeout_s = 60\n'
             f'[factors]\nlink = "wire"\nprotocol = "h2"\npage = "uniform-100k"\nclient = "{client}"\n')
-    exp = experiment.parse(__import__("tomllib").loads(text), text, "<bench>")
+    exp = experiment.parse(tomllib.loads(text), text, "<bench>")
     root = Path(tmp)
     sizes = runner.prepare_pages(root / "pages", exp.trials)
     env = runner.static_environment(client == "chromium")

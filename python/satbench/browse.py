@@ -148,7 +148,6 @@ class Browser:
         # One NSS database trusting the CA, copied into each load's fresh HOME.
         self._nss_template = ca_mod.nss_home(Path(self._tmp.name) / "template")
         self._pw = sync_playwright().start()
-        self.version: str | None = None
 
     def close(self) -> None:
         try:
@@ -213,7 +212,6 @@ class Browser:
                 data = {} if error is not None else settle(lambda: page.evaluate(_COLLECT), opts,
                                                             lambda: page.wait_for_timeout(50))
                 version = browser.version
-                self.version = version
                 if opts.har:
                     ctx.close()  # writes the HAR; otherwise closing the browser is enough
             finally:

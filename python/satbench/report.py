@@ -21,6 +21,7 @@ import io
 import itertools
 import json
 import math
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -162,8 +163,6 @@ def pairwise(df: Any, factor: str, metric: str, others: list[str]) -> list[list[
             if not xa or not xb:
                 continue
             d, lo, hi = median_diff_ci(xa, xb)
-            import statistics
-
             rows.append([" ".join(f"{k}={v}" for k, v in zip(others, cell)) or "all", f"{a} vs {b}",
                          len(xa), len(xb), statistics.median(xa), statistics.median(xb), d, lo, hi,
                          mann_whitney_p(xa, xb)])

@@ -359,7 +359,7 @@ def run_trial(exp: Experiment, t: Trial, seq: int, pages_root: Path, page_sizes:
         rec.status, rec.reason = "invalid", f"the server used {', '.join(server_summary['cc'])}, not {f['cc']}"
     total = page_sizes.get(str(f["page"]), 0) * int(f["clients"])
     rec.metrics.update(_link_metrics(link_stats, total))
-    rec.metrics.update({k: v for k, v in timings.items()})
+    rec.metrics.update(timings)
     if "server" not in exp.artefacts and (art / "server").exists():
         shutil.rmtree(art / "server")
     (art / "client.json").write_text(json.dumps(raw, default=str) if raw is not None else "null")

@@ -80,10 +80,9 @@ def timing(url: str, protocol: str, count: int = 100) -> Timing:
         raise InputError("HTTP/3 needs an https:// URL")
     if count < 1:
         raise InputError(f"--count: must be at least 1, got {count}")
-    cacert = str(ca_mod.ensure().cert)
     t = Timing(url=url, protocol=protocol)
     for _ in range(count):
-        t.rows.append(_h3(url) if protocol == "h3" else _curl(url, protocol, cacert))
+        t.rows.append(fetch_once(url, protocol))
     return t
 
 
