@@ -68,8 +68,9 @@ pub struct Object {
 impl Object {
     pub fn to_json(&self) -> serde_json::Value {
         serde_json::json!({"url": self.url, "protocol": self.protocol, "status": self.status,
-            "content_type": self.content_type, "bytes": self.bytes, "conn": self.conn, "queued_s": self.queued_s,
-            "start_s": self.start_s, "ttfb_s": self.ttfb_s, "done_s": self.done_s})
+            "content_type": self.content_type, "bytes": self.bytes, "conn": self.conn,
+            "queued_s": self.queued_s, "start_s": self.start_s, "ttfb_s": self.ttfb_s,
+            "done_s": self.done_s})
     }
 }
 
@@ -91,8 +92,9 @@ pub struct ConnInfo {
 
 impl ConnInfo {
     pub fn to_json(&self) -> serde_json::Value {
-        serde_json::json!({"id": self.id, "origin": self.origin, "protocol": self.protocol, "peer": self.peer,
-            "start_s": self.start_s, "dns_s": self.dns_s, "connect_s": self.connect_s, "tls_s": self.tls_s})
+        serde_json::json!({"id": self.id, "origin": self.origin, "protocol": self.protocol,
+            "peer": self.peer, "start_s": self.start_s, "dns_s": self.dns_s,
+            "connect_s": self.connect_s, "tls_s": self.tls_s})
     }
 }
 
@@ -118,7 +120,10 @@ type H1Sender = hyper::client::conn::http1::SendRequest<Empty<Bytes>>;
 type H2Sender = hyper::client::conn::http2::SendRequest<Empty<Bytes>>;
 
 enum OriginClient {
-    H1 { permits: Semaphore, idle: Mutex<Vec<(usize, H1Sender)>> },
+    H1 {
+        permits: Semaphore,
+        idle: Mutex<Vec<(usize, H1Sender)>>,
+    },
     H2(OnceCell<Result<(usize, H2Sender), String>>),
     H3(OnceCell<Result<H3Conn, String>>),
 }
@@ -140,7 +145,12 @@ pub struct Fetcher {
 
 impl Fetcher {
     pub fn new(settings: Arc<Settings>) -> Arc<Fetcher> {
-        Arc::new(Fetcher { t0: Instant::now(), settings, origins: Mutex::default(), conns: Mutex::default() })
+        Arc::new(Fetcher {
+            t0: Instant::now(),
+            settings,
+            origins: Mutex::default(),
+            conns: Mutex::default(),
+        })
     }
 
     pub fn now(&self) -> f64 {
@@ -163,7 +173,12 @@ impl Fetcher {
                     Proto::H2 => OriginClient::H2(OnceCell::new()),
                     Proto::H3 => OriginClient::H3(OnceCell::new()),
                 };
-                Arc::new(Origin { url: url.clone(), addr: OnceCell::new(), dns_reported: Mutex::new(false), client })
+                Arc::new(Origin {
+                    url: url.clone(),
+                    addr: OnceCell::new(),
+                    dns_reported: Mutex::new(false),
+                    client,
+                })
             })
             .clone()
     }
@@ -191,7 +206,9 @@ impl Fetcher {
                     return Ok((a, self.now()));
                 }
                 let target = format!("{}:{}", o.url.host, o.url.port);
-                let found = tokio::net::lookup_host(target).await.map(|mut it| it.next());
+                let found = tokio::net::lookup_host(target)
+                    .await
+                    .map(|mut it| it.next());
                 match found {
                     Ok(first) => match first {
                         Some(a) => Ok((a, self.now())),
@@ -213,8 +230,16 @@ impl Fetcher {
         let start_s = self.now();
         let (addr, dns_s) = self.resolve(o).await?;
         let origin = o.url.to_string().trim_end_matches(&o.url.path).to_string();
-        let id = self.new_conn(ConnInfo { origin, peer: addr.to_string(), start_s, dns_s, ..Default::default() });
-        let tcp = TcpStream::connect(addr).await.map_err(|e| format!("connect to {addr}: {e}"))?;
+        let id = self.new_conn(ConnInfo {
+            origin,
+            peer: addr.to_string(),
+            start_s,
+            dns_s,
+            ..Default::default()
+        });
+        let tcp = TcpStream::connect(addr)
+            .await
+            .map_err(|e| format!("connect to {addr}: {e}"))?;
         let _ = tcp.set_nodelay(true);
         let connect_s = self.now();
         if !o.url.https {
@@ -232,7 +257,11 @@ impl Fetcher {
             .connect(name, tcp)
             .await
             .map_err(|e| format!("TLS handshake with {}: {e}", o.url.host))?;
-        let negotiated = tls.get_ref().1.alpn_protocol().map(|p| String::from_utf8_lossy(p).into_owned());
+        let negotiated = tls
+            .get_ref()
+            .1
+            .alpn_protocol()
+            .map(|p| String::from_utf8_lossy(p).into_owned());
         let tls_s = self.now();
         let proto = negotiated.clone().unwrap_or_else(|| "http/1.1".into());
         self.update_conn(id, |c| {
@@ -240,7 +269,12 @@ impl Fetcher {
             c.tls_s = Some(tls_s);
             c.protocol = proto.clone();
         });
-        if negotiated.as_deref().map(str::as_bytes).unwrap_or(b"http/1.1") != alpn {
+        if negotiated
+            .as_deref()
+            .map(str::as_bytes)
+            .unwrap_or(b"http/1.1")
+            != alpn
+        {
             return Err(format!(
                 "asked for {} but {} negotiated {}",
                 String::from_utf8_lossy(alpn),
@@ -253,7 +287,12 @@ impl Fetcher {
 
     /// Fetch one URL. `keep` keeps the body of HTML and CSS responses;
     /// `sink` receives the body as it arrives.
-    pub async fn fetch(self: Arc<Self>, url: Url, queued_s: f64, keep: bool) -> Result<Object, String> {
+    pub async fn fetch(
+        self: Arc<Self>,
+        url: Url,
+        queued_s: f64,
+        keep: bool,
+    ) -> Result<Object, String> {
         self.fetch_into(url, queued_s, keep, None).await
     }
 
@@ -265,7 +304,11 @@ impl Fetcher {
         sink: Option<std::fs::File>,
     ) -> Result<Object, String> {
         let o = self.origin(&url);
-        let mut obj = Object { url: url.to_string(), queued_s, ..Default::default() };
+        let mut obj = Object {
+            url: url.to_string(),
+            queued_s,
+            ..Default::default()
+        };
         match &o.client {
             OriginClient::H1 { permits, idle } => {
                 let _permit = permits.acquire().await.map_err(|e| e.to_string())?;
@@ -274,19 +317,26 @@ impl Fetcher {
                     Some(s) => s,
                     None => {
                         let (id, io) = self.connect_tcp(&o, b"http/1.1").await?;
-                        let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(io))
-                            .await
-                            .map_err(|e| format!("HTTP/1.1 on connection {id}: {e}"))?;
+                        let (sender, conn) =
+                            hyper::client::conn::http1::handshake(TokioIo::new(io))
+                                .await
+                                .map_err(|e| format!("HTTP/1.1 on connection {id}: {e}"))?;
                         tokio::spawn(conn);
                         (id, sender)
                     }
                 };
-                sender.ready().await.map_err(|e| format!("connection {id}: {e}"))?;
+                sender
+                    .ready()
+                    .await
+                    .map_err(|e| format!("connection {id}: {e}"))?;
                 let req = get_request(&url, false)?;
                 obj.conn = id;
                 obj.protocol = "http/1.1".into();
                 obj.start_s = self.now();
-                let resp = sender.send_request(req).await.map_err(|e| format!("{url}: {e}"))?;
+                let resp = sender
+                    .send_request(req)
+                    .await
+                    .map_err(|e| format!("{url}: {e}"))?;
                 self.read_body(resp, &mut obj, keep, sink).await?;
                 idle.lock().expect("idle").push((id, sender));
             }
@@ -294,25 +344,32 @@ impl Fetcher {
                 let (id, sender) = cell
                     .get_or_init(|| async {
                         let (id, io) = self.connect_tcp(&o, b"h2").await?;
-                        let (sender, conn) = hyper::client::conn::http2::Builder::new(TokioExecutor::new())
-                            // Chromium's windows: 6 MB per stream, 15 MB per connection.
-                            .initial_stream_window_size(6 << 20)
-                            .initial_connection_window_size(15 << 20)
-                            .handshake(TokioIo::new(io))
-                            .await
-                            .map_err(|e| format!("HTTP/2 on connection {id}: {e}"))?;
+                        let (sender, conn) =
+                            hyper::client::conn::http2::Builder::new(TokioExecutor::new())
+                                // Chromium's windows: 6 MB per stream, 15 MB per connection.
+                                .initial_stream_window_size(6 << 20)
+                                .initial_connection_window_size(15 << 20)
+                                .handshake(TokioIo::new(io))
+                                .await
+                                .map_err(|e| format!("HTTP/2 on connection {id}: {e}"))?;
                         tokio::spawn(conn);
                         Ok((id, sender))
                     })
                     .await
                     .clone()?;
                 let mut sender = sender.clone();
-                sender.ready().await.map_err(|e| format!("connection {id}: {e}"))?;
+                sender
+                    .ready()
+                    .await
+                    .map_err(|e| format!("connection {id}: {e}"))?;
                 let req = get_request(&url, true)?;
                 obj.conn = id;
                 obj.protocol = "h2".into();
                 obj.start_s = self.now();
-                let resp = sender.send_request(req).await.map_err(|e| format!("{url}: {e}"))?;
+                let resp = sender
+                    .send_request(req)
+                    .await
+                    .map_err(|e| format!("{url}: {e}"))?;
                 self.read_body(resp, &mut obj, keep, sink).await?;
             }
             OriginClient::H3(cell) => {
@@ -368,7 +425,8 @@ impl Fetcher {
                     v.extend_from_slice(d);
                 }
                 if let Some(f) = sink.as_mut() {
-                    std::io::Write::write_all(f, d).map_err(|e| format!("writing the body: {e}"))?;
+                    std::io::Write::write_all(f, d)
+                        .map_err(|e| format!("writing the body: {e}"))?;
                 }
                 progress.tick(obj.bytes);
             }
@@ -387,7 +445,10 @@ fn get_request(url: &Url, absolute: bool) -> Result<Request<Empty<Bytes>>, Strin
     } else {
         Request::get(url.path.as_str()).header("host", url.authority())
     };
-    b.header("user-agent", "satbench-load").header("accept", "*/*").body(Empty::new()).map_err(|e| e.to_string())
+    b.header("user-agent", "satbench-load")
+        .header("accept", "*/*")
+        .body(Empty::new())
+        .map_err(|e| e.to_string())
 }
 
 /// Whether a body of this type can name subresources.
@@ -408,7 +469,13 @@ pub struct Progress {
 impl Progress {
     pub fn new(on: bool, client: usize) -> Progress {
         let now = Instant::now();
-        Progress { on, client, start: now, last: now, last_bytes: 0 }
+        Progress {
+            on,
+            client,
+            start: now,
+            last: now,
+            last_bytes: 0,
+        }
     }
     pub fn tick(&mut self, bytes: u64) {
         if !self.on || self.last.elapsed().as_secs_f64() < 1.0 {

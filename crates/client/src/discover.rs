@@ -13,7 +13,9 @@ pub fn html_refs(html: &str) -> Vec<String> {
     while let Some(off) = lower[i..].find('<') {
         let start = i + off;
         if lower[start..].starts_with("<!--") {
-            i = lower[start..].find("-->").map_or(lower.len(), |e| start + e + 3);
+            i = lower[start..]
+                .find("-->")
+                .map_or(lower.len(), |e| start + e + 3);
             continue;
         }
         let name_end = lower[start + 1..]
@@ -39,7 +41,9 @@ pub fn html_refs(html: &str) -> Vec<String> {
             }
             "style" => {
                 // Inline CSS: its url()s load like a stylesheet's.
-                let close = lower[end..].find("</style").map_or(lower.len(), |e| end + e);
+                let close = lower[end..]
+                    .find("</style")
+                    .map_or(lower.len(), |e| end + e);
                 out.extend(css_refs(&html[end..close]));
             }
             _ => {}
@@ -128,7 +132,10 @@ pub fn css_refs(css: &str) -> Vec<String> {
     while let Some(off) = lower[i..].find("url(") {
         let s = i + off + 4;
         let e = lower[s..].find(')').map_or(lower.len(), |e| s + e);
-        let v = css[s..e].trim().trim_matches(|c| c == '"' || c == '\'').trim();
+        let v = css[s..e]
+            .trim()
+            .trim_matches(|c| c == '"' || c == '\'')
+            .trim();
         if !v.is_empty() {
             out.push(v.to_string());
         }
@@ -153,7 +160,9 @@ fn strip_css_comments(css: &str) -> String {
     let mut rest = css;
     while let Some(s) = rest.find("/*") {
         out.push_str(&rest[..s]);
-        rest = rest[s + 2..].find("*/").map_or("", |e| &rest[s + 2 + e + 2..]);
+        rest = rest[s + 2..]
+            .find("*/")
+            .map_or("", |e| &rest[s + 2 + e + 2..]);
     }
     out.push_str(rest);
     out
@@ -176,15 +185,26 @@ mod tests {
             <img data-src="lazy.jpg"><a href="page2.html">x</a></body></html>"#;
         assert_eq!(
             html_refs(html),
-            ["css/main.css", "b.css", "js/app.js", "bg.png", "one.jpg", "two.jpg?x=1&y=2"]
+            [
+                "css/main.css",
+                "b.css",
+                "js/app.js",
+                "bg.png",
+                "one.jpg",
+                "two.jpg?x=1&y=2"
+            ]
         );
     }
 
     #[test]
     fn finds_css_urls_and_imports() {
         let css = "@import url(theme.css);\n@import 'print.css' print;\n/* url(gone.png) */\n\
-                   @font-face{src:url( ../fonts/shop.ttf ) format('truetype')}\n.h{background:url('p.jpg')}";
-        assert_eq!(css_refs(css), ["theme.css", "../fonts/shop.ttf", "p.jpg", "print.css"]);
+                   @font-face{src:url( ../fonts/shop.ttf ) format('truetype')}\n\
+                   .h{background:url('p.jpg')}";
+        assert_eq!(
+            css_refs(css),
+            ["theme.css", "../fonts/shop.ttf", "p.jpg", "print.css"]
+        );
         assert!(css_refs("body{color:red}").is_empty());
     }
 

@@ -21,9 +21,12 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// never limits a download, and one hundred streams as browsers allow.
 pub fn client_config(cacert: Option<&str>) -> Result<quiche::Config, String> {
     let mut cfg = quiche::Config::new(quiche::PROTOCOL_VERSION).map_err(|e| e.to_string())?;
-    cfg.set_application_protos(quiche::h3::APPLICATION_PROTOCOL).map_err(|e| e.to_string())?;
+    cfg.set_application_protos(quiche::h3::APPLICATION_PROTOCOL)
+        .map_err(|e| e.to_string())?;
     match cacert {
-        Some(p) => cfg.load_verify_locations_from_file(p).map_err(|e| format!("{p}: {e}"))?,
+        Some(p) => cfg
+            .load_verify_locations_from_file(p)
+            .map_err(|e| format!("{p}: {e}"))?,
         None => cfg.verify_peer(false),
     }
     cfg.set_max_idle_timeout(30_000);
@@ -56,11 +59,24 @@ pub struct H3Conn {
 
 impl H3Conn {
     /// Connect and complete the handshake; an error if the server does not speak HTTP/3.
-    pub async fn connect(f: Arc<Fetcher>, id: usize, url: &Url, peer: SocketAddr) -> Result<H3Conn, String> {
-        let bind = if peer.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" };
-        let sock = UdpSocket::bind(bind).await.map_err(|e| format!("bind: {e}"))?;
+    pub async fn connect(
+        f: Arc<Fetcher>,
+        id: usize,
+        url: &Url,
+        peer: SocketAddr,
+    ) -> Result<H3Conn, String> {
+        let bind = if peer.is_ipv4() {
+            "0.0.0.0:0"
+        } else {
+            "[::]:0"
+        };
+        let sock = UdpSocket::bind(bind)
+            .await
+            .map_err(|e| format!("bind: {e}"))?;
         // Connected, so an ICMP port-unreachable comes back as an error.
-        sock.connect(peer).await.map_err(|e| format!("connect {peer}: {e}"))?;
+        sock.connect(peer)
+            .await
+            .map_err(|e| format!("connect {peer}: {e}"))?;
         let big = 8i32 << 20;
         // SAFETY: setsockopt with a valid int.
         unsafe {
@@ -75,9 +91,11 @@ impl H3Conn {
         let local = sock.local_addr().map_err(|e| e.to_string())?;
         let mut cfg = client_config(f.settings.quic_cacert.as_deref())?;
         let mut scid = [0u8; quiche::MAX_CONN_ID_LEN];
-        ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut scid).map_err(|_| "random")?;
+        ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut scid)
+            .map_err(|_| "random")?;
         let scid = quiche::ConnectionId::from_ref(&scid);
-        let conn = quiche::connect(Some(&url.host), &scid, local, peer, &mut cfg).map_err(|e| format!("QUIC: {e}"))?;
+        let conn = quiche::connect(Some(&url.host), &scid, local, peer, &mut cfg)
+            .map_err(|e| format!("QUIC: {e}"))?;
         let (tx, rx) = mpsc::unbounded_channel();
         let (ready_tx, ready_rx) = oneshot::channel();
         let driver = Driver {
@@ -94,17 +112,39 @@ impl H3Conn {
             ready: Some(ready_tx),
         };
         tokio::spawn(driver.run(rx));
-        ready_rx.await.map_err(|_| "HTTP/3 connection task ended".to_string())??;
+        ready_rx
+            .await
+            .map_err(|_| "HTTP/3 connection task ended".to_string())??;
         Ok(H3Conn { id, tx })
     }
 
-    pub async fn fetch(&self, url: &Url, obj: &mut Object, keep: bool, sink: Option<std::fs::File>) -> Result<(), String> {
+    pub async fn fetch(
+        &self,
+        url: &Url,
+        obj: &mut Object,
+        keep: bool,
+        sink: Option<std::fs::File>,
+    ) -> Result<(), String> {
         let (reply, rx) = oneshot::channel();
-        let o = Object { url: obj.url.clone(), queued_s: obj.queued_s, conn: obj.conn, protocol: obj.protocol.clone(), ..Default::default() };
+        let o = Object {
+            url: obj.url.clone(),
+            queued_s: obj.queued_s,
+            conn: obj.conn,
+            protocol: obj.protocol.clone(),
+            ..Default::default()
+        };
         self.tx
-            .send(Req { url: url.clone(), keep, sink, reply, obj: o })
+            .send(Req {
+                url: url.clone(),
+                keep,
+                sink,
+                reply,
+                obj: o,
+            })
             .map_err(|_| format!("{url}: the HTTP/3 connection has closed"))?;
-        *obj = rx.await.map_err(|_| format!("{url}: the HTTP/3 connection has closed"))??;
+        *obj = rx
+            .await
+            .map_err(|_| format!("{url}: the HTTP/3 connection has closed"))??;
         Ok(())
     }
 }
@@ -173,17 +213,27 @@ impl Driver {
                 return Err(self.close_reason());
             }
             if self.h3.is_none() && tokio::time::Instant::now() > handshake_deadline {
-                return Err(format!("no QUIC handshake with {} within {} s", self.authority, HANDSHAKE_TIMEOUT.as_secs()));
+                return Err(format!(
+                    "no QUIC handshake with {} within {} s",
+                    self.authority,
+                    HANDSHAKE_TIMEOUT.as_secs()
+                ));
             }
             if !rx_open && self.streams.is_empty() && self.backlog.is_empty() {
                 return Ok(());
             }
-            let timeout = self.conn.timeout().unwrap_or(Duration::from_secs(1)).min(Duration::from_secs(1));
+            let timeout = self
+                .conn
+                .timeout()
+                .unwrap_or(Duration::from_secs(1))
+                .min(Duration::from_secs(1));
             let established = self.h3.is_some();
             tokio::select! {
                 r = self.sock.recv(&mut buf) => {
                     let n = r.map_err(|e| match e.raw_os_error() {
-                        Some(libc::ECONNREFUSED) => format!("{}: UDP port unreachable (no HTTP/3 server)", self.authority),
+                        Some(libc::ECONNREFUSED) => {
+                            format!("{}: UDP port unreachable (no HTTP/3 server)", self.authority)
+                        }
                         _ => format!("recv: {e}"),
                     })?;
                     let info = quiche::RecvInfo { from: self.peer, to: self.local };
@@ -202,7 +252,10 @@ impl Driver {
             if self.conn.is_established() && self.h3.is_none() {
                 let now = self.f.now();
                 self.f.update_conn(self.id, |c| c.tls_s = Some(now));
-                self.h3 = Some(quiche::h3::Connection::with_transport(&mut self.conn, &h3cfg).map_err(|e| format!("h3: {e}"))?);
+                self.h3 = Some(
+                    quiche::h3::Connection::with_transport(&mut self.conn, &h3cfg)
+                        .map_err(|e| format!("h3: {e}"))?,
+                );
                 if let Some(r) = self.ready.take() {
                     let _ = r.send(Ok(()));
                 }
@@ -219,10 +272,20 @@ impl Driver {
 
     fn close_reason(&self) -> String {
         if let Some(e) = self.conn.peer_error() {
-            return format!("{} closed the QUIC connection: error {:#x} {}", self.authority, e.error_code, String::from_utf8_lossy(&e.reason));
+            return format!(
+                "{} closed the QUIC connection: error {:#x} {}",
+                self.authority,
+                e.error_code,
+                String::from_utf8_lossy(&e.reason)
+            );
         }
         if let Some(e) = self.conn.local_error() {
-            return format!("QUIC connection to {} failed: error {:#x} {}", self.authority, e.error_code, String::from_utf8_lossy(&e.reason));
+            return format!(
+                "QUIC connection to {} failed: error {:#x} {}",
+                self.authority,
+                e.error_code,
+                String::from_utf8_lossy(&e.reason)
+            );
         }
         if self.conn.is_timed_out() {
             return format!("QUIC connection to {} timed out", self.authority);
@@ -245,9 +308,17 @@ impl Driver {
                 Ok(sid) => {
                     r.obj.start_s = self.f.now();
                     let progress = Progress::new(self.f.settings.progress, self.f.settings.client);
-                    self.streams.insert(sid, Stream { req: r, body: None, progress });
+                    self.streams.insert(
+                        sid,
+                        Stream {
+                            req: r,
+                            body: None,
+                            progress,
+                        },
+                    );
                 }
-                Err(quiche::h3::Error::StreamBlocked) | Err(quiche::h3::Error::TransportError(quiche::Error::StreamLimit)) => {
+                Err(quiche::h3::Error::StreamBlocked)
+                | Err(quiche::h3::Error::TransportError(quiche::Error::StreamLimit)) => {
                     self.backlog.push_front(r);
                     break;
                 }
@@ -270,9 +341,15 @@ impl Driver {
                         for h in &list {
                             match h.name() {
                                 b":status" => {
-                                    s.req.obj.status = std::str::from_utf8(h.value()).ok().and_then(|v| v.parse().ok()).unwrap_or(0)
+                                    s.req.obj.status = std::str::from_utf8(h.value())
+                                        .ok()
+                                        .and_then(|v| v.parse().ok())
+                                        .unwrap_or(0)
                                 }
-                                b"content-type" => s.req.obj.content_type = String::from_utf8_lossy(h.value()).into_owned(),
+                                b"content-type" => {
+                                    s.req.obj.content_type =
+                                        String::from_utf8_lossy(h.value()).into_owned()
+                                }
                                 _ => {}
                             }
                         }
@@ -306,7 +383,10 @@ impl Driver {
                 }
                 Ok((sid, quiche::h3::Event::Reset(e))) => {
                     if let Some(s) = self.streams.remove(&sid) {
-                        let _ = s.req.reply.send(Err(format!("{}: stream reset by the server (error {e})", s.req.url)));
+                        let _ = s.req.reply.send(Err(format!(
+                            "{}: stream reset by the server (error {e})",
+                            s.req.url
+                        )));
                     }
                 }
                 Ok(_) => {}

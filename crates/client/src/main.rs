@@ -59,21 +59,33 @@ fn parse() -> Args {
     };
     let mut it = std::env::args().skip(1);
     while let Some(x) = it.next() {
-        let mut val = || it.next().unwrap_or_else(|| die(&format!("{x} needs a value")));
+        let mut val = || {
+            it.next()
+                .unwrap_or_else(|| die(&format!("{x} needs a value")))
+        };
         let count = |v: String, what: &str| -> usize {
-            v.parse().ok().filter(|n| *n >= 1).unwrap_or_else(|| die(&format!("{what}: must be a whole number >= 1, got {v:?}")))
+            v.parse()
+                .ok()
+                .filter(|n| *n >= 1)
+                .unwrap_or_else(|| die(&format!("{what}: must be a whole number >= 1, got {v:?}")))
         };
         match x.as_str() {
             "--protocol" => {
                 let v = val();
-                a.proto = Some(Proto::parse(&v).unwrap_or_else(|| die(&format!("--protocol: h1, h2 or h3, not {v:?}"))))
+                a.proto = Some(
+                    Proto::parse(&v)
+                        .unwrap_or_else(|| die(&format!("--protocol: h1, h2 or h3, not {v:?}"))),
+                )
             }
             "--clients" => a.clients = count(val(), "--clients"),
             "--connections" => a.connections = count(val(), "--connections"),
             "--cacert" => a.cacert = Some(val()),
             "--connect-to" => {
                 let v = val();
-                a.connect_to = Some(v.parse().unwrap_or_else(|_| die(&format!("--connect-to: ADDR:PORT, not {v:?}"))))
+                a.connect_to = Some(
+                    v.parse()
+                        .unwrap_or_else(|_| die(&format!("--connect-to: ADDR:PORT, not {v:?}"))),
+                )
             }
             "--single" => a.single = true,
             "--bulk" => a.bulk = true,
@@ -81,10 +93,18 @@ fn parse() -> Args {
             "-o" | "--output" => a.output = Some(val()),
             "--timeout" => {
                 let v = val();
-                a.timeout = v.parse().ok().filter(|t: &f64| *t > 0.0).unwrap_or_else(|| die(&format!("--timeout: seconds > 0, not {v:?}")))
+                a.timeout = v
+                    .parse()
+                    .ok()
+                    .filter(|t: &f64| *t > 0.0)
+                    .unwrap_or_else(|| die(&format!("--timeout: seconds > 0, not {v:?}")))
             }
             "-h" | "--help" => {
-                println!("usage: satbench-load URL --protocol h1|h2|h3 [--clients C] [--connections K] [--cacert PEM] [--connect-to ADDR:PORT] [--single|--bulk [--repeat N] [-o FILE]] [--timeout S]");
+                println!(
+                    "usage: satbench-load URL --protocol h1|h2|h3 [--clients C] [--connections K] \
+                     [--cacert PEM] [--connect-to ADDR:PORT] [--single|--bulk [--repeat N] \
+                     [-o FILE]] [--timeout S]"
+                );
                 std::process::exit(0);
             }
             s if s.starts_with('-') => die(&format!("unknown option {s}")),
@@ -117,7 +137,9 @@ fn tls_config(cacert: Option<&str>, https: bool) -> rustls::ClientConfig {
             let pem = std::fs::read(p).unwrap_or_else(|e| die(&format!("--cacert {p}: {e}")));
             for c in rustls_pemfile::certs(&mut pem.as_slice()) {
                 let c = c.unwrap_or_else(|e| die(&format!("--cacert {p}: {e}")));
-                roots.add(c).unwrap_or_else(|e| die(&format!("--cacert {p}: {e}")));
+                roots
+                    .add(c)
+                    .unwrap_or_else(|e| die(&format!("--cacert {p}: {e}")));
             }
             if roots.is_empty() {
                 die(&format!("--cacert {p}: no certificate in it"));
@@ -146,10 +168,16 @@ fn main() {
     let url = Url::parse(&a.url).unwrap_or_else(|e| die(&e.to_string()));
     let proto = a.proto.expect("checked");
     if proto != Proto::H1 && !url.https {
-        die(&format!("{}: HTTP/2 and HTTP/3 need an https:// URL", a.url));
+        die(&format!(
+            "{}: HTTP/2 and HTTP/3 need an https:// URL",
+            a.url
+        ));
     }
     let tls = Arc::new(tls_config(a.cacert.as_deref(), url.https));
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
     let wall = Instant::now();
     let single = if a.single || a.bulk { a.repeat } else { 0 };
     let timeout = Duration::from_secs_f64(a.timeout);
@@ -180,7 +208,8 @@ fn main() {
         "{}",
         serde_json::json!({
             "tool": "satbench-load", "version": env!("CARGO_PKG_VERSION"), "url": a.url,
-            "protocol": proto.wire_name(), "connections_per_origin": if proto == Proto::H1 { a.connections } else { 1 },
+            "protocol": proto.wire_name(),
+            "connections_per_origin": if proto == Proto::H1 { a.connections } else { 1 },
             "mode": if a.bulk { "bulk" } else if a.single { "single" } else { "page" },
             "clients_n": a.clients, "valid_n": valid,
             "wall_s": wall.elapsed().as_secs_f64(), "cpu_s": cpu_seconds(),

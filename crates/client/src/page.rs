@@ -28,12 +28,21 @@ pub fn metrics(objs: &[Object]) -> Option<Metrics> {
     let html = objs.first()?;
     let subs = &objs[1..];
     let plt_s = objs.iter().map(|o| o.done_s).fold(html.done_s, f64::max);
-    let fcp_s = subs.iter().map(|o| o.done_s).reduce(f64::min).unwrap_or(html.done_s);
+    let fcp_s = subs
+        .iter()
+        .map(|o| o.done_s)
+        .reduce(f64::min)
+        .unwrap_or(html.done_s);
     let lcp_s = subs
         .iter()
         .max_by(|a, b| a.bytes.cmp(&b.bytes).then(b.done_s.total_cmp(&a.done_s)))
         .map_or(html.done_s, |o| o.done_s);
-    Some(Metrics { plt_s, fcp_s, lcp_s, ttfb_s: html.ttfb_s })
+    Some(Metrics {
+        plt_s,
+        fcp_s,
+        lcp_s,
+        ttfb_s: html.ttfb_s,
+    })
 }
 
 pub struct PageResult {
@@ -58,10 +67,12 @@ impl PageResult {
             "valid": self.invalid.is_none(), "invalid_reason": self.invalid,
             "plt_s": m.map(|m| m.plt_s), "fcp_s": m.map(|m| m.fcp_s), "lcp_s": m.map(|m| m.lcp_s),
             "ttfb_s": m.map(|m| m.ttfb_s), "bytes": bytes, "objects_n": self.objects.len(),
-            "throughput_mbps": m.filter(|m| m.plt_s > 0.0).map(|m| bytes as f64 * 8.0 / m.plt_s / 1e6),
+            "throughput_mbps":
+                m.filter(|m| m.plt_s > 0.0).map(|m| bytes as f64 * 8.0 / m.plt_s / 1e6),
             // The first request's phases, cumulative from the start as curl reports them.
             "timeline": {
-                "dns_s": first_conn.and_then(|c| c.dns_s), "connect_s": first_conn.and_then(|c| c.connect_s),
+                "dns_s": first_conn.and_then(|c| c.dns_s),
+                "connect_s": first_conn.and_then(|c| c.connect_s),
                 "tls_s": first_conn.and_then(|c| c.tls_s), "first_byte_s": html.map(|o| o.ttfb_s),
                 "total_s": html.map(|o| o.done_s)},
             "connections": self.connections.iter().map(ConnInfo::to_json).collect::<Vec<_>>(),
@@ -73,7 +84,12 @@ impl PageResult {
 
 /// Load `url` and its subresources within `timeout`; or, if `single` > 0,
 /// only `url`, that many times one after another (on the same connection).
-pub async fn load(settings: Arc<Settings>, url: Url, single: usize, timeout: Duration) -> PageResult {
+pub async fn load(
+    settings: Arc<Settings>,
+    url: Url,
+    single: usize,
+    timeout: Duration,
+) -> PageResult {
     let client = settings.client;
     let proto = settings.proto;
     let f = Fetcher::new(settings);
@@ -83,7 +99,11 @@ pub async fn load(settings: Arc<Settings>, url: Url, single: usize, timeout: Dur
     let timed_out = tokio::time::timeout(timeout, run).await.is_err();
     let mut invalid = errors.first().cloned();
     if timed_out {
-        invalid = Some(format!("timed out after {} s with {} objects done", timeout.as_secs_f64(), objects.len()));
+        invalid = Some(format!(
+            "timed out after {} s with {} objects done",
+            timeout.as_secs_f64(),
+            objects.len()
+        ));
     }
     if invalid.is_none() {
         let want = proto.wire_name();
@@ -94,12 +114,38 @@ pub async fn load(settings: Arc<Settings>, url: Url, single: usize, timeout: Dur
         }
     }
     // Repeated fetches of one URL: the page metrics describe the first.
-    let objects_for_metrics = if single > 0 { &objects[..objects.len().min(1)] } else { &objects[..] };
-    let metrics = if objects_for_metrics.first().is_some_and(|o| o.url == url.to_string()) { metrics(objects_for_metrics) } else { None };
-    PageResult { client, url: url.to_string(), protocol: proto.wire_name(), objects, connections: f.connections(), metrics, invalid, errors }
+    let objects_for_metrics = if single > 0 {
+        &objects[..objects.len().min(1)]
+    } else {
+        &objects[..]
+    };
+    let metrics = if objects_for_metrics
+        .first()
+        .is_some_and(|o| o.url == url.to_string())
+    {
+        metrics(objects_for_metrics)
+    } else {
+        None
+    };
+    PageResult {
+        client,
+        url: url.to_string(),
+        protocol: proto.wire_name(),
+        objects,
+        connections: f.connections(),
+        metrics,
+        invalid,
+        errors,
+    }
 }
 
-async fn run_page(f: Arc<Fetcher>, url: Url, single: usize, objects: &mut Vec<Object>, errors: &mut Vec<String>) {
+async fn run_page(
+    f: Arc<Fetcher>,
+    url: Url,
+    single: usize,
+    objects: &mut Vec<Object>,
+    errors: &mut Vec<String>,
+) {
     if single > 0 {
         let mut sink = match f.settings.output.as_ref() {
             Some(p) => match std::fs::File::create(p) {
@@ -114,7 +160,11 @@ async fn run_page(f: Arc<Fetcher>, url: Url, single: usize, objects: &mut Vec<Ob
         for _ in 0..single {
             let q = f.now();
             // Only the first body is written.
-            match f.clone().fetch_into(url.clone(), q, false, sink.take()).await {
+            match f
+                .clone()
+                .fetch_into(url.clone(), q, false, sink.take())
+                .await
+            {
                 Ok(o) => objects.push(o),
                 Err(e) => {
                     errors.push(e);
@@ -132,19 +182,24 @@ async fn run_page(f: Arc<Fetcher>, url: Url, single: usize, objects: &mut Vec<Ob
         }
     };
     let base = url.clone();
-    let refs = html.body.as_deref().map(|b| html_refs(&String::from_utf8_lossy(b))).unwrap_or_default();
+    let refs = html
+        .body
+        .as_deref()
+        .map(|b| html_refs(&String::from_utf8_lossy(b)))
+        .unwrap_or_default();
     objects.push(html);
     let mut seen: HashSet<String> = HashSet::from([url.to_string()]);
     let mut tasks: JoinSet<(bool, Result<Object, String>)> = JoinSet::new();
-    let spawn = |tasks: &mut JoinSet<_>, base: &Url, r: &str, parse: bool, seen: &mut HashSet<String>| {
-        if let Some(u) = base.join(r) {
-            if seen.insert(u.to_string()) {
-                let f = f.clone();
-                let q = f.now();
-                tasks.spawn(async move { (parse, f.fetch(u, q, parse).await) });
+    let spawn =
+        |tasks: &mut JoinSet<_>, base: &Url, r: &str, parse: bool, seen: &mut HashSet<String>| {
+            if let Some(u) = base.join(r) {
+                if seen.insert(u.to_string()) {
+                    let f = f.clone();
+                    let q = f.now();
+                    tasks.spawn(async move { (parse, f.fetch(u, q, parse).await) });
+                }
             }
-        }
-    };
+        };
     for r in &refs {
         spawn(&mut tasks, &base, r, true, &mut seen);
     }
@@ -174,21 +229,48 @@ mod tests {
     use super::*;
 
     fn o(bytes: u64, ttfb_s: f64, done_s: f64) -> Object {
-        Object { bytes, ttfb_s, done_s, ..Default::default() }
+        Object {
+            bytes,
+            ttfb_s,
+            done_s,
+            ..Default::default()
+        }
     }
 
     #[test]
     fn metrics_follow_the_studies_definitions() {
-        let objs = [o(5_000, 0.5, 0.6), o(100_000, 0.7, 2.0), o(10_000, 0.7, 0.9), o(100_000, 0.8, 1.5), o(50, 0.9, 2.5)];
+        let objs = [
+            o(5_000, 0.5, 0.6),
+            o(100_000, 0.7, 2.0),
+            o(10_000, 0.7, 0.9),
+            o(100_000, 0.8, 1.5),
+            o(50, 0.9, 2.5),
+        ];
         let m = metrics(&objs).unwrap();
-        assert_eq!(m, Metrics { plt_s: 2.5, fcp_s: 0.9, lcp_s: 1.5, ttfb_s: 0.5 });
+        assert_eq!(
+            m,
+            Metrics {
+                plt_s: 2.5,
+                fcp_s: 0.9,
+                lcp_s: 1.5,
+                ttfb_s: 0.5
+            }
+        );
         assert!(m.ttfb_s <= m.fcp_s && m.fcp_s <= m.plt_s && m.lcp_s <= m.plt_s);
     }
 
     #[test]
     fn a_page_without_subresources_is_its_html() {
         let m = metrics(&[o(7, 0.1, 0.2)]).unwrap();
-        assert_eq!(m, Metrics { plt_s: 0.2, fcp_s: 0.2, lcp_s: 0.2, ttfb_s: 0.1 });
+        assert_eq!(
+            m,
+            Metrics {
+                plt_s: 0.2,
+                fcp_s: 0.2,
+                lcp_s: 0.2,
+                ttfb_s: 0.1
+            }
+        );
         assert!(metrics(&[]).is_none());
     }
 }

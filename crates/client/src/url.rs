@@ -35,12 +35,16 @@ impl Url {
         let cut = rest.find(['/', '?']).unwrap_or(rest.len());
         let (authority, path) = rest.split_at(cut);
         if authority.is_empty() || authority.contains('@') {
-            return Err(UrlError(format!("{s:?}: no host, or user information (not supported)")));
+            return Err(UrlError(format!(
+                "{s:?}: no host, or user information (not supported)"
+            )));
         }
         let default = if https { 443 } else { 80 };
         let (host, port) = match authority.rsplit_once(':') {
             Some((h, p)) if !h.ends_with(']') || authority.starts_with('[') => {
-                let port = p.parse::<u16>().map_err(|_| UrlError(format!("{s:?}: bad port {p:?}")))?;
+                let port = p
+                    .parse::<u16>()
+                    .map_err(|_| UrlError(format!("{s:?}: bad port {p:?}")))?;
                 (h.to_string(), port)
             }
             _ => (authority.to_string(), default),
@@ -52,7 +56,12 @@ impl Url {
         } else {
             path.to_string()
         };
-        Ok(Url { https, host: host.to_ascii_lowercase(), port, path })
+        Ok(Url {
+            https,
+            host: host.to_ascii_lowercase(),
+            port,
+            path,
+        })
     }
 
     /// `host:port` as the `Host` header and HTTP/2-3 `:authority` write it.
@@ -88,7 +97,10 @@ impl Url {
         }
         if let Some(colon) = r.find(':') {
             // A scheme (letters before the first colon, before any slash): not ours.
-            if r[..colon].chars().all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c)) {
+            if r[..colon]
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))
+            {
                 return None;
             }
         }
@@ -113,13 +125,22 @@ impl Url {
                 path.push_str(&self.path[i..]);
             }
         }
-        Some(Url { path, ..self.clone() })
+        Some(Url {
+            path,
+            ..self.clone()
+        })
     }
 }
 
 impl fmt::Display for Url {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}://{}{}", if self.https { "https" } else { "http" }, self.authority(), self.path)
+        write!(
+            f,
+            "{}://{}{}",
+            if self.https { "https" } else { "http" },
+            self.authority(),
+            self.path
+        )
     }
 }
 
@@ -164,7 +185,10 @@ mod tests {
     #[test]
     fn parses_authority_port_and_path() {
         let x = u("https://Server1.test:8443/a/b?q=1#frag");
-        assert_eq!((x.https, x.host.as_str(), x.port, x.path.as_str()), (true, "server1.test", 8443, "/a/b?q=1"));
+        assert_eq!(
+            (x.https, x.host.as_str(), x.port, x.path.as_str()),
+            (true, "server1.test", 8443, "/a/b?q=1")
+        );
         assert_eq!(u("http://h").path, "/");
         assert_eq!(u("http://h").port, 80);
         assert_eq!(u("https://h?x").path, "/?x");
@@ -179,15 +203,36 @@ mod tests {
     fn resolves_references_like_rfc3986() {
         let base = u("https://s.test/pages/shop/index.html?v=2");
         let j = |r: &str| base.join(r).map(|x| x.to_string());
-        assert_eq!(j("img/a.jpg").as_deref(), Some("https://s.test/pages/shop/img/a.jpg"));
-        assert_eq!(j("./img/a.jpg").as_deref(), Some("https://s.test/pages/shop/img/a.jpg"));
-        assert_eq!(j("../fonts/f.ttf").as_deref(), Some("https://s.test/pages/fonts/f.ttf"));
+        assert_eq!(
+            j("img/a.jpg").as_deref(),
+            Some("https://s.test/pages/shop/img/a.jpg")
+        );
+        assert_eq!(
+            j("./img/a.jpg").as_deref(),
+            Some("https://s.test/pages/shop/img/a.jpg")
+        );
+        assert_eq!(
+            j("../fonts/f.ttf").as_deref(),
+            Some("https://s.test/pages/fonts/f.ttf")
+        );
         assert_eq!(j("../../../x").as_deref(), Some("https://s.test/x"));
         assert_eq!(j("/abs.css").as_deref(), Some("https://s.test/abs.css"));
-        assert_eq!(j("//other.test/y.js").as_deref(), Some("https://other.test/y.js"));
-        assert_eq!(j("http://other.test:8080/z").as_deref(), Some("http://other.test:8080/z"));
-        assert_eq!(j("a.css?x=1#f").as_deref(), Some("https://s.test/pages/shop/a.css?x=1"));
-        assert_eq!(j("?only").as_deref(), Some("https://s.test/pages/shop/index.html?only"));
+        assert_eq!(
+            j("//other.test/y.js").as_deref(),
+            Some("https://other.test/y.js")
+        );
+        assert_eq!(
+            j("http://other.test:8080/z").as_deref(),
+            Some("http://other.test:8080/z")
+        );
+        assert_eq!(
+            j("a.css?x=1#f").as_deref(),
+            Some("https://s.test/pages/shop/a.css?x=1")
+        );
+        assert_eq!(
+            j("?only").as_deref(),
+            Some("https://s.test/pages/shop/index.html?only")
+        );
         assert_eq!(j("data:image/png;base64,AAA"), None);
         assert_eq!(j("javascript:void(0)"), None);
         assert_eq!(j("#top"), None);

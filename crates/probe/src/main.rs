@@ -29,11 +29,21 @@ struct Opts {
 }
 
 fn parse(args: &[String]) -> Opts {
-    let mut o = Opts { rest: vec![], port: 9000, duration_s: 60.0, count: 100, interval_ms: 10.0, size: 64, wait_ms: 2000.0 };
+    let mut o = Opts {
+        rest: vec![],
+        port: 9000,
+        duration_s: 60.0,
+        count: 100,
+        interval_ms: 10.0,
+        size: 64,
+        wait_ms: 2000.0,
+    };
     let mut it = args.iter();
     while let Some(a) = it.next() {
         let mut num = |name: &str| -> f64 {
-            it.next().and_then(|v| v.parse().ok()).unwrap_or_else(|| die(&format!("{name} needs a number")))
+            it.next()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or_else(|| die(&format!("{name} needs a number")))
         };
         match a.as_str() {
             "--port" => o.port = num("--port") as u16,
@@ -53,8 +63,10 @@ fn parse(args: &[String]) -> Opts {
 }
 
 fn echo(o: &Opts) {
-    let sock = UdpSocket::bind(("0.0.0.0", o.port)).unwrap_or_else(|e| die(&format!("bind port {}: {e}", o.port)));
-    sock.set_read_timeout(Some(Duration::from_secs_f64(o.duration_s.max(0.001)))).expect("timeout");
+    let sock = UdpSocket::bind(("0.0.0.0", o.port))
+        .unwrap_or_else(|e| die(&format!("bind port {}: {e}", o.port)));
+    sock.set_read_timeout(Some(Duration::from_secs_f64(o.duration_s.max(0.001))))
+        .expect("timeout");
     println!("{{\"listening\": {}}}", o.port);
     let mut buf = [0u8; 65_536];
     loop {
@@ -68,14 +80,18 @@ fn echo(o: &Opts) {
 }
 
 fn ping(o: &Opts) {
-    let target = o.rest.first().unwrap_or_else(|| die("ping needs HOST:PORT"));
+    let target = o
+        .rest
+        .first()
+        .unwrap_or_else(|| die("ping needs HOST:PORT"));
     let addr = target
         .to_socket_addrs()
         .ok()
         .and_then(|mut a| a.next())
         .unwrap_or_else(|| die(&format!("cannot resolve {target}")));
     let sock = UdpSocket::bind(("0.0.0.0", 0)).unwrap_or_else(|e| die(&format!("bind: {e}")));
-    sock.connect(addr).unwrap_or_else(|e| die(&format!("connect {addr}: {e}")));
+    sock.connect(addr)
+        .unwrap_or_else(|e| die(&format!("connect {addr}: {e}")));
     let start = Instant::now();
     let interval = Duration::from_secs_f64(o.interval_ms / 1e3);
     let mut rtt: Vec<Option<f64>> = vec![None; o.count as usize];
@@ -142,7 +158,9 @@ fn ping(o: &Opts) {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let Some(cmd) = args.first() else { die("usage: satbench-probe echo|ping ...") };
+    let Some(cmd) = args.first() else {
+        die("usage: satbench-probe echo|ping ...")
+    };
     let o = parse(&args[1..]);
     match cmd.as_str() {
         "echo" => echo(&o),

@@ -37,7 +37,9 @@ pub struct Rate {
 
 impl Rate {
     pub fn constant(bps: f64) -> Rate {
-        Rate { bps: Schedule::constant(bps) }
+        Rate {
+            bps: Schedule::constant(bps),
+        }
     }
     pub fn scheduled(bps: Schedule) -> Rate {
         Rate { bps }
@@ -129,12 +131,22 @@ impl Trace {
             opportunities.push(ms);
         }
         let Some(&last) = opportunities.last() else {
-            return Err(TraceError { line: 0, message: "trace has no delivery opportunities".into() });
+            return Err(TraceError {
+                line: 0,
+                message: "trace has no delivery opportunities".into(),
+            });
         };
         if last == 0 {
-            return Err(TraceError { line: 0, message: "trace must end after 0 ms".into() });
+            return Err(TraceError {
+                line: 0,
+                message: "trace must end after 0 ms".into(),
+            });
         }
-        Ok(Trace { opportunities, period_ms: last, current: None })
+        Ok(Trace {
+            opportunities,
+            period_ms: last,
+            current: None,
+        })
     }
 
     fn time_of(&self, idx: u64) -> Instant {
@@ -162,7 +174,8 @@ impl Trace {
 
     /// Mean rate of the trace in bit/s.
     pub fn mean_bps(&self) -> f64 {
-        self.opportunities.len() as f64 * TRACE_OPPORTUNITY_BYTES as f64 * 8.0 / (self.period_ms as f64 / 1e3)
+        self.opportunities.len() as f64 * TRACE_OPPORTUNITY_BYTES as f64 * 8.0
+            / (self.period_ms as f64 / 1e3)
     }
 }
 
@@ -173,7 +186,10 @@ impl Capacity for Trace {
         // An opportunity used up by earlier packets cannot serve this one.
         let (mut idx, mut left) = match self.current {
             Some((i, l)) if l > 0 && self.time_of(i) >= start => (i, l),
-            Some((i, _)) => (self.first_at_or_after(start).max(i + 1), TRACE_OPPORTUNITY_BYTES),
+            Some((i, _)) => (
+                self.first_at_or_after(start).max(i + 1),
+                TRACE_OPPORTUNITY_BYTES,
+            ),
             None => (self.first_at_or_after(start), TRACE_OPPORTUNITY_BYTES),
         };
         let mut need = bytes;
@@ -197,7 +213,10 @@ mod tests {
     #[test]
     fn constant_rate_exact() {
         let mut r = Rate::constant(10e6);
-        assert_eq!(r.finish(Instant::ZERO, 1500), Some(Instant::from_micros(1200)));
+        assert_eq!(
+            r.finish(Instant::ZERO, 1500),
+            Some(Instant::from_micros(1200))
+        );
     }
 
     #[test]
@@ -206,16 +225,25 @@ mod tests {
         // 4000 bits in the first 0.5 ms, the remaining 4000 take 0.25 ms.
         let s = Schedule::new(&[(0.0, 8e6), (0.0005, 16e6)], 0.0).unwrap();
         let mut r = Rate::scheduled(s);
-        assert_eq!(r.finish(Instant::ZERO, 1000), Some(Instant::from_micros(750)));
+        assert_eq!(
+            r.finish(Instant::ZERO, 1000),
+            Some(Instant::from_micros(750))
+        );
     }
 
     #[test]
     fn outage_waits_for_capacity() {
         let s = Schedule::new(&[(0.0, 0.0), (1.0, 12e6)], 0.0).unwrap();
         let mut r = Rate::scheduled(s);
-        assert_eq!(r.finish(Instant::ZERO, 1500), Some(Instant::from_millis(1001)));
+        assert_eq!(
+            r.finish(Instant::ZERO, 1500),
+            Some(Instant::from_millis(1001))
+        );
         let never = Schedule::new(&[(0.0, 1e6), (1.0, 0.0)], 0.0).unwrap();
-        assert_eq!(Rate::scheduled(never).finish(Instant::from_secs_f64(2.0), 1), None);
+        assert_eq!(
+            Rate::scheduled(never).finish(Instant::from_secs_f64(2.0), 1),
+            None
+        );
     }
 
     #[test]
@@ -235,7 +263,10 @@ mod tests {
         assert_eq!(t.finish(Instant::ZERO, 1500), Some(Instant::from_millis(1)));
         assert_eq!(t.finish(Instant::ZERO, 1500), Some(Instant::from_millis(1)));
         assert_eq!(t.finish(Instant::ZERO, 1500), Some(Instant::from_millis(3)));
-        assert_eq!(t.finish(Instant::from_millis(3), 1500), Some(Instant::from_millis(4)));
+        assert_eq!(
+            t.finish(Instant::from_millis(3), 1500),
+            Some(Instant::from_millis(4))
+        );
     }
 
     #[test]
@@ -249,7 +280,10 @@ mod tests {
         // A packet arriving after an opportunity cannot use its leftover.
         let mut t = Trace::parse("10\n").unwrap();
         assert_eq!(t.finish(Instant::ZERO, 100), Some(Instant::from_millis(10)));
-        assert_eq!(t.finish(Instant::from_millis(11), 100), Some(Instant::from_millis(20)));
+        assert_eq!(
+            t.finish(Instant::from_millis(11), 100),
+            Some(Instant::from_millis(20))
+        );
     }
 
     #[test]

@@ -51,19 +51,33 @@ pub struct DirectionConfig {
 pub enum RateConfig {
     #[default]
     Unlimited,
-    Constant { bps: f64 },
+    Constant {
+        bps: f64,
+    },
     /// (seconds, bit/s) breakpoints; period 0 = no repetition.
-    Schedule { points: Vec<(f64, f64)>, #[serde(default)] period_s: f64 },
+    Schedule {
+        points: Vec<(f64, f64)>,
+        #[serde(default)]
+        period_s: f64,
+    },
     /// A Mahimahi trace file.
-    Trace { path: String },
+    Trace {
+        path: String,
+    },
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum DelayConfig {
-    Constant { ms: f64 },
+    Constant {
+        ms: f64,
+    },
     /// (seconds, milliseconds) breakpoints.
-    Schedule { points: Vec<(f64, f64)>, #[serde(default)] period_s: f64 },
+    Schedule {
+        points: Vec<(f64, f64)>,
+        #[serde(default)]
+        period_s: f64,
+    },
 }
 
 impl Default for DelayConfig {
@@ -77,8 +91,12 @@ impl Default for DelayConfig {
 pub enum JitterConfig {
     #[default]
     None,
-    Uniform { ms: f64 },
-    Normal { ms: f64 },
+    Uniform {
+        ms: f64,
+    },
+    Normal {
+        ms: f64,
+    },
 }
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
@@ -95,10 +113,16 @@ pub struct QueueConfig {
 pub enum LimitConfig {
     #[default]
     Unlimited,
-    Packets { n: u32 },
-    Bytes { n: u64 },
+    Packets {
+        n: u32,
+    },
+    Bytes {
+        n: u64,
+    },
     /// Milliseconds of data at the link's nominal rate.
-    Ms { ms: f64 },
+    Ms {
+        ms: f64,
+    },
 }
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
@@ -106,7 +130,12 @@ pub enum LimitConfig {
 pub enum AqmConfig {
     #[default]
     DropTail,
-    Codel { #[serde(default = "codel_target")] target_ms: f64, #[serde(default = "codel_interval")] interval_ms: f64 },
+    Codel {
+        #[serde(default = "codel_target")]
+        target_ms: f64,
+        #[serde(default = "codel_interval")]
+        interval_ms: f64,
+    },
 }
 
 fn codel_target() -> f64 {
@@ -119,11 +148,26 @@ fn codel_interval() -> f64 {
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum LossConfig {
-    Bernoulli { p: f64 },
+    Bernoulli {
+        p: f64,
+    },
     /// (seconds, probability) breakpoints.
-    Schedule { points: Vec<(f64, f64)>, #[serde(default)] period_s: f64 },
-    Gilbert { p: f64, r: f64, #[serde(default)] loss_good: f64, #[serde(default = "one")] loss_bad: f64 },
-    Ber { ber: f64 },
+    Schedule {
+        points: Vec<(f64, f64)>,
+        #[serde(default)]
+        period_s: f64,
+    },
+    Gilbert {
+        p: f64,
+        r: f64,
+        #[serde(default)]
+        loss_good: f64,
+        #[serde(default = "one")]
+        loss_bad: f64,
+    },
+    Ber {
+        ber: f64,
+    },
 }
 
 fn one() -> f64 {
@@ -144,7 +188,10 @@ impl core::fmt::Display for ConfigError {
 }
 
 fn err<T>(field: impl Into<String>, message: impl Into<String>) -> Result<T, ConfigError> {
-    Err(ConfigError { field: field.into(), message: message.into() })
+    Err(ConfigError {
+        field: field.into(),
+        message: message.into(),
+    })
 }
 
 fn check_prob(field: &str, p: f64) -> Result<(), ConfigError> {
@@ -154,13 +201,21 @@ fn check_prob(field: &str, p: f64) -> Result<(), ConfigError> {
     Ok(())
 }
 
-fn schedule(field: &str, points: &[(f64, f64)], period_s: f64, scale: f64) -> Result<Schedule, ConfigError> {
+fn schedule(
+    field: &str,
+    points: &[(f64, f64)],
+    period_s: f64,
+    scale: f64,
+) -> Result<Schedule, ConfigError> {
     if !(period_s >= 0.0) {
         return err(format!("{field}.period_s"), "must be zero or positive");
     }
     let pts: Vec<(f64, f64)> = points.iter().map(|&(t, v)| (t, v * scale)).collect();
     if let Some((i, _)) = pts.iter().enumerate().find(|(_, p)| !(p.0 >= 0.0)) {
-        return err(format!("{field}.points[{i}]"), "time must be zero or positive");
+        return err(
+            format!("{field}.points[{i}]"),
+            "time must be zero or positive",
+        );
     }
     Schedule::new(&pts, period_s).or_else(|e| err(format!("{field}.points"), e.to_string()))
 }
@@ -170,44 +225,75 @@ impl DirectionConfig {
     pub fn validate(&self, name: &str) -> Result<(), ConfigError> {
         match &self.rate {
             RateConfig::Constant { bps } if !(*bps > 0.0) => {
-                return err(format!("{name}.rate.bps"), format!("rate must be positive, got {bps}"))
+                return err(
+                    format!("{name}.rate.bps"),
+                    format!("rate must be positive, got {bps}"),
+                )
             }
             RateConfig::Schedule { points, .. } => {
                 if let Some((i, p)) = points.iter().enumerate().find(|(_, p)| !(p.1 >= 0.0)) {
-                    return err(format!("{name}.rate.points[{i}]"), format!("rate must be zero or positive, got {}", p.1));
+                    return err(
+                        format!("{name}.rate.points[{i}]"),
+                        format!("rate must be zero or positive, got {}", p.1),
+                    );
                 }
             }
             _ => {}
         }
         match &self.delay {
             DelayConfig::Constant { ms } if !(*ms >= 0.0) => {
-                return err(format!("{name}.delay.ms"), format!("delay must be zero or positive, got {ms}"))
+                return err(
+                    format!("{name}.delay.ms"),
+                    format!("delay must be zero or positive, got {ms}"),
+                )
             }
             DelayConfig::Schedule { points, .. } => {
                 if let Some((i, p)) = points.iter().enumerate().find(|(_, p)| !(p.1 >= 0.0)) {
-                    return err(format!("{name}.delay.points[{i}]"), format!("delay must be zero or positive, got {}", p.1));
+                    return err(
+                        format!("{name}.delay.points[{i}]"),
+                        format!("delay must be zero or positive, got {}", p.1),
+                    );
                 }
             }
             _ => {}
         }
         match self.jitter {
             JitterConfig::Uniform { ms } | JitterConfig::Normal { ms } if !(ms >= 0.0) => {
-                return err(format!("{name}.jitter.ms"), format!("jitter must be zero or positive, got {ms}"))
+                return err(
+                    format!("{name}.jitter.ms"),
+                    format!("jitter must be zero or positive, got {ms}"),
+                )
             }
             _ => {}
         }
         match self.queue.limit {
-            LimitConfig::Packets { n: 0 } => return err(format!("{name}.queue.limit.n"), "must be at least 1"),
-            LimitConfig::Bytes { n: 0 } => return err(format!("{name}.queue.limit.n"), "must be at least 1"),
-            LimitConfig::Ms { ms } if !(ms > 0.0) => return err(format!("{name}.queue.limit.ms"), "must be positive"),
+            LimitConfig::Packets { n: 0 } => {
+                return err(format!("{name}.queue.limit.n"), "must be at least 1")
+            }
+            LimitConfig::Bytes { n: 0 } => {
+                return err(format!("{name}.queue.limit.n"), "must be at least 1")
+            }
+            LimitConfig::Ms { ms } if !(ms > 0.0) => {
+                return err(format!("{name}.queue.limit.ms"), "must be positive")
+            }
             LimitConfig::Ms { .. } if matches!(self.rate, RateConfig::Unlimited) => {
-                return err(format!("{name}.queue.limit"), "a limit in milliseconds needs a finite rate")
+                return err(
+                    format!("{name}.queue.limit"),
+                    "a limit in milliseconds needs a finite rate",
+                )
             }
             _ => {}
         }
-        if let AqmConfig::Codel { target_ms, interval_ms } = self.queue.aqm {
+        if let AqmConfig::Codel {
+            target_ms,
+            interval_ms,
+        } = self.queue.aqm
+        {
             if !(target_ms > 0.0) || !(interval_ms > 0.0) {
-                return err(format!("{name}.queue.aqm"), "CoDel target and interval must be positive");
+                return err(
+                    format!("{name}.queue.aqm"),
+                    "CoDel target and interval must be positive",
+                );
             }
         }
         for (i, l) in self.loss.iter().enumerate() {
@@ -219,7 +305,12 @@ impl DirectionConfig {
                         check_prob(&format!("{f}.points[{j}]"), p)?;
                     }
                 }
-                LossConfig::Gilbert { p, r, loss_good, loss_bad } => {
+                LossConfig::Gilbert {
+                    p,
+                    r,
+                    loss_good,
+                    loss_bad,
+                } => {
                     check_prob(&format!("{f}.p"), p)?;
                     check_prob(&format!("{f}.r"), r)?;
                     check_prob(&format!("{f}.loss_good"), loss_good)?;
@@ -232,19 +323,30 @@ impl DirectionConfig {
     }
 
     /// Build the model. `phase_ns` aligns schedules; `rng` seeds this direction.
-    pub fn build<T: Send + 'static>(&self, name: &str, phase_ns: u64, rng: Rng) -> Result<Direction<T>, ConfigError> {
+    pub fn build<T: Send + 'static>(
+        &self,
+        name: &str,
+        phase_ns: u64,
+        rng: Rng,
+    ) -> Result<Direction<T>, ConfigError> {
         self.validate(name)?;
         let (capacity, limited): (Box<dyn Capacity>, bool) = match &self.rate {
             RateConfig::Unlimited => (Box::new(Unlimited), false),
             RateConfig::Constant { bps } => (Box::new(Rate::constant(*bps)), true),
             RateConfig::Schedule { points, period_s } => {
-                let s = schedule(&format!("{name}.rate"), points, *period_s, 1.0)?.with_phase(phase_ns);
+                let s =
+                    schedule(&format!("{name}.rate"), points, *period_s, 1.0)?.with_phase(phase_ns);
                 (Box::new(Rate::scheduled(s)), true)
             }
             RateConfig::Trace { path } => {
-                let text = std::fs::read_to_string(path)
-                    .or_else(|e| err(format!("{name}.rate.path"), format!("cannot read {path}: {e}")))?;
-                let t = Trace::parse(&text).or_else(|e| err(format!("{name}.rate.path"), format!("{path}: {e}")))?;
+                let text = std::fs::read_to_string(path).or_else(|e| {
+                    err(
+                        format!("{name}.rate.path"),
+                        format!("cannot read {path}: {e}"),
+                    )
+                })?;
+                let t = Trace::parse(&text)
+                    .or_else(|e| err(format!("{name}.rate.path"), format!("{path}: {e}")))?;
                 (Box::new(t), true)
             }
         };
@@ -259,7 +361,10 @@ impl DirectionConfig {
         };
         let queue: Box<dyn Queue<T>> = match self.queue.aqm {
             AqmConfig::DropTail => Box::new(DropTail::new(limit)),
-            AqmConfig::Codel { target_ms, interval_ms } => Box::new(CoDel::new(
+            AqmConfig::Codel {
+                target_ms,
+                interval_ms,
+            } => Box::new(CoDel::new(
                 limit,
                 Duration::from_secs_f64(target_ms / 1e3),
                 Duration::from_secs_f64(interval_ms / 1e3),
@@ -281,15 +386,27 @@ impl DirectionConfig {
             losses.push(match l {
                 LossConfig::Bernoulli { p } => Box::new(Bernoulli::new(*p)),
                 LossConfig::Schedule { points, period_s } => Box::new(Bernoulli::scheduled(
-                    schedule(&format!("{name}.loss[{i}]"), points, *period_s, 1.0)?.with_phase(phase_ns),
+                    schedule(&format!("{name}.loss[{i}]"), points, *period_s, 1.0)?
+                        .with_phase(phase_ns),
                 )),
-                LossConfig::Gilbert { p, r, loss_good, loss_bad } => {
-                    Box::new(GilbertElliott::new(*p, *r, *loss_good, *loss_bad))
-                }
+                LossConfig::Gilbert {
+                    p,
+                    r,
+                    loss_good,
+                    loss_bad,
+                } => Box::new(GilbertElliott::new(*p, *r, *loss_good, *loss_bad)),
                 LossConfig::Ber { ber } => Box::new(BitErrorRate::new(*ber)),
             });
         }
-        Ok(Direction::new(queue, capacity, limited, losses, Delay::scheduled(base, jitter), self.reorder, rng))
+        Ok(Direction::new(
+            queue,
+            capacity,
+            limited,
+            losses,
+            Delay::scheduled(base, jitter),
+            self.reorder,
+            rng,
+        ))
     }
 }
 
@@ -316,9 +433,11 @@ mod tests {
     fn parses_full_config() {
         let c = LinkConfig::from_json(
             r#"{"seed": 7, "forward": {"rate": {"kind": "constant", "bps": 1e7},
-                 "delay": {"kind": "constant", "ms": 265}, "queue": {"limit": {"kind": "ms", "ms": 200}},
+                 "delay": {"kind": "constant", "ms": 265},
+                 "queue": {"limit": {"kind": "ms", "ms": 200}},
                  "loss": [{"kind": "ber", "ber": 1e-6}]},
-                "return": {"rate": {"kind": "schedule", "points": [[0, 1e6], [1, 2e6]], "period_s": 2},
+                "return": {"rate": {"kind": "schedule", "points": [[0, 1e6], [1, 2e6]],
+                                    "period_s": 2},
                  "queue": {"limit": {"kind": "packets", "n": 25}, "aqm": {"kind": "codel"}}}}"#,
         )
         .unwrap();
@@ -343,7 +462,12 @@ mod tests {
 
     #[test]
     fn unreadable_trace_names_path() {
-        let c = DirectionConfig { rate: RateConfig::Trace { path: "/nonexistent/trace".into() }, ..Default::default() };
+        let c = DirectionConfig {
+            rate: RateConfig::Trace {
+                path: "/nonexistent/trace".into(),
+            },
+            ..Default::default()
+        };
         let e = c.build::<u32>("forward", 0, Rng::new(0)).err().unwrap();
         assert_eq!(e.field, "forward.rate.path");
         assert!(e.message.contains("/nonexistent/trace"));

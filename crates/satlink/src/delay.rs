@@ -27,7 +27,10 @@ pub struct Delay {
 
 impl Delay {
     pub fn constant(d: Duration) -> Delay {
-        Delay { base_s: Schedule::constant(d.as_secs_f64()), jitter: Jitter::None }
+        Delay {
+            base_s: Schedule::constant(d.as_secs_f64()),
+            jitter: Jitter::None,
+        }
     }
     pub fn scheduled(base_s: Schedule, jitter: Jitter) -> Delay {
         Delay { base_s, jitter }
@@ -89,13 +92,23 @@ impl<T> Ord for Timed<T> {
 
 impl<T> DelayLine<T> {
     pub fn new(reorder: bool) -> DelayLine<T> {
-        DelayLine { fifo: VecDeque::new(), heap: BinaryHeap::new(), reorder, last_release: Instant::ZERO, seq: 0 }
+        DelayLine {
+            fifo: VecDeque::new(),
+            heap: BinaryHeap::new(),
+            reorder,
+            last_release: Instant::ZERO,
+            seq: 0,
+        }
     }
 
     pub fn push(&mut self, at: Instant, data: T) {
         if self.reorder {
             self.seq += 1;
-            self.heap.push(Reverse(Timed { at, seq: self.seq, data }));
+            self.heap.push(Reverse(Timed {
+                at,
+                seq: self.seq,
+                data,
+            }));
         } else {
             let at = at.max(self.last_release);
             self.last_release = at;
@@ -147,13 +160,17 @@ mod tests {
     fn constant_delay_exact() {
         let d = Delay::constant(Duration::from_millis(265));
         let mut rng = Rng::new(0);
-        assert_eq!(d.sample(Instant::from_millis(3), &mut rng), Duration::from_millis(265));
+        assert_eq!(
+            d.sample(Instant::from_millis(3), &mut rng),
+            Duration::from_millis(265)
+        );
         assert!(d.is_fixed());
     }
 
     #[test]
     fn jitter_bounds_and_mean() {
-        let d = Delay::constant(Duration::from_millis(100)).with_jitter(Jitter::Uniform(Duration::from_millis(10)));
+        let d = Delay::constant(Duration::from_millis(100))
+            .with_jitter(Jitter::Uniform(Duration::from_millis(10)));
         let mut rng = Rng::new(4);
         let n = 20_000;
         let mut sum = 0.0;

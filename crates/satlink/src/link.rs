@@ -1,7 +1,8 @@
 //! One direction of the emulated link, composed of one-concern pieces:
 //!
 //! ```text
-//! on_packet -> [queue discipline] -> [capacity: serialisation] -> [loss] -> [delay line] -> poll_transmit
+//! on_packet -> [queue discipline] -> [capacity: serialisation] -> [loss] -> [delay line]
+//!           -> poll_transmit
 //! ```
 //!
 //! Sans-IO: the caller passes the time to every call and asks `poll_timeout`
@@ -68,7 +69,12 @@ impl<T: Send> Direction<T> {
     pub fn on_packet(&mut self, now: Instant, data: T, bytes: u32, packets: u32) {
         self.advance(now);
         self.counters.offered.add(packets, bytes);
-        let e = Entry { data, bytes, packets, enqueued: now };
+        let e = Entry {
+            data,
+            bytes,
+            packets,
+            enqueued: now,
+        };
         if let Err(e) = self.queue.enqueue(now, e) {
             self.counters.dropped.queue.add(e.packets, e.bytes);
         } else {
@@ -105,7 +111,9 @@ impl<T: Send> Direction<T> {
     pub fn report(&self) -> CountersReport {
         let c = &self.counters;
         let d = &c.dropped;
-        let gone = |f: fn(&Tally) -> u64| f(&c.delivered) + f(&d.queue) + f(&d.aqm) + f(&d.loss) + f(&d.outage);
+        let gone = |f: fn(&Tally) -> u64| {
+            f(&c.delivered) + f(&d.queue) + f(&d.aqm) + f(&d.loss) + f(&d.outage)
+        };
         let in_flight = Tally {
             packets: c.offered.packets - gone(|t| t.packets),
             bytes: c.offered.bytes - gone(|t| t.bytes),
@@ -125,7 +133,9 @@ impl<T: Send> Direction<T> {
                 self.depart(fin, e);
             }
             // The link is idle: start the next packet at its logical start time.
-            let Some(head) = self.queue.head_enqueued() else { return };
+            let Some(head) = self.queue.head_enqueued() else {
+                return;
+            };
             let at = head.max(self.link_free_at).min(now);
             let Some(e) = self.queue.dequeue(at, &mut self.scratch) else {
                 self.count_aqm_drops();
@@ -171,7 +181,13 @@ mod tests {
     use crate::queue::{DropTail, Limit};
     use std::time::Duration;
 
-    fn direction(cap: Box<dyn Capacity>, limited: bool, loss: Vec<Box<dyn Loss>>, delay_ms: u64, limit: Limit) -> Direction<u32> {
+    fn direction(
+        cap: Box<dyn Capacity>,
+        limited: bool,
+        loss: Vec<Box<dyn Loss>>,
+        delay_ms: u64,
+        limit: Limit,
+    ) -> Direction<u32> {
         Direction::new(
             Box::new(DropTail::new(limit)),
             cap,
@@ -221,7 +237,13 @@ mod tests {
     #[test]
     fn serialisation_then_delay() {
         // 10 Mbit/s, 1500-byte packets: 1.2 ms each; 3 back to back at t=0.
-        let mut d = direction(Box::new(Rate::constant(10e6)), true, vec![], 100, Limit::Unlimited);
+        let mut d = direction(
+            Box::new(Rate::constant(10e6)),
+            true,
+            vec![],
+            100,
+            Limit::Unlimited,
+        );
         let arr: Vec<_> = (0..3).map(|i| (Instant::ZERO, i, 1500)).collect();
         let out = run(&mut d, &arr);
         let times: Vec<u64> = out.iter().map(|o| o.0.as_nanos()).collect();
@@ -237,8 +259,16 @@ mod tests {
     fn delivered_rate_matches_rate() {
         // Offer 20 Mbit/s to a 10 Mbit/s link for one second with a big queue:
         // deliveries are spaced exactly 1.2 ms apart.
-        let mut d = direction(Box::new(Rate::constant(10e6)), true, vec![], 0, Limit::Unlimited);
-        let arr: Vec<_> = (0..1666u32).map(|i| (Instant::from_micros(600 * i as u64), i, 1500)).collect();
+        let mut d = direction(
+            Box::new(Rate::constant(10e6)),
+            true,
+            vec![],
+            0,
+            Limit::Unlimited,
+        );
+        let arr: Vec<_> = (0..1666u32)
+            .map(|i| (Instant::from_micros(600 * i as u64), i, 1500))
+            .collect();
         let out = run(&mut d, &arr);
         assert_eq!(out.len(), 1666);
         for w in out.windows(2) {
@@ -250,7 +280,13 @@ mod tests {
     fn delivered_rate_matches_trace() {
         // A trace with 1 opportunity per ms for 100 ms, 1504-byte packets, saturated.
         let text: String = (1..=100).map(|i| format!("{i}\n")).collect();
-        let mut d = direction(Box::new(Trace::parse(&text).unwrap()), true, vec![], 0, Limit::Unlimited);
+        let mut d = direction(
+            Box::new(Trace::parse(&text).unwrap()),
+            true,
+            vec![],
+            0,
+            Limit::Unlimited,
+        );
         let arr: Vec<_> = (0..300u32).map(|i| (Instant::ZERO, i, 1504)).collect();
         let out = run(&mut d, &arr);
         // One packet per ms: 300 packets over 300 ms.
@@ -262,7 +298,13 @@ mod tests {
 
     #[test]
     fn tail_drop_counts() {
-        let mut d = direction(Box::new(Rate::constant(1e6)), true, vec![], 0, Limit::Packets(2));
+        let mut d = direction(
+            Box::new(Rate::constant(1e6)),
+            true,
+            vec![],
+            0,
+            Limit::Packets(2),
+        );
         // Packet 0 goes on the wire, 1 and 2 wait, 3 and 4 are dropped.
         for i in 0..5 {
             d.on_packet(Instant::ZERO, i, 1000, 1);
@@ -274,20 +316,41 @@ mod tests {
 
     #[test]
     fn loss_counted_and_consistent() {
-        let mut d = direction(Box::new(Unlimited), false, vec![Box::new(Bernoulli::new(0.1))], 10, Limit::Unlimited);
+        let mut d = direction(
+            Box::new(Unlimited),
+            false,
+            vec![Box::new(Bernoulli::new(0.1))],
+            10,
+            Limit::Unlimited,
+        );
         assert!(d.needs_segments());
-        let arr: Vec<_> = (0..10_000u32).map(|i| (Instant::from_micros(i as u64 * 100), i, 1000)).collect();
+        let arr: Vec<_> = (0..10_000u32)
+            .map(|i| (Instant::from_micros(i as u64 * 100), i, 1000))
+            .collect();
         let out = run(&mut d, &arr);
         let r = d.report();
         assert_eq!(out.len() as u64 + r.dropped.loss.packets, 10_000);
         let rate = r.dropped.loss.packets as f64 / 1e4;
-        assert!((rate - 0.1).abs() < 5.0 * (0.1f64 * 0.9 / 1e4).sqrt(), "loss rate {rate}");
+        assert!(
+            (rate - 0.1).abs() < 5.0 * (0.1f64 * 0.9 / 1e4).sqrt(),
+            "loss rate {rate}"
+        );
     }
 
     #[test]
     fn same_seed_same_losses() {
-        let mk = || direction(Box::new(Unlimited), false, vec![Box::new(Bernoulli::new(0.3))], 1, Limit::Unlimited);
-        let arr: Vec<_> = (0..1000u32).map(|i| (Instant::from_micros(i as u64 * 10), i, 100)).collect();
+        let mk = || {
+            direction(
+                Box::new(Unlimited),
+                false,
+                vec![Box::new(Bernoulli::new(0.3))],
+                1,
+                Limit::Unlimited,
+            )
+        };
+        let arr: Vec<_> = (0..1000u32)
+            .map(|i| (Instant::from_micros(i as u64 * 10), i, 100))
+            .collect();
         let a = run(&mut mk(), &arr);
         let b = run(&mut mk(), &arr);
         assert_eq!(a, b);
@@ -296,7 +359,13 @@ mod tests {
     #[test]
     fn outage_forever_drops() {
         let s = crate::schedule::Schedule::new(&[(0.0, 1e6), (1.0, 0.0)], 0.0).unwrap();
-        let mut d = direction(Box::new(Rate::scheduled(s)), true, vec![], 0, Limit::Unlimited);
+        let mut d = direction(
+            Box::new(Rate::scheduled(s)),
+            true,
+            vec![],
+            0,
+            Limit::Unlimited,
+        );
         d.on_packet(Instant::from_secs_f64(2.0), 1, 100, 1);
         assert_eq!(d.report().dropped.outage.packets, 1);
         assert_eq!(d.poll_timeout(), None);

@@ -18,7 +18,9 @@ pub struct Bernoulli {
 
 impl Bernoulli {
     pub fn new(p: f64) -> Bernoulli {
-        Bernoulli { p: Schedule::constant(p) }
+        Bernoulli {
+            p: Schedule::constant(p),
+        }
     }
     pub fn scheduled(p: Schedule) -> Bernoulli {
         Bernoulli { p }
@@ -48,19 +50,33 @@ pub struct GilbertElliott {
 
 impl GilbertElliott {
     pub fn new(p: f64, r: f64, loss_good: f64, loss_bad: f64) -> GilbertElliott {
-        GilbertElliott { p, r, loss_good, loss_bad, bad: false }
+        GilbertElliott {
+            p,
+            r,
+            loss_good,
+            loss_bad,
+            bad: false,
+        }
     }
 
     /// Long-run fraction of packets lost.
     pub fn stationary_loss(&self) -> f64 {
-        let pi_bad = if self.p + self.r > 0.0 { self.p / (self.p + self.r) } else { 0.0 };
+        let pi_bad = if self.p + self.r > 0.0 {
+            self.p / (self.p + self.r)
+        } else {
+            0.0
+        };
         pi_bad * self.loss_bad + (1.0 - pi_bad) * self.loss_good
     }
 }
 
 impl Loss for GilbertElliott {
     fn lose(&mut self, _now: Instant, _bytes: u32, rng: &mut Rng) -> bool {
-        let lost = rng.chance(if self.bad { self.loss_bad } else { self.loss_good });
+        let lost = rng.chance(if self.bad {
+            self.loss_bad
+        } else {
+            self.loss_good
+        });
         let flip = rng.chance(if self.bad { self.r } else { self.p });
         if flip {
             self.bad = !self.bad;
@@ -77,7 +93,9 @@ pub struct BitErrorRate {
 
 impl BitErrorRate {
     pub fn new(ber: f64) -> BitErrorRate {
-        BitErrorRate { ln_survive_bit: (-ber).ln_1p() }
+        BitErrorRate {
+            ln_survive_bit: (-ber).ln_1p(),
+        }
     }
 
     /// Probability that a packet of `bytes` has at least one bit error.
@@ -101,7 +119,10 @@ mod tests {
     fn assert_binomial(lost: u64, n: u64, p: f64) {
         let mean = n as f64 * p;
         let sd = (n as f64 * p * (1.0 - p)).sqrt();
-        assert!((lost as f64 - mean).abs() < 5.0 * sd, "lost {lost} of {n}, expected {mean:.1} +- {sd:.1}");
+        assert!(
+            (lost as f64 - mean).abs() < 5.0 * sd,
+            "lost {lost} of {n}, expected {mean:.1} +- {sd:.1}"
+        );
     }
 
     #[test]
@@ -109,7 +130,9 @@ mod tests {
         let mut rng = Rng::new(1);
         let mut l = Bernoulli::new(0.03);
         let n = 200_000;
-        let lost = (0..n).filter(|_| l.lose(Instant::ZERO, 1500, &mut rng)).count() as u64;
+        let lost = (0..n)
+            .filter(|_| l.lose(Instant::ZERO, 1500, &mut rng))
+            .count() as u64;
         assert_binomial(lost, n, 0.03);
     }
 
@@ -140,7 +163,9 @@ mod tests {
         let mut rng = Rng::new(9);
         let mut l = BitErrorRate::new(1e-5);
         let n = 100_000;
-        let lost = (0..n).filter(|_| l.lose(Instant::ZERO, 1500, &mut rng)).count() as u64;
+        let lost = (0..n)
+            .filter(|_| l.lose(Instant::ZERO, 1500, &mut rng))
+            .count() as u64;
         assert_binomial(lost, n, b.packet_loss(1500));
     }
 
@@ -167,7 +192,10 @@ mod tests {
         assert!((mean_burst - 4.0).abs() < 0.25, "mean burst {mean_burst}");
         let rate = lost_total as f64 / n as f64;
         let expect = ge.stationary_loss();
-        assert!((rate - expect).abs() / expect < 0.1, "loss {rate} vs {expect}");
+        assert!(
+            (rate - expect).abs() / expect < 0.1,
+            "loss {rate} vs {expect}"
+        );
         // Bursty: far more long runs than independent loss at the same rate would give.
         let long = bursts.iter().filter(|&&b| b >= 8).count() as f64 / bursts.len() as f64;
         assert!(long > 0.05, "share of bursts >= 8: {long}");

@@ -49,12 +49,22 @@ mod tests {
     #[test]
     fn header_and_record() {
         let mut w = PcapWriter::new(Vec::new()).unwrap();
-        w.write(1_700_000_000_123_456_789, &[0x45, 0, 0, 20]).unwrap();
+        w.write(1_700_000_000_123_456_789, &[0x45, 0, 0, 20])
+            .unwrap();
         let b = w.out;
         assert_eq!(&b[0..4], &MAGIC_NANOS.to_le_bytes());
-        assert_eq!(u32::from_le_bytes(b[20..24].try_into().unwrap()), LINKTYPE_RAW);
-        assert_eq!(u32::from_le_bytes(b[24..28].try_into().unwrap()), 1_700_000_000);
-        assert_eq!(u32::from_le_bytes(b[28..32].try_into().unwrap()), 123_456_789);
+        assert_eq!(
+            u32::from_le_bytes(b[20..24].try_into().unwrap()),
+            LINKTYPE_RAW
+        );
+        assert_eq!(
+            u32::from_le_bytes(b[24..28].try_into().unwrap()),
+            1_700_000_000
+        );
+        assert_eq!(
+            u32::from_le_bytes(b[28..32].try_into().unwrap()),
+            123_456_789
+        );
         assert_eq!(u32::from_le_bytes(b[32..36].try_into().unwrap()), 4);
         assert_eq!(&b[40..44], &[0x45, 0, 0, 20]);
     }

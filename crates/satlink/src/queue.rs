@@ -45,7 +45,11 @@ pub struct DropTail<T> {
 
 impl<T> DropTail<T> {
     pub fn new(limit: Limit) -> DropTail<T> {
-        DropTail { q: VecDeque::new(), bytes: 0, limit }
+        DropTail {
+            q: VecDeque::new(),
+            bytes: 0,
+            limit,
+        }
     }
 
     fn fits(&self, e: &Entry<T>) -> bool {
@@ -170,7 +174,11 @@ impl<T: Send> Queue<T> for CoDel<T> {
             (p, _) = self.do_dequeue(now);
             self.dropping = true;
             let delta = self.count.saturating_sub(self.lastcount);
-            self.count = if delta > 1 && now - self.drop_next < self.interval * 16 { delta } else { 1 };
+            self.count = if delta > 1 && now - self.drop_next < self.interval * 16 {
+                delta
+            } else {
+                1
+            };
             self.drop_next = self.control_law(now, self.count);
             self.lastcount = self.count;
         }
@@ -192,15 +200,29 @@ mod tests {
     use super::*;
 
     fn entry(id: u32, bytes: u32, at: Instant) -> Entry<u32> {
-        Entry { data: id, bytes, packets: 1, enqueued: at }
+        Entry {
+            data: id,
+            bytes,
+            packets: 1,
+            enqueued: at,
+        }
     }
 
     #[test]
     fn droptail_packet_limit() {
         let mut q = DropTail::new(Limit::Packets(2));
-        assert!(q.enqueue(Instant::ZERO, entry(1, 100, Instant::ZERO)).is_ok());
-        assert!(q.enqueue(Instant::ZERO, entry(2, 100, Instant::ZERO)).is_ok());
-        assert_eq!(q.enqueue(Instant::ZERO, entry(3, 100, Instant::ZERO)).unwrap_err().data, 3);
+        assert!(q
+            .enqueue(Instant::ZERO, entry(1, 100, Instant::ZERO))
+            .is_ok());
+        assert!(q
+            .enqueue(Instant::ZERO, entry(2, 100, Instant::ZERO))
+            .is_ok());
+        assert_eq!(
+            q.enqueue(Instant::ZERO, entry(3, 100, Instant::ZERO))
+                .unwrap_err()
+                .data,
+            3
+        );
         let mut d = vec![];
         assert_eq!(q.dequeue(Instant::ZERO, &mut d).unwrap().data, 1);
     }
@@ -208,15 +230,25 @@ mod tests {
     #[test]
     fn droptail_byte_limit() {
         let mut q = DropTail::new(Limit::Bytes(250));
-        assert!(q.enqueue(Instant::ZERO, entry(1, 100, Instant::ZERO)).is_ok());
-        assert!(q.enqueue(Instant::ZERO, entry(2, 150, Instant::ZERO)).is_ok());
-        assert!(q.enqueue(Instant::ZERO, entry(3, 1, Instant::ZERO)).is_err());
+        assert!(q
+            .enqueue(Instant::ZERO, entry(1, 100, Instant::ZERO))
+            .is_ok());
+        assert!(q
+            .enqueue(Instant::ZERO, entry(2, 150, Instant::ZERO))
+            .is_ok());
+        assert!(q
+            .enqueue(Instant::ZERO, entry(3, 1, Instant::ZERO))
+            .is_err());
         assert_eq!(q.len_bytes(), 250);
     }
 
     #[test]
     fn codel_leaves_short_queues_alone() {
-        let mut q = CoDel::new(Limit::Unlimited, Duration::from_millis(5), Duration::from_millis(100));
+        let mut q = CoDel::new(
+            Limit::Unlimited,
+            Duration::from_millis(5),
+            Duration::from_millis(100),
+        );
         let mut d = vec![];
         for i in 0..1000u32 {
             let t = Instant::from_millis(i as u64);
@@ -229,7 +261,11 @@ mod tests {
 
     #[test]
     fn codel_drops_a_standing_queue() {
-        let mut q = CoDel::new(Limit::Unlimited, Duration::from_millis(5), Duration::from_millis(100));
+        let mut q = CoDel::new(
+            Limit::Unlimited,
+            Duration::from_millis(5),
+            Duration::from_millis(100),
+        );
         let mut d = vec![];
         // Two packets in per ms, one out per ms: the queue grows without bound.
         let mut id = 0;

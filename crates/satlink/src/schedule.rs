@@ -32,7 +32,10 @@ impl core::fmt::Display for ScheduleError {
         match self {
             ScheduleError::Empty => write!(f, "schedule has no points"),
             ScheduleError::NotIncreasing { index } => {
-                write!(f, "schedule point {index} does not come after the previous one")
+                write!(
+                    f,
+                    "schedule point {index} does not come after the previous one"
+                )
             }
             ScheduleError::BeyondPeriod { index } => {
                 write!(f, "schedule point {index} lies at or beyond the period")
@@ -44,7 +47,11 @@ impl core::fmt::Display for ScheduleError {
 impl Schedule {
     /// A value that never changes.
     pub fn constant(v: f64) -> Schedule {
-        Schedule { points: vec![(0, v)], period: 0, phase: 0 }
+        Schedule {
+            points: vec![(0, v)],
+            period: 0,
+            phase: 0,
+        }
     }
 
     /// Build from (seconds, value) points; `period_s` of 0 means no repetition.
@@ -66,7 +73,11 @@ impl Schedule {
             }
             points.push((ns, v));
         }
-        Ok(Schedule { points, period, phase: 0 })
+        Ok(Schedule {
+            points,
+            period,
+            phase: 0,
+        })
     }
 
     /// Shift the schedule so that time `t` is read as offset `t + phase`.
@@ -90,11 +101,19 @@ impl Schedule {
             return (self.points[0].1, None);
         }
         let abs = t.as_nanos() + self.phase;
-        let (base, off) = if self.period > 0 { (abs - abs % self.period, abs % self.period) } else { (0, abs) };
+        let (base, off) = if self.period > 0 {
+            (abs - abs % self.period, abs % self.period)
+        } else {
+            (0, abs)
+        };
         // Index of the last point at or before `off`.
         let idx = self.points.partition_point(|&(s, _)| s <= off);
         let value = if idx == 0 {
-            if self.period > 0 { self.points[self.points.len() - 1].1 } else { self.points[0].1 }
+            if self.period > 0 {
+                self.points[self.points.len() - 1].1
+            } else {
+                self.points[0].1
+            }
         } else {
             self.points[idx - 1].1
         };
@@ -110,7 +129,10 @@ impl Schedule {
 
     /// Largest value anywhere in the schedule.
     pub fn max(&self) -> f64 {
-        self.points.iter().map(|p| p.1).fold(f64::NEG_INFINITY, f64::max)
+        self.points
+            .iter()
+            .map(|p| p.1)
+            .fold(f64::NEG_INFINITY, f64::max)
     }
 
     /// Time-weighted mean over one period (or the first value if not periodic).
@@ -122,7 +144,11 @@ impl Schedule {
         let n = self.points.len();
         for i in 0..n {
             let start = self.points[i].0;
-            let end = if i + 1 < n { self.points[i + 1].0 } else { self.period + self.points[0].0 };
+            let end = if i + 1 < n {
+                self.points[i + 1].0
+            } else {
+                self.period + self.points[0].0
+            };
             total += (end - start) as f64 * self.points[i].1;
         }
         total / self.period as f64
@@ -164,7 +190,9 @@ mod tests {
 
     #[test]
     fn phase_shifts_origin() {
-        let c = Schedule::new(&[(0.0, 1.0), (30.0, 2.0)], 60.0).unwrap().with_phase(25_000_000_000);
+        let c = Schedule::new(&[(0.0, 1.0), (30.0, 2.0)], 60.0)
+            .unwrap()
+            .with_phase(25_000_000_000);
         // t = 0 reads offset 25 s: value 1, next change at offset 30 s, i.e. t = 5 s.
         assert_eq!(c.segment_at(s(0.0)), (1.0, Some(s(5.0))));
     }
@@ -172,7 +200,13 @@ mod tests {
     #[test]
     fn rejects_bad_points() {
         assert_eq!(Schedule::new(&[], 0.0), Err(ScheduleError::Empty));
-        assert_eq!(Schedule::new(&[(1.0, 1.0), (1.0, 2.0)], 0.0), Err(ScheduleError::NotIncreasing { index: 1 }));
-        assert_eq!(Schedule::new(&[(0.0, 1.0), (60.0, 2.0)], 60.0), Err(ScheduleError::BeyondPeriod { index: 1 }));
+        assert_eq!(
+            Schedule::new(&[(1.0, 1.0), (1.0, 2.0)], 0.0),
+            Err(ScheduleError::NotIncreasing { index: 1 })
+        );
+        assert_eq!(
+            Schedule::new(&[(0.0, 1.0), (60.0, 2.0)], 60.0),
+            Err(ScheduleError::BeyondPeriod { index: 1 })
+        );
     }
 }

@@ -42,7 +42,13 @@ pub struct Histogram {
 
 impl Default for Histogram {
     fn default() -> Self {
-        Histogram { buckets: vec![0; 64 + 58 * 64], count: 0, sum_ns: 0, min_ns: u64::MAX, max_ns: 0 }
+        Histogram {
+            buckets: vec![0; 64 + 58 * 64],
+            count: 0,
+            sum_ns: 0,
+            min_ns: u64::MAX,
+            max_ns: 0,
+        }
     }
 }
 
@@ -173,7 +179,17 @@ mod tests {
 
     #[test]
     fn index_roundtrip_is_close() {
-        for v in [0u64, 1, 63, 64, 100, 1_000, 123_456, 250_000_000, u64::MAX / 3] {
+        for v in [
+            0u64,
+            1,
+            63,
+            64,
+            100,
+            1_000,
+            123_456,
+            250_000_000,
+            u64::MAX / 3,
+        ] {
             let back = Histogram::value(Histogram::index(v));
             let err = (back as f64 - v as f64).abs() / (v.max(1) as f64);
             assert!(err < 0.016, "v {v} back {back}");

@@ -36,7 +36,14 @@ impl VnetHeader {
             return None;
         }
         let u = |i: usize| u16::from_ne_bytes([b[i], b[i + 1]]);
-        Some(VnetHeader { flags: b[0], gso_type: b[1], hdr_len: u(2), gso_size: u(4), csum_start: u(6), csum_offset: u(8) })
+        Some(VnetHeader {
+            flags: b[0],
+            gso_type: b[1],
+            hdr_len: u(2),
+            gso_size: u(4),
+            csum_start: u(6),
+            csum_offset: u(8),
+        })
     }
 
     pub fn emit(&self, b: &mut [u8]) {
@@ -110,7 +117,14 @@ impl<'a> GsoChunk<'a> {
         if mss == 0 || ip.len() < hl || hl < l4 + 8 {
             return Err(WireError::BadHeader);
         }
-        Ok(GsoChunk { ip, l4, hl, proto, v6, mss })
+        Ok(GsoChunk {
+            ip,
+            l4,
+            hl,
+            proto,
+            v6,
+            mss,
+        })
     }
 
     /// Number of wire packets and their total bytes, without segmenting.
@@ -126,8 +140,16 @@ impl<'a> GsoChunk<'a> {
         let payload = &self.ip[self.hl..];
         let n = payload.len().div_ceil(self.mss).max(1);
         let ip = self.ip;
-        let ip_id = if self.v6 { 0 } else { u16::from_be_bytes([ip[4], ip[5]]) };
-        let seq0 = if self.proto == IPPROTO_TCP { be32(&ip[self.l4 + 4..]) } else { 0 };
+        let ip_id = if self.v6 {
+            0
+        } else {
+            u16::from_be_bytes([ip[4], ip[5]])
+        };
+        let seq0 = if self.proto == IPPROTO_TCP {
+            be32(&ip[self.l4 + 4..])
+        } else {
+            0
+        };
         for i in 0..n {
             let chunk = &payload[i * self.mss..((i + 1) * self.mss).min(payload.len())];
             let len = self.hl + chunk.len();
@@ -151,7 +173,8 @@ impl<'a> GsoChunk<'a> {
             let l4 = self.l4;
             let csum_offset;
             if self.proto == IPPROTO_TCP {
-                p[l4 + 4..l4 + 8].copy_from_slice(&seq0.wrapping_add((i * self.mss) as u32).to_be_bytes());
+                p[l4 + 4..l4 + 8]
+                    .copy_from_slice(&seq0.wrapping_add((i * self.mss) as u32).to_be_bytes());
                 let flags = &mut p[l4 + 13];
                 if i + 1 < n {
                     *flags &= !(0x01 | 0x08); // FIN, PSH only on the last segment
@@ -204,13 +227,19 @@ pub fn fold(mut acc: u32) -> u16 {
 }
 
 fn pseudo_sum(ip: &[u8], v6: bool, proto: u8, l4_len: u16) -> u32 {
-    let acc = if v6 { sum16(&ip[8..40], 0) } else { sum16(&ip[12..20], 0) };
+    let acc = if v6 {
+        sum16(&ip[8..40], 0)
+    } else {
+        sum16(&ip[12..20], 0)
+    };
     acc + proto as u32 + l4_len as u32
 }
 
 /// Complete a partial checksum as the kernel would (for tests and captures).
 pub fn complete_checksum(frame: &mut [u8]) {
-    let Some(h) = VnetHeader::parse(frame) else { return };
+    let Some(h) = VnetHeader::parse(frame) else {
+        return;
+    };
     if h.flags & VNET_F_NEEDS_CSUM == 0 {
         return;
     }
@@ -263,7 +292,14 @@ mod tests {
 
     #[test]
     fn vnet_roundtrip() {
-        let h = VnetHeader { flags: 1, gso_type: 4, hdr_len: 74, gso_size: 1428, csum_start: 40, csum_offset: 16 };
+        let h = VnetHeader {
+            flags: 1,
+            gso_type: 4,
+            hdr_len: 74,
+            gso_size: 1428,
+            csum_start: 40,
+            csum_offset: 16,
+        };
         let mut b = [0u8; VNET_HDR_LEN];
         h.emit(&mut b);
         assert_eq!(VnetHeader::parse(&b), Some(h));
@@ -306,11 +342,20 @@ mod tests {
     #[test]
     fn rejects_truncated() {
         let frame = tcp4_chunk(3000, 0x10);
-        assert_eq!(GsoChunk::new_checked(&frame[..VNET_HDR_LEN + 30]).unwrap_err(), WireError::Truncated);
-        assert_eq!(GsoChunk::new_checked(&frame[..5]).unwrap_err(), WireError::Truncated);
+        assert_eq!(
+            GsoChunk::new_checked(&frame[..VNET_HDR_LEN + 30]).unwrap_err(),
+            WireError::Truncated
+        );
+        assert_eq!(
+            GsoChunk::new_checked(&frame[..5]).unwrap_err(),
+            WireError::Truncated
+        );
         let mut bad = frame.clone();
         bad[1] = GSO_UDP;
-        assert_eq!(GsoChunk::new_checked(&bad).unwrap_err(), WireError::UnsupportedGso(GSO_UDP));
+        assert_eq!(
+            GsoChunk::new_checked(&bad).unwrap_err(),
+            WireError::UnsupportedGso(GSO_UDP)
+        );
     }
 
     #[test]

@@ -5,7 +5,11 @@ use std::path::{Component, Path, PathBuf};
 /// What a GET or HEAD for a path resolves to.
 #[derive(Debug, PartialEq)]
 pub enum Resolved {
-    File { path: PathBuf, len: u64, content_type: &'static str },
+    File {
+        path: PathBuf,
+        len: u64,
+        content_type: &'static str,
+    },
     NotFound,
     /// The path tried to leave the root, or was not a plain path.
     Forbidden,
@@ -17,7 +21,9 @@ pub struct Root {
 
 impl Root {
     pub fn new(dir: &Path) -> std::io::Result<Root> {
-        Ok(Root { root: dir.canonicalize()? })
+        Ok(Root {
+            root: dir.canonicalize()?,
+        })
     }
 
     pub fn path(&self) -> &Path {
@@ -30,7 +36,9 @@ impl Root {
         if !path.starts_with('/') {
             return Resolved::Forbidden;
         }
-        let Some(decoded) = percent_decode(path) else { return Resolved::Forbidden };
+        let Some(decoded) = percent_decode(path) else {
+            return Resolved::Forbidden;
+        };
         let mut p = self.root.clone();
         for c in Path::new(&decoded).components() {
             match c {
@@ -44,16 +52,26 @@ impl Root {
             p.push("index.html");
         }
         // Symbolic links must not lead outside the root either.
-        let Ok(real) = p.canonicalize() else { return Resolved::NotFound };
+        let Ok(real) = p.canonicalize() else {
+            return Resolved::NotFound;
+        };
         if !real.starts_with(&self.root) {
             return Resolved::Forbidden;
         }
         match std::fs::metadata(&real) {
-            Ok(m) if m.is_file() => Resolved::File { content_type: content_type(&real), len: m.len(), path: real },
+            Ok(m) if m.is_file() => Resolved::File {
+                content_type: content_type(&real),
+                len: m.len(),
+                path: real,
+            },
             Ok(m) if m.is_dir() => {
                 let idx = real.join("index.html");
                 match std::fs::metadata(&idx) {
-                    Ok(m) if m.is_file() => Resolved::File { content_type: "text/html; charset=utf-8", len: m.len(), path: idx },
+                    Ok(m) if m.is_file() => Resolved::File {
+                        content_type: "text/html; charset=utf-8",
+                        len: m.len(),
+                        path: idx,
+                    },
                     _ => Resolved::NotFound,
                 }
             }
@@ -119,7 +137,11 @@ mod tests {
         pub struct Dir(pub std::path::PathBuf);
         impl Dir {
             pub fn new() -> Dir {
-                let p = std::env::temp_dir().join(format!("satbench-files-{}-{:?}", std::process::id(), std::thread::current().id()));
+                let p = std::env::temp_dir().join(format!(
+                    "satbench-files-{}-{:?}",
+                    std::process::id(),
+                    std::thread::current().id()
+                ));
                 let _ = std::fs::remove_dir_all(&p);
                 std::fs::create_dir_all(&p).unwrap();
                 Dir(p)
@@ -137,7 +159,9 @@ mod tests {
         let (_d, r) = root();
         assert!(matches!(r.resolve("/"), Resolved::File { len: 1, .. }));
         match r.resolve("/sub/a%20b.jpg?x=1") {
-            Resolved::File { len, content_type, .. } => assert_eq!((len, content_type), (4, "image/jpeg")),
+            Resolved::File {
+                len, content_type, ..
+            } => assert_eq!((len, content_type), (4, "image/jpeg")),
             other => panic!("{other:?}"),
         }
         assert_eq!(r.resolve("/nope"), Resolved::NotFound);
@@ -146,7 +170,15 @@ mod tests {
     #[test]
     fn refuses_traversal() {
         let (_d, r) = root();
-        for t in ["/../etc/passwd", "/sub/../../x", "/%2e%2e/etc/passwd", "/sub/%2E%2E/%2E%2E/x", "relative", "/a%00b", "/%zz"] {
+        for t in [
+            "/../etc/passwd",
+            "/sub/../../x",
+            "/%2e%2e/etc/passwd",
+            "/sub/%2E%2E/%2E%2E/x",
+            "relative",
+            "/a%00b",
+            "/%zz",
+        ] {
             assert_eq!(r.resolve(t), Resolved::Forbidden, "{t}");
         }
     }

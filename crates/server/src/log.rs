@@ -13,7 +13,9 @@ impl JsonLines {
     pub fn create(path: Option<&str>) -> std::io::Result<JsonLines> {
         match path {
             None => Ok(JsonLines(None)),
-            Some(p) => Ok(JsonLines(Some(Arc::new(Mutex::new(LineWriter::new(File::create(p)?)))))),
+            Some(p) => Ok(JsonLines(Some(Arc::new(Mutex::new(LineWriter::new(
+                File::create(p)?,
+            )))))),
         }
     }
 
@@ -32,5 +34,8 @@ impl JsonLines {
 
 /// Nanoseconds since the Unix epoch.
 pub fn unix_ns() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
 }

@@ -80,9 +80,13 @@ fn parse() -> Options {
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
-        let mut val = || it.next().unwrap_or_else(|| usage(&format!("{a} needs a value")));
+        let mut val = || {
+            it.next()
+                .unwrap_or_else(|| usage(&format!("{a} needs a value")))
+        };
         fn num<T: std::str::FromStr>(flag: &str, v: String) -> T {
-            v.parse().unwrap_or_else(|_| usage(&format!("{flag}: not a valid number: {v:?}")))
+            v.parse()
+                .unwrap_or_else(|_| usage(&format!("{flag}: not a valid number: {v:?}")))
         }
         match a.as_str() {
             "--root" => o.root = val(),
@@ -131,19 +135,25 @@ fn parse() -> Options {
 
 fn main() {
     let opts = parse();
-    let root = files::Root::new(std::path::Path::new(&opts.root)).unwrap_or_else(|e| usage(&format!("--root {}: {e}", opts.root)));
-    let open = |p: &Option<String>, flag: &str| log::JsonLines::create(p.as_deref()).unwrap_or_else(|e| usage(&format!("{flag}: {e}")));
+    let root = files::Root::new(std::path::Path::new(&opts.root))
+        .unwrap_or_else(|e| usage(&format!("--root {}: {e}", opts.root)));
+    let open = |p: &Option<String>, flag: &str| {
+        log::JsonLines::create(p.as_deref()).unwrap_or_else(|e| usage(&format!("{flag}: {e}")))
+    };
     let access = open(&opts.access_log, "--access-log");
     let tcp_info = open(&opts.tcp_info, "--tcp-info");
     if let Some(d) = &opts.qlog_dir {
         std::fs::create_dir_all(d).unwrap_or_else(|e| usage(&format!("--qlog-dir {d}: {e}")));
     }
     let tls = opts.cert.as_ref().map(|c| {
-        let cfg = tcp::tls_config(c, opts.key.as_deref().expect("checked"), opts.resumption).unwrap_or_else(|e| usage(&e));
+        let cfg = tcp::tls_config(c, opts.key.as_deref().expect("checked"), opts.resumption)
+            .unwrap_or_else(|e| usage(&e));
         tokio_rustls::TlsAcceptor::from(Arc::new(cfg))
     });
     let bind = |port: u16| -> std::net::TcpListener {
-        let addr = format!("{}:{port}", opts.bind).parse().unwrap_or_else(|_| usage(&format!("--bind: not an IPv4 address: {}", opts.bind)));
+        let addr = format!("{}:{port}", opts.bind)
+            .parse()
+            .unwrap_or_else(|_| usage(&format!("--bind: not an IPv4 address: {}", opts.bind)));
         tcp::listener(addr, &opts).unwrap_or_else(|e| {
             eprintln!("satbench-server: {e}");
             std::process::exit(1)
@@ -153,17 +163,40 @@ fn main() {
     let https = tls.as_ref().map(|_| bind(opts.https_port));
     let stop = Arc::new(AtomicBool::new(false));
     let quic = if opts.h3 {
-        let s = quic::Server::new(&opts, Arc::new(files::Root::new(root.path()).expect("root")), access.clone()).unwrap_or_else(|e| usage(&e));
+        let s = quic::Server::new(
+            &opts,
+            Arc::new(files::Root::new(root.path()).expect("root")),
+            access.clone(),
+        )
+        .unwrap_or_else(|e| usage(&e));
         let st = stop.clone();
-        Some(std::thread::Builder::new().name("quic".into()).spawn(move || s.run(st)).expect("spawn"))
+        Some(
+            std::thread::Builder::new()
+                .name("quic".into())
+                .spawn(move || s.run(st))
+                .expect("spawn"),
+        )
     } else {
         None
     };
-    let cc_in_effect = http.as_ref().or(https.as_ref()).and_then(|l| tcpinfo::congestion(std::os::fd::AsRawFd::as_raw_fd(l)));
+    let cc_in_effect = http
+        .as_ref()
+        .or(https.as_ref())
+        .and_then(|l| tcpinfo::congestion(std::os::fd::AsRawFd::as_raw_fd(l)));
     let (shutdown, _) = tokio::sync::watch::channel(false);
-    let shared = Arc::new(tcp::Shared { root, opts: opts.clone(), access, tcp_info, open: Default::default(), shutdown });
+    let shared = Arc::new(tcp::Shared {
+        root,
+        opts: opts.clone(),
+        access,
+        tcp_info,
+        open: Default::default(),
+        shutdown,
+    });
     let sh_end = shared.clone();
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
     rt.block_on(async move {
         if let Some(l) = http {
             tokio::spawn(tcp::accept_loop(shared.clone(), l, None));
@@ -174,13 +207,15 @@ fn main() {
         println!(
             "{}",
             serde_json::json!({
-                "ready": true, "pid": std::process::id(), "root": shared.root.path(), "http_port": opts.http_port,
-                "https_port": opts.https_port, "h3": opts.h3, "tcp_cc": cc_in_effect,
+                "ready": true, "pid": std::process::id(), "root": shared.root.path(),
+                "http_port": opts.http_port, "https_port": opts.https_port, "h3": opts.h3,
+                "tcp_cc": cc_in_effect,
                 "quic_cc": opts.h3.then(|| quic::quiche_cc(opts.cc.as_deref().unwrap_or("cubic"))),
                 "version": env!("CARGO_PKG_VERSION"),
             })
         );
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("signal");
+        let terminate = tokio::signal::unix::SignalKind::terminate();
+        let mut term = tokio::signal::unix::signal(terminate).expect("signal");
         tokio::select! {
             _ = term.recv() => {}
             _ = tokio::signal::ctrl_c() => {}

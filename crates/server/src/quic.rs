@@ -76,20 +76,42 @@ fn random_cid() -> Vec<u8> {
 
 impl Server {
     pub fn new(opts: &Options, root: Arc<Root>, access: JsonLines) -> Result<Server, String> {
-        let addr: SocketAddr = format!("{}:{}", opts.bind, opts.https_port).parse().map_err(|e| format!("{e}"))?;
+        let addr: SocketAddr = format!("{}:{}", opts.bind, opts.https_port)
+            .parse()
+            .map_err(|e| format!("{e}"))?;
         let sock = UdpSocket::bind(addr).map_err(|e| format!("bind udp {addr}: {e}"))?;
         sock.set_nonblocking(true).map_err(|e| e.to_string())?;
         let fd = sock.as_raw_fd();
         if let Some(n) = opts.sndbuf {
-            crate::tcpinfo::set_int(fd, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, n as i32, "SO_SNDBUFFORCE").map_err(|e| e.to_string())?;
+            crate::tcpinfo::set_int(
+                fd,
+                libc::SOL_SOCKET,
+                libc::SO_SNDBUFFORCE,
+                n as i32,
+                "SO_SNDBUFFORCE",
+            )
+            .map_err(|e| e.to_string())?;
         }
         let rcv = opts.rcvbuf.unwrap_or(8 << 20);
-        crate::tcpinfo::set_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, rcv as i32, "SO_RCVBUFFORCE").map_err(|e| e.to_string())?;
-        let (cert, key) = (opts.cert.as_deref().unwrap_or(""), opts.key.as_deref().unwrap_or(""));
+        crate::tcpinfo::set_int(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUFFORCE,
+            rcv as i32,
+            "SO_RCVBUFFORCE",
+        )
+        .map_err(|e| e.to_string())?;
+        let (cert, key) = (
+            opts.cert.as_deref().unwrap_or(""),
+            opts.key.as_deref().unwrap_or(""),
+        );
         let mut c = quiche::Config::new(quiche::PROTOCOL_VERSION).map_err(|e| e.to_string())?;
-        c.load_cert_chain_from_pem_file(cert).map_err(|e| format!("{cert}: {e}"))?;
-        c.load_priv_key_from_pem_file(key).map_err(|e| format!("{key}: {e}"))?;
-        c.set_application_protos(quiche::h3::APPLICATION_PROTOCOL).map_err(|e| e.to_string())?;
+        c.load_cert_chain_from_pem_file(cert)
+            .map_err(|e| format!("{cert}: {e}"))?;
+        c.load_priv_key_from_pem_file(key)
+            .map_err(|e| format!("{key}: {e}"))?;
+        c.set_application_protos(quiche::h3::APPLICATION_PROTOCOL)
+            .map_err(|e| e.to_string())?;
         c.set_max_idle_timeout(opts.idle_timeout_s * 1000);
         c.set_max_recv_udp_payload_size(MAX_DATAGRAM);
         c.set_max_send_udp_payload_size(MAX_DATAGRAM);
@@ -100,7 +122,8 @@ impl Server {
         c.set_initial_max_streams_bidi(256);
         c.set_initial_max_streams_uni(16);
         c.set_disable_active_migration(true);
-        c.set_cc_algorithm_name(quiche_cc(opts.cc.as_deref().unwrap_or("cubic"))).map_err(|e| e.to_string())?;
+        c.set_cc_algorithm_name(quiche_cc(opts.cc.as_deref().unwrap_or("cubic")))
+            .map_err(|e| e.to_string())?;
         c.enable_pacing(opts.pacing);
         if let Some(n) = opts.quic_initcwnd {
             c.set_initial_congestion_window_packets(n);
@@ -111,7 +134,13 @@ impl Server {
         let keylog = match std::env::var_os("SSLKEYLOGFILE") {
             Some(p) => {
                 c.log_keys();
-                Some(std::fs::OpenOptions::new().create(true).append(true).open(&p).map_err(|e| format!("{p:?}: {e}"))?)
+                Some(
+                    std::fs::OpenOptions::new()
+                        .create(true)
+                        .append(true)
+                        .open(&p)
+                        .map_err(|e| format!("{p:?}: {e}"))?,
+                )
             }
             None => None,
         };
@@ -143,9 +172,19 @@ impl Server {
                 .flat_map(|c| [c.timeout_at, c.pending.as_ref().map(|p| p.2)])
                 .flatten()
                 .min();
-            let wait = wake.map(|w| w.saturating_duration_since(now)).unwrap_or(Duration::from_millis(100)).min(Duration::from_millis(100));
-            let mut pfd = libc::pollfd { fd: self.sock.as_raw_fd(), events: libc::POLLIN, revents: 0 };
-            let ts = libc::timespec { tv_sec: wait.as_secs() as i64, tv_nsec: wait.subsec_nanos() as i64 };
+            let wait = wake
+                .map(|w| w.saturating_duration_since(now))
+                .unwrap_or(Duration::from_millis(100))
+                .min(Duration::from_millis(100));
+            let mut pfd = libc::pollfd {
+                fd: self.sock.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            let ts = libc::timespec {
+                tv_sec: wait.as_secs() as i64,
+                tv_nsec: wait.subsec_nanos() as i64,
+            };
             // SAFETY: one valid pollfd and timespec.
             unsafe { libc::ppoll(&mut pfd, 1, &ts, std::ptr::null()) };
             loop {
@@ -177,7 +216,9 @@ impl Server {
     }
 
     fn on_datagram(&mut self, pkt: &mut [u8], from: SocketAddr, local: SocketAddr) {
-        let Ok(hdr) = quiche::Header::from_slice(pkt, quiche::MAX_CONN_ID_LEN) else { return };
+        let Ok(hdr) = quiche::Header::from_slice(pkt, quiche::MAX_CONN_ID_LEN) else {
+            return;
+        };
         let dcid = hdr.dcid.to_vec();
         let key = if self.conns.contains_key(&dcid) {
             dcid
@@ -196,12 +237,22 @@ impl Server {
             }
             let scid = random_cid();
             let scid_ref = quiche::ConnectionId::from_ref(&scid);
-            let Ok(mut conn) = quiche::accept(&scid_ref, None, local, from, &mut self.config) else { return };
+            let Ok(mut conn) = quiche::accept(&scid_ref, None, local, from, &mut self.config)
+            else {
+                return;
+            };
             let id = format!("q{}", self.next_id);
             self.next_id += 1;
             if let Some(dir) = &self.opts.qlog_dir {
                 if let Ok(f) = std::fs::File::create(format!("{dir}/{id}.sqlog")) {
-                    conn.set_qlog(Box::new(f), format!("satbench-server {id}"), format!("cc {}", quiche_cc(self.opts.cc.as_deref().unwrap_or("cubic"))));
+                    conn.set_qlog(
+                        Box::new(f),
+                        format!("satbench-server {id}"),
+                        format!(
+                            "cc {}",
+                            quiche_cc(self.opts.cc.as_deref().unwrap_or("cubic"))
+                        ),
+                    );
                 }
             }
             if let Some(k) = &self.keylog {
@@ -230,7 +281,10 @@ impl Server {
             scid
         };
         let c = self.conns.get_mut(&key).expect("conn");
-        if c.conn.recv(pkt, quiche::RecvInfo { from, to: local }).is_err() {
+        if c.conn
+            .recv(pkt, quiche::RecvInfo { from, to: local })
+            .is_err()
+        {
             return;
         }
         if (c.conn.is_established() || c.conn.is_in_early_data()) && c.h3.is_none() {
@@ -267,7 +321,13 @@ impl Server {
         c.h3 = Some(h3);
     }
 
-    fn start_response(root: &Root, opts: &Options, c: &mut Conn, sid: u64, req: &[quiche::h3::Header]) {
+    fn start_response(
+        root: &Root,
+        opts: &Options,
+        c: &mut Conn,
+        sid: u64,
+        req: &[quiche::h3::Header],
+    ) {
         let t_request = unix_ns();
         let (mut method, mut path) = (String::new(), String::new());
         for h in req {
@@ -282,7 +342,11 @@ impl Server {
             (405u16, 0, None, "text/plain")
         } else {
             match root.resolve(&path) {
-                Resolved::File { path, len, content_type } => match std::fs::File::open(&path) {
+                Resolved::File {
+                    path,
+                    len,
+                    content_type,
+                } => match std::fs::File::open(&path) {
                     Ok(f) => (200, len, Some(f), content_type),
                     Err(_) => (404, 0, None, "text/plain"),
                 },
@@ -308,17 +372,30 @@ impl Server {
         if early {
             c.early_requests += 1;
         }
+        let cc = quiche_cc(opts.cc.as_deref().unwrap_or("cubic"));
         let entry = serde_json::json!({
-            "type": "request", "conn": c.id, "proto": "h3", "tls": true, "cc": quiche_cc(opts.cc.as_deref().unwrap_or("cubic")),
+            "type": "request", "conn": c.id, "proto": "h3", "tls": true, "cc": cc,
             "method": method, "path": path, "status": status, "content_length": content_length,
             "stream": sid, "t_request_unix_ns": t_request, "early_data": early,
         });
-        c.streams.insert(sid, Resp { headers: Some(headers), file, remaining: body_len, buf, sent: 0, entry });
+        c.streams.insert(
+            sid,
+            Resp {
+                headers: Some(headers),
+                file,
+                remaining: body_len,
+                buf,
+                sent: 0,
+                entry,
+            },
+        );
     }
 
     /// Send what a response can: headers, then body until flow or congestion control stops it.
     fn push(access: &JsonLines, h3: &mut quiche::h3::Connection, c: &mut Conn, sid: u64) {
-        let Some(r) = c.streams.get_mut(&sid) else { return };
+        let Some(r) = c.streams.get_mut(&sid) else {
+            return;
+        };
         if let Some(h) = &r.headers {
             match h3.send_response(&mut c.conn, sid, h, false) {
                 Ok(()) => {
@@ -337,7 +414,12 @@ impl Server {
             if r.buf.is_empty() && r.remaining > 0 {
                 let n = (r.remaining as usize).min(CHUNK);
                 r.buf.resize(n, 0);
-                if r.file.as_mut().expect("file").read_exact(&mut r.buf).is_err() {
+                if r.file
+                    .as_mut()
+                    .expect("file")
+                    .read_exact(&mut r.buf)
+                    .is_err()
+                {
                     let _ = c.conn.stream_shutdown(sid, quiche::Shutdown::Write, 0x102);
                     let r = c.streams.remove(&sid).expect("stream");
                     Self::log_done(access, r, "read failed");
@@ -415,13 +497,18 @@ impl Server {
         let s = c.conn.stats();
         let p = c.conn.path_stats().next();
         self.access.write(&serde_json::json!({
-            "type": "connection", "conn": c.id, "transport": "quic", "alpn": String::from_utf8_lossy(c.conn.application_proto()),
+            "type": "connection", "conn": c.id, "transport": "quic",
+            "alpn": String::from_utf8_lossy(c.conn.application_proto()),
             "cc": quiche_cc(self.opts.cc.as_deref().unwrap_or("cubic")), "peer": c.peer.to_string(),
             "t_open_unix_ns": c.t_open, "t_close_unix_ns": unix_ns(), "requests": c.requests,
-            "packets_sent": s.sent, "packets_recv": s.recv, "packets_lost": s.lost, "packets_retrans": s.retrans,
+            "packets_sent": s.sent, "packets_recv": s.recv, "packets_lost": s.lost,
+            "packets_retrans": s.retrans,
             "bytes_sent": s.sent_bytes, "bytes_recv": s.recv_bytes, "bytes_lost": s.lost_bytes,
-            "srtt_ms": p.as_ref().map(|p| p.rtt.as_secs_f64() * 1e3), "cwnd": p.as_ref().map(|p| p.cwnd),
-            "resumed": c.conn.is_resumed(), "early_requests": c.early_requests, "paced_packets": c.paced, "paced_wait_s": c.paced_wait.as_secs_f64(), "error": c.conn.peer_error().map(|e| format!("{e:?}")),
+            "srtt_ms": p.as_ref().map(|p| p.rtt.as_secs_f64() * 1e3),
+            "cwnd": p.as_ref().map(|p| p.cwnd),
+            "resumed": c.conn.is_resumed(), "early_requests": c.early_requests,
+            "paced_packets": c.paced, "paced_wait_s": c.paced_wait.as_secs_f64(),
+            "error": c.conn.peer_error().map(|e| format!("{e:?}")),
         }));
     }
 }

@@ -56,7 +56,13 @@ pub struct FileBody {
 
 impl FileBody {
     fn mem(b: Bytes, on_done: Box<dyn FnOnce(u64) + Send>) -> FileBody {
-        FileBody { remaining: b.len() as u64, file: None, mem: Some(b), on_done: Some(on_done), sent: 0 }
+        FileBody {
+            remaining: b.len() as u64,
+            file: None,
+            mem: Some(b),
+            on_done: Some(on_done),
+            sent: 0,
+        }
     }
     fn finish(&mut self) {
         if let Some(f) = self.on_done.take() {
@@ -69,7 +75,10 @@ impl Body for FileBody {
     type Data = Bytes;
     type Error = std::io::Error;
 
-    fn poll_frame(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
         if let Some(b) = self.mem.take() {
             self.remaining = 0;
             self.sent += b.len() as u64;
@@ -119,11 +128,20 @@ fn proto_name(v: hyper::Version) -> &'static str {
     }
 }
 
-async fn handle(req: Request<hyper::body::Incoming>, sh: Arc<Shared>, conn: Arc<str>, tls: bool, cc: Arc<str>)
-    -> Result<Response<FileBody>, std::io::Error> {
+async fn handle(
+    req: Request<hyper::body::Incoming>,
+    sh: Arc<Shared>,
+    conn: Arc<str>,
+    tls: bool,
+    cc: Arc<str>,
+) -> Result<Response<FileBody>, std::io::Error> {
     let t_request = unix_ns();
     let method = req.method().clone();
-    let target = req.uri().path_and_query().map(|p| p.as_str().to_string()).unwrap_or_else(|| "/".into());
+    let target = req
+        .uri()
+        .path_and_query()
+        .map(|p| p.as_str().to_string())
+        .unwrap_or_else(|| "/".into());
     let proto = proto_name(req.version());
     // Drain any request body (none expected for GET/HEAD).
     let _ = req.into_body().collect().await;
@@ -131,7 +149,11 @@ async fn handle(req: Request<hyper::body::Incoming>, sh: Arc<Shared>, conn: Arc<
         (StatusCode::METHOD_NOT_ALLOWED, 0, None, "text/plain")
     } else {
         match sh.root.resolve(&target) {
-            Resolved::File { path, len, content_type } => match std::fs::File::open(&path) {
+            Resolved::File {
+                path,
+                len,
+                content_type,
+            } => match std::fs::File::open(&path) {
                 Ok(f) => (StatusCode::OK, len, Some(f), content_type),
                 Err(_) => (StatusCode::NOT_FOUND, 0, None, "text/plain"),
             },
@@ -143,8 +165,9 @@ async fn handle(req: Request<hyper::body::Incoming>, sh: Arc<Shared>, conn: Arc<
     let t_response = unix_ns();
     let access = sh.access.clone();
     let entry = serde_json::json!({
-        "type": "request", "conn": &*conn, "proto": proto, "tls": tls, "cc": &*cc, "method": method.as_str(),
-        "path": target, "status": status.as_u16(), "content_length": body_len,
+        "type": "request", "conn": &*conn, "proto": proto, "tls": tls, "cc": &*cc,
+        "method": method.as_str(), "path": target, "status": status.as_u16(),
+        "content_length": body_len,
         "t_request_unix_ns": t_request, "t_response_unix_ns": t_response,
     });
     let on_done: Box<dyn FnOnce(u64) + Send> = Box::new(move |sent| {
@@ -153,12 +176,24 @@ async fn handle(req: Request<hyper::body::Incoming>, sh: Arc<Shared>, conn: Arc<
         e["t_done_unix_ns"] = unix_ns().into();
         access.write(&e);
     });
-    let mut b = Response::builder().status(status).header("server", "satbench").header("content-type", ctype);
+    let mut b = Response::builder()
+        .status(status)
+        .header("server", "satbench")
+        .header("content-type", ctype);
     if sh.opts.alt_svc {
-        b = b.header("alt-svc", format!("h3=\":{}\"; ma=86400", sh.opts.https_port));
+        b = b.header(
+            "alt-svc",
+            format!("h3=\":{}\"; ma=86400", sh.opts.https_port),
+        );
     }
     let body = match (file, head_only) {
-        (Some(f), false) => FileBody { file: Some(f), mem: None, remaining: body_len, on_done: Some(on_done), sent: 0 },
+        (Some(f), false) => FileBody {
+            file: Some(f),
+            mem: None,
+            remaining: body_len,
+            on_done: Some(on_done),
+            sent: 0,
+        },
         (Some(_), true) => {
             b = b.header("content-length", body_len);
             FileBody::mem(Bytes::new(), on_done)
@@ -169,7 +204,10 @@ async fn handle(req: Request<hyper::body::Incoming>, sh: Arc<Shared>, conn: Arc<
 }
 
 /// Bind a listener with the options every accepted socket inherits.
-pub fn listener(addr: std::net::SocketAddr, opts: &Options) -> std::io::Result<std::net::TcpListener> {
+pub fn listener(
+    addr: std::net::SocketAddr,
+    opts: &Options,
+) -> std::io::Result<std::net::TcpListener> {
     // SAFETY: plain socket(2) call; the fd is owned right after.
     let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
     if fd < 0 {
@@ -183,25 +221,55 @@ pub fn listener(addr: std::net::SocketAddr, opts: &Options) -> std::io::Result<s
         tcpinfo::set_congestion(raw, cc)?;
     }
     if opts.tfo {
-        tcpinfo::set_int(raw, libc::IPPROTO_TCP, libc::TCP_FASTOPEN, 256, "TCP_FASTOPEN")?;
+        tcpinfo::set_int(
+            raw,
+            libc::IPPROTO_TCP,
+            libc::TCP_FASTOPEN,
+            256,
+            "TCP_FASTOPEN",
+        )?;
     }
     if let Some(n) = opts.sndbuf {
-        tcpinfo::set_int(raw, libc::SOL_SOCKET, libc::SO_SNDBUF, n as i32, "SO_SNDBUF")?;
+        tcpinfo::set_int(
+            raw,
+            libc::SOL_SOCKET,
+            libc::SO_SNDBUF,
+            n as i32,
+            "SO_SNDBUF",
+        )?;
     }
     if let Some(n) = opts.rcvbuf {
-        tcpinfo::set_int(raw, libc::SOL_SOCKET, libc::SO_RCVBUF, n as i32, "SO_RCVBUF")?;
+        tcpinfo::set_int(
+            raw,
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            n as i32,
+            "SO_RCVBUF",
+        )?;
     }
     let std::net::SocketAddr::V4(v4) = addr else {
-        return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "IPv4 only"));
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "IPv4 only",
+        ));
     };
     let sa = libc::sockaddr_in {
         sin_family: libc::AF_INET as libc::sa_family_t,
         sin_port: v4.port().to_be(),
-        sin_addr: libc::in_addr { s_addr: u32::from_ne_bytes(v4.ip().octets()) },
+        sin_addr: libc::in_addr {
+            s_addr: u32::from_ne_bytes(v4.ip().octets()),
+        },
         sin_zero: [0; 8],
     };
     // SAFETY: sa is a valid sockaddr_in.
-    if unsafe { libc::bind(raw, &sa as *const libc::sockaddr_in as *const libc::sockaddr, std::mem::size_of::<libc::sockaddr_in>() as u32) } != 0 {
+    if unsafe {
+        libc::bind(
+            raw,
+            &sa as *const libc::sockaddr_in as *const libc::sockaddr,
+            std::mem::size_of::<libc::sockaddr_in>() as u32,
+        )
+    } != 0
+    {
         let e = std::io::Error::last_os_error();
         return Err(std::io::Error::new(e.kind(), format!("bind {addr}: {e}")));
     }
@@ -225,7 +293,11 @@ fn now_ms() -> u64 {
 }
 
 impl<T: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Tracked<T> {
-    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut tokio::io::ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
         let before = buf.filled().len();
         let r = Pin::new(&mut self.inner).poll_read(cx, buf);
         if matches!(r, Poll::Ready(Ok(()))) && buf.filled().len() > before {
@@ -236,7 +308,11 @@ impl<T: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Tracked<T> {
 }
 
 impl<T: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for Tracked<T> {
-    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
         let r = Pin::new(&mut self.inner).poll_write(cx, buf);
         if matches!(r, Poll::Ready(Ok(n)) if n > 0) {
             self.last.store(now_ms(), Ordering::Relaxed);
@@ -264,7 +340,13 @@ async fn idle_watch(last: Arc<AtomicU64>, idle: Duration) {
 }
 
 /// Sample TCP_INFO every 10 ms until `stop`, and once more at close.
-async fn sample(sh: Arc<Shared>, fd: OwnedFd, conn: Arc<str>, cc: Arc<str>, stop: tokio::sync::oneshot::Receiver<()>) {
+async fn sample(
+    sh: Arc<Shared>,
+    fd: OwnedFd,
+    conn: Arc<str>,
+    cc: Arc<str>,
+    stop: tokio::sync::oneshot::Receiver<()>,
+) {
     let mut stop = stop;
     let mut shutdown = sh.shutdown.subscribe();
     let mut tick = tokio::time::interval(Duration::from_millis(10));
@@ -290,8 +372,13 @@ async fn serve_conn(sh: Arc<Shared>, stream: TcpStream, tls: Option<tokio_rustls
     let _ = stream.set_nodelay(true);
     let conn: Arc<str> = format!("t{}", NEXT_CONN.fetch_add(1, Ordering::Relaxed)).into();
     let fd = stream.as_raw_fd();
-    let cc: Arc<str> = tcpinfo::congestion(fd).unwrap_or_else(|| "unknown".into()).into();
-    let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
+    let cc: Arc<str> = tcpinfo::congestion(fd)
+        .unwrap_or_else(|| "unknown".into())
+        .into();
+    let peer = stream
+        .peer_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_default();
     let t_open = unix_ns();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel();
     if sh.tcp_info.enabled() {
@@ -303,41 +390,72 @@ async fn serve_conn(sh: Arc<Shared>, stream: TcpStream, tls: Option<tokio_rustls
             tokio::spawn(sample(sh.clone(), owned, conn.clone(), cc.clone(), stop_rx));
         }
     }
-    sh.open.lock().expect("open lock").insert(conn.clone(), serde_json::json!({
-        "type": "connection", "conn": &*conn, "transport": "tcp", "cc": &*cc, "alpn": "", "peer": peer,
-        "t_open_unix_ns": t_open, "tls": tls.is_some(),
-    }));
+    sh.open.lock().expect("open lock").insert(
+        conn.clone(),
+        serde_json::json!({
+            "type": "connection", "conn": &*conn, "transport": "tcp", "cc": &*cc, "alpn": "",
+            "peer": peer, "t_open_unix_ns": t_open, "tls": tls.is_some(),
+        }),
+    );
     let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
     // Request heads larger than 64 KB are refused (431), as real servers do.
-    builder.http1().timer(TokioTimer::new()).header_read_timeout(Duration::from_secs(sh.opts.idle_timeout_s)).max_buf_size(64 * 1024);
-    builder.http2().timer(TokioTimer::new()).max_concurrent_streams(256);
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(Duration::from_secs(sh.opts.idle_timeout_s))
+        .max_buf_size(64 * 1024);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(256);
     let (c2, s2, c3) = (conn.clone(), sh.clone(), cc.clone());
     let idle = Duration::from_secs(sh.opts.idle_timeout_s);
     // Connections idle for longer than the idle timeout (including ones that
     // never send a byte) are closed: the serving future is dropped.
     let last = Arc::new(AtomicU64::new(now_ms()));
-    let stream = Tracked { inner: stream, last: last.clone() };
+    let stream = Tracked {
+        inner: stream,
+        last: last.clone(),
+    };
     let watch = idle_watch(last, idle);
     tokio::pin!(watch);
     let result = match tls {
         None => {
-            let svc = hyper::service::service_fn(move |r| handle(r, s2.clone(), c2.clone(), false, c3.clone()));
+            let svc = hyper::service::service_fn(move |r| {
+                handle(r, s2.clone(), c2.clone(), false, c3.clone())
+            });
             tokio::select! {
-                r = builder.serve_connection(TokioIo::new(stream), svc) => r.map_err(|e| e.to_string()),
+                r = builder.serve_connection(TokioIo::new(stream), svc) => {
+                    r.map_err(|e| e.to_string())
+                }
                 _ = &mut watch => Err("idle timeout".to_string()),
             }
         }
         Some(acc) => match tokio::time::timeout(idle, acc.accept(stream)).await {
             Ok(Ok(s)) => {
-                let alpn = s.get_ref().1.alpn_protocol().map(|p| String::from_utf8_lossy(p).into_owned()).unwrap_or_default();
-                let kind = s.get_ref().1.handshake_kind().map(|k| format!("{k:?}")).unwrap_or_default();
+                let alpn = s
+                    .get_ref()
+                    .1
+                    .alpn_protocol()
+                    .map(|p| String::from_utf8_lossy(p).into_owned())
+                    .unwrap_or_default();
+                let kind = s
+                    .get_ref()
+                    .1
+                    .handshake_kind()
+                    .map(|k| format!("{k:?}"))
+                    .unwrap_or_default();
                 if let Some(r) = sh.open.lock().expect("open lock").get_mut(&conn) {
                     r["alpn"] = alpn.into();
                     r["tls_handshake"] = kind.into();
                 }
-                let svc = hyper::service::service_fn(move |r| handle(r, s2.clone(), c2.clone(), true, c3.clone()));
+                let svc = hyper::service::service_fn(move |r| {
+                    handle(r, s2.clone(), c2.clone(), true, c3.clone())
+                });
                 tokio::select! {
-                    r = builder.serve_connection(TokioIo::new(s), svc) => r.map_err(|e| e.to_string()),
+                    r = builder.serve_connection(TokioIo::new(s), svc) => {
+                        r.map_err(|e| e.to_string())
+                    }
                     _ = &mut watch => Err("idle timeout".to_string()),
                 }
             }
@@ -354,7 +472,11 @@ async fn serve_conn(sh: Arc<Shared>, stream: TcpStream, tls: Option<tokio_rustls
     }
 }
 
-pub async fn accept_loop(sh: Arc<Shared>, l: std::net::TcpListener, tls: Option<tokio_rustls::TlsAcceptor>) {
+pub async fn accept_loop(
+    sh: Arc<Shared>,
+    l: std::net::TcpListener,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+) {
     let l = TcpListener::from_std(l).expect("tokio listener");
     loop {
         match l.accept().await {
@@ -370,8 +492,12 @@ pub async fn accept_loop(sh: Arc<Shared>, l: std::net::TcpListener, tls: Option<
 /// keys logged to $SSLKEYLOGFILE when set.
 pub fn tls_config(cert: &str, key: &str, resumption: bool) -> Result<rustls::ServerConfig, String> {
     let read = |p: &str| std::fs::read(p).map_err(|e| format!("cannot read {p}: {e}"));
-    let certs = rustls_pemfile::certs(&mut &read(cert)?[..]).collect::<Result<Vec<_>, _>>().map_err(|e| format!("{cert}: {e}"))?;
-    let key = rustls_pemfile::private_key(&mut &read(key)?[..]).map_err(|e| format!("{key}: {e}"))?.ok_or(format!("{key}: no private key"))?;
+    let certs = rustls_pemfile::certs(&mut &read(cert)?[..])
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("{cert}: {e}"))?;
+    let key = rustls_pemfile::private_key(&mut &read(key)?[..])
+        .map_err(|e| format!("{key}: {e}"))?
+        .ok_or(format!("{key}: no private key"))?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut c = rustls::ServerConfig::builder_with_provider(provider)
         .with_protocol_versions(&[&rustls::version::TLS13])

@@ -63,20 +63,31 @@ pub fn tcp_info(fd: RawFd) -> Option<TcpInfo> {
     let mut info = TcpInfo::default();
     let mut len = std::mem::size_of::<TcpInfo>() as libc::socklen_t;
     // SAFETY: info is a plain repr(C) struct of `len` bytes.
-    let r = unsafe { libc::getsockopt(fd, libc::IPPROTO_TCP, libc::TCP_INFO, &mut info as *mut TcpInfo as *mut libc::c_void, &mut len) };
+    let r = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            &mut info as *mut TcpInfo as *mut libc::c_void,
+            &mut len,
+        )
+    };
     (r == 0).then_some(info)
 }
 
 impl TcpInfo {
     pub fn json(&self, conn: &str, t_ns: u64, cc: &str) -> serde_json::Value {
         serde_json::json!({
-            "t_unix_ns": t_ns, "conn": conn, "cc": cc, "state": self.state, "ca_state": self.ca_state,
-            "cwnd": self.snd_cwnd, "ssthresh": self.snd_ssthresh, "srtt_us": self.rtt, "rttvar_us": self.rttvar,
-            "min_rtt_us": self.min_rtt, "retransmits": self.retransmits, "total_retrans": self.total_retrans,
-            "lost": self.lost, "unacked": self.unacked, "mss": self.snd_mss, "pacing_rate_Bps": self.pacing_rate,
-            "delivery_rate_Bps": self.delivery_rate, "bytes_acked": self.bytes_acked, "bytes_sent": self.bytes_sent,
-            "bytes_retrans": self.bytes_retrans, "segs_out": self.segs_out, "notsent_bytes": self.notsent_bytes,
-            "options": self.options, "syn_data": self.options & 0x20 != 0,
+            "t_unix_ns": t_ns, "conn": conn, "cc": cc, "state": self.state,
+            "ca_state": self.ca_state, "cwnd": self.snd_cwnd, "ssthresh": self.snd_ssthresh,
+            "srtt_us": self.rtt, "rttvar_us": self.rttvar, "min_rtt_us": self.min_rtt,
+            "retransmits": self.retransmits, "total_retrans": self.total_retrans,
+            "lost": self.lost, "unacked": self.unacked, "mss": self.snd_mss,
+            "pacing_rate_Bps": self.pacing_rate, "delivery_rate_Bps": self.delivery_rate,
+            "bytes_acked": self.bytes_acked, "bytes_sent": self.bytes_sent,
+            "bytes_retrans": self.bytes_retrans, "segs_out": self.segs_out,
+            "notsent_bytes": self.notsent_bytes, "options": self.options,
+            "syn_data": self.options & 0x20 != 0,
         })
     }
 }
@@ -86,7 +97,15 @@ pub fn congestion(fd: RawFd) -> Option<String> {
     let mut buf = [0u8; 16];
     let mut len = buf.len() as libc::socklen_t;
     // SAFETY: buf is valid for len bytes.
-    let r = unsafe { libc::getsockopt(fd, libc::IPPROTO_TCP, libc::TCP_CONGESTION, buf.as_mut_ptr() as *mut libc::c_void, &mut len) };
+    let r = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            buf.as_mut_ptr() as *mut libc::c_void,
+            &mut len,
+        )
+    };
     if r != 0 {
         return None;
     }
@@ -96,10 +115,21 @@ pub fn congestion(fd: RawFd) -> Option<String> {
 
 fn setsockopt_bytes(fd: RawFd, level: i32, opt: i32, v: &[u8], what: &str) -> std::io::Result<()> {
     // SAFETY: v is valid for v.len() bytes.
-    let r = unsafe { libc::setsockopt(fd, level, opt, v.as_ptr() as *const libc::c_void, v.len() as libc::socklen_t) };
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            opt,
+            v.as_ptr() as *const libc::c_void,
+            v.len() as libc::socklen_t,
+        )
+    };
     if r != 0 {
         let e = std::io::Error::last_os_error();
-        return Err(std::io::Error::new(e.kind(), format!("setsockopt({what}): {e}")));
+        return Err(std::io::Error::new(
+            e.kind(),
+            format!("setsockopt({what}): {e}"),
+        ));
     }
     Ok(())
 }
@@ -109,7 +139,13 @@ pub fn set_int(fd: RawFd, level: i32, opt: i32, v: i32, what: &str) -> std::io::
 }
 
 pub fn set_congestion(fd: RawFd, cc: &str) -> std::io::Result<()> {
-    setsockopt_bytes(fd, libc::IPPROTO_TCP, libc::TCP_CONGESTION, cc.as_bytes(), &format!("TCP_CONGESTION {cc}"))
+    setsockopt_bytes(
+        fd,
+        libc::IPPROTO_TCP,
+        libc::TCP_CONGESTION,
+        cc.as_bytes(),
+        &format!("TCP_CONGESTION {cc}"),
+    )
 }
 
 #[cfg(test)]

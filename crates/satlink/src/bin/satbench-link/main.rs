@@ -47,23 +47,42 @@ fn usage_exit(msg: &str) -> ! {
 }
 
 fn parse_args() -> Args {
-    let mut a = Args { config: String::new(), terminal: None, gateway: None, stats: None, pcap_dir: None, parent_pid: None, check: false };
+    let mut a = Args {
+        config: String::new(),
+        terminal: None,
+        gateway: None,
+        stats: None,
+        pcap_dir: None,
+        parent_pid: None,
+        check: false,
+    };
     let mut it = std::env::args().skip(1);
     let side = |v: String, flag: &str| -> (String, String) {
         match v.rsplit_once(':') {
-            Some((ns, dev)) if !ns.is_empty() && !dev.is_empty() => (ns.to_string(), dev.to_string()),
+            Some((ns, dev)) if !ns.is_empty() && !dev.is_empty() => {
+                (ns.to_string(), dev.to_string())
+            }
             _ => usage_exit(&format!("{flag} expects NETNS_PATH:DEVICE, got {v:?}")),
         }
     };
     while let Some(flag) = it.next() {
-        let mut val = || it.next().unwrap_or_else(|| usage_exit(&format!("{flag} needs a value")));
+        let mut val = || {
+            it.next()
+                .unwrap_or_else(|| usage_exit(&format!("{flag} needs a value")))
+        };
         match flag.as_str() {
             "--config" => a.config = val(),
             "--terminal" => a.terminal = Some(side(val(), "--terminal")),
             "--gateway" => a.gateway = Some(side(val(), "--gateway")),
             "--stats" => a.stats = Some(val()),
             "--pcap-dir" => a.pcap_dir = Some(val()),
-            "--parent-pid" => a.parent_pid = Some(val().parse().unwrap_or_else(|_| usage_exit("--parent-pid expects a number"))),
+            "--parent-pid" => {
+                a.parent_pid = Some(
+                    val()
+                        .parse()
+                        .unwrap_or_else(|_| usage_exit("--parent-pid expects a number")),
+                )
+            }
             "--check" => a.check = true,
             other => usage_exit(&format!("unknown argument {other:?}")),
         }
@@ -134,7 +153,10 @@ fn capture(cap: &Capture, unix_ns: u64, frame: &[u8]) {
     if let Some(c) = cap {
         let mut copy = frame.to_vec();
         complete_checksum(&mut copy);
-        let _ = c.lock().expect("pcap lock").write(unix_ns, &copy[VNET_HDR_LEN..]);
+        let _ = c
+            .lock()
+            .expect("pcap lock")
+            .write(unix_ns, &copy[VNET_HDR_LEN..]);
     }
 }
 
@@ -155,7 +177,8 @@ impl Side {
             };
             if !h.is_gso() {
                 capture(&self.cap_in, unix, frame);
-                self.dir.on_packet(now, frame.to_vec(), (n - VNET_HDR_LEN) as u32, 1);
+                self.dir
+                    .on_packet(now, frame.to_vec(), (n - VNET_HDR_LEN) as u32, 1);
                 continue;
             }
             self.chunks += 1;
@@ -232,12 +255,25 @@ impl Pump {
             // enough to catch userspace replies was measured: on two cores it
             // takes CPU from the endpoints and worsens the tail.)
             budget.refill(now_ns);
-            let due = self.sides.iter().filter_map(|s| s.dir.poll_timeout()).map(|t| t.as_nanos()).min();
+            let due = self
+                .sides
+                .iter()
+                .filter_map(|s| s.dir.poll_timeout())
+                .map(|t| t.as_nanos())
+                .min();
             let m = waker.margin_ns;
-            let spin = budget.allows() && (due.is_some_and(|d| now_ns + m >= d) || now_ns < linger_until);
+            let spin =
+                budget.allows() && (due.is_some_and(|d| now_ns + m >= d) || now_ns < linger_until);
             let wake_at = due.map(|d| d.saturating_sub(m));
-            let sleep = if spin { Some(0) } else { wake_at.map(|w| w.saturating_sub(now_ns)) };
-            let ready = sys::poll_readable(&[self.sides[0].input, self.sides[1].input, self.stop], sleep);
+            let sleep = if spin {
+                Some(0)
+            } else {
+                wake_at.map(|w| w.saturating_sub(now_ns))
+            };
+            let ready = sys::poll_readable(
+                &[self.sides[0].input, self.sides[1].input, self.stop],
+                sleep,
+            );
             let after = self.now().as_nanos();
             if spin {
                 budget.spend(after - now_ns);
@@ -280,7 +316,10 @@ impl Waker {
             .collect();
         late.sort_unstable();
         let p90 = late[late.len() * 9 / 10] as f64;
-        Waker { p90_ns: p90, margin_ns: (p90 as u64 + Self::GUARD_NS).min(Self::MAX_NS) }
+        Waker {
+            p90_ns: p90,
+            margin_ns: (p90 as u64 + Self::GUARD_NS).min(Self::MAX_NS),
+        }
     }
 
     const STEP_NS: f64 = 2_000.0;
@@ -311,10 +350,15 @@ impl SpinBudget {
     const CAP_NS: f64 = 2_000_000.0;
 
     fn new(now: u64) -> SpinBudget {
-        SpinBudget { tokens_ns: Self::CAP_NS, last_ns: now, spent_ns: 0 }
+        SpinBudget {
+            tokens_ns: Self::CAP_NS,
+            last_ns: now,
+            spent_ns: 0,
+        }
     }
     fn refill(&mut self, now: u64) {
-        self.tokens_ns = (self.tokens_ns + (now.saturating_sub(self.last_ns)) as f64 * Self::RATE).min(Self::CAP_NS);
+        self.tokens_ns = (self.tokens_ns + (now.saturating_sub(self.last_ns)) as f64 * Self::RATE)
+            .min(Self::CAP_NS);
         self.last_ns = now;
     }
     fn allows(&self) -> bool {
@@ -341,7 +385,8 @@ fn open_capture(dir: &Option<String>, name: &str) -> Capture {
     let d = dir.as_ref()?;
     let path = format!("{d}/{name}.pcap");
     let f = File::create(&path).unwrap_or_else(|e| fail(format!("create({path}): {e}")));
-    let w = PcapWriter::new(BufWriter::with_capacity(1 << 20, f)).unwrap_or_else(|e| fail(format!("write({path}): {e}")));
+    let w = PcapWriter::new(BufWriter::with_capacity(1 << 20, f))
+        .unwrap_or_else(|e| fail(format!("write({path}): {e}")));
     Some(Arc::new(Mutex::new(w)))
 }
 
@@ -349,13 +394,24 @@ fn main() {
     let args = parse_args();
     let text = std::fs::read_to_string(&args.config)
         .unwrap_or_else(|e| usage_exit(&format!("cannot read {}: {e}", args.config)));
-    let config = LinkConfig::from_json(&text).unwrap_or_else(|e| usage_exit(&format!("{}: {e}", args.config)));
+    let config = LinkConfig::from_json(&text)
+        .unwrap_or_else(|e| usage_exit(&format!("{}: {e}", args.config)));
     let mono0 = sys::monotonic_ns();
     let real0 = sys::realtime_ns();
-    let phase = if config.align_minute { real0 % 60_000_000_000 } else { 0 };
+    let phase = if config.align_minute {
+        real0 % 60_000_000_000
+    } else {
+        0
+    };
     let (rf, rr) = config.rngs();
-    let fwd: Direction<Frame> = config.forward.build("forward", phase, rf).unwrap_or_else(|e| usage_exit(&format!("{}: {e}", args.config)));
-    let ret: Direction<Frame> = config.ret.build("return", phase, rr).unwrap_or_else(|e| usage_exit(&format!("{}: {e}", args.config)));
+    let fwd: Direction<Frame> = config
+        .forward
+        .build("forward", phase, rf)
+        .unwrap_or_else(|e| usage_exit(&format!("{}: {e}", args.config)));
+    let ret: Direction<Frame> = config
+        .ret
+        .build("return", phase, rr)
+        .unwrap_or_else(|e| usage_exit(&format!("{}: {e}", args.config)));
     if args.check {
         return;
     }
@@ -375,8 +431,10 @@ fn main() {
     let term = open_side(args.terminal.as_ref().expect("checked"));
     let gw = open_side(args.gateway.as_ref().expect("checked"));
     sys::enter_netns_fd(&home_fd).unwrap_or_else(|e| fail(e.to_string()));
-    let off_t = sys::set_offload(term.as_raw_fd(), &args.terminal.as_ref().unwrap().1).unwrap_or_else(|e| fail(e.to_string()));
-    let off_g = sys::set_offload(gw.as_raw_fd(), &args.gateway.as_ref().unwrap().1).unwrap_or_else(|e| fail(e.to_string()));
+    let off_t = sys::set_offload(term.as_raw_fd(), &args.terminal.as_ref().unwrap().1)
+        .unwrap_or_else(|e| fail(e.to_string()));
+    let off_g = sys::set_offload(gw.as_raw_fd(), &args.gateway.as_ref().unwrap().1)
+        .unwrap_or_else(|e| fail(e.to_string()));
     let cap_t = open_capture(&args.pcap_dir, "terminal");
     let cap_g = open_capture(&args.pcap_dir, "gateway");
     let stop = sys::eventfd().unwrap_or_else(|e| fail(e.to_string()));
@@ -391,16 +449,23 @@ fn main() {
         write_errors: 0,
     };
     let pump = Pump {
-        sides: [side(fwd, &gw, &term, &cap_g, &cap_t), side(ret, &term, &gw, &cap_t, &cap_g)],
+        sides: [
+            side(fwd, &gw, &term, &cap_g, &cap_t),
+            side(ret, &term, &gw, &cap_t, &cap_g),
+        ],
         stop: stop.as_raw_fd(),
         mono0,
         real0,
     };
-    let worker = thread::Builder::new().name("link".into()).spawn(move || pump.run()).expect("spawn");
+    let worker = thread::Builder::new()
+        .name("link".into())
+        .spawn(move || pump.run())
+        .expect("spawn");
 
     println!(
         "{}",
-        serde_json::json!({"ready": true, "pid": std::process::id(), "seed": config.seed, "offloads": off_t & off_g})
+        serde_json::json!({"ready": true, "pid": std::process::id(), "seed": config.seed,
+            "offloads": off_t & off_g})
     );
     let _ = std::io::stdout().flush();
 
@@ -423,7 +488,9 @@ fn main() {
     match &args.stats {
         Some(path) => {
             let tmp = format!("{path}.tmp");
-            std::fs::write(&tmp, json).and_then(|_| std::fs::rename(&tmp, path)).unwrap_or_else(|e| fail(format!("write({path}): {e}")));
+            std::fs::write(&tmp, json)
+                .and_then(|_| std::fs::rename(&tmp, path))
+                .unwrap_or_else(|e| fail(format!("write({path}): {e}")));
         }
         None => println!("{json}"),
     }

@@ -10,7 +10,10 @@ pub fn os_err(call: &str, what: &str) -> io::Error {
 }
 
 pub fn clock_ns(clock: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: valid pointer to a timespec.
     unsafe { libc::clock_gettime(clock, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
@@ -26,7 +29,8 @@ pub fn realtime_ns() -> u64 {
 
 /// Enter the network namespace at `path` (this thread only).
 pub fn enter_netns(path: &str) -> io::Result<()> {
-    let f = std::fs::File::open(path).map_err(|e| io::Error::new(e.kind(), format!("open({path}): {e}")))?;
+    let f = std::fs::File::open(path)
+        .map_err(|e| io::Error::new(e.kind(), format!("open({path}): {e}")))?;
     // SAFETY: plain syscall on an owned fd.
     if unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
         return Err(os_err("setns", path));
@@ -67,15 +71,27 @@ struct IfReq {
 pub fn open_tun(dev: &str) -> io::Result<OwnedFd> {
     let path = CString::new("/dev/net/tun").unwrap();
     // SAFETY: valid C string.
-    let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDWR | libc::O_NONBLOCK | libc::O_CLOEXEC) };
+    let fd = unsafe {
+        libc::open(
+            path.as_ptr(),
+            libc::O_RDWR | libc::O_NONBLOCK | libc::O_CLOEXEC,
+        )
+    };
     if fd < 0 {
         return Err(os_err("open", "/dev/net/tun"));
     }
     // SAFETY: fd was just opened and is owned here.
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    let mut req = IfReq { name: [0; 16], flags: IFF_TUN | IFF_NO_PI | IFF_VNET_HDR, _pad: [0; 22] };
+    let mut req = IfReq {
+        name: [0; 16],
+        flags: IFF_TUN | IFF_NO_PI | IFF_VNET_HDR,
+        _pad: [0; 22],
+    };
     if dev.len() >= 16 {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("device name too long: {dev}")));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("device name too long: {dev}"),
+        ));
     }
     req.name[..dev.len()].copy_from_slice(dev.as_bytes());
     // SAFETY: req is a valid ifreq-sized struct.
@@ -113,18 +129,37 @@ pub fn eventfd_signal(fd: RawFd) {
     unsafe { libc::write(fd, &one as *const u64 as *const libc::c_void, 8) };
 }
 
-
 /// Wait for `fds` to become readable or for `timeout_ns` (None: forever).
 /// Returns the readiness of each fd.
 pub fn poll_readable(fds: &[RawFd; 3], timeout_ns: Option<u64>) -> [bool; 3] {
-    let mut p = [libc::pollfd { fd: -1, events: 0, revents: 0 }; 3];
+    let mut p = [libc::pollfd {
+        fd: -1,
+        events: 0,
+        revents: 0,
+    }; 3];
     for (i, &fd) in fds.iter().enumerate() {
-        p[i] = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+        p[i] = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
     }
-    let ts = timeout_ns.map(|ns| libc::timespec { tv_sec: (ns / 1_000_000_000) as i64, tv_nsec: (ns % 1_000_000_000) as i64 });
-    let tsp = ts.as_ref().map_or(std::ptr::null(), |t| t as *const libc::timespec);
+    let ts = timeout_ns.map(|ns| libc::timespec {
+        tv_sec: (ns / 1_000_000_000) as i64,
+        tv_nsec: (ns % 1_000_000_000) as i64,
+    });
+    let tsp = ts
+        .as_ref()
+        .map_or(std::ptr::null(), |t| t as *const libc::timespec);
     // SAFETY: p holds fds.len() valid pollfds; tsp is null or valid.
-    let n = unsafe { libc::ppoll(p.as_mut_ptr(), fds.len() as libc::nfds_t, tsp, std::ptr::null()) };
+    let n = unsafe {
+        libc::ppoll(
+            p.as_mut_ptr(),
+            fds.len() as libc::nfds_t,
+            tsp,
+            std::ptr::null(),
+        )
+    };
     let mut r = [false; 3];
     if n > 0 {
         for i in 0..3 {
@@ -136,7 +171,10 @@ pub fn poll_readable(fds: &[RawFd; 3], timeout_ns: Option<u64>) -> [bool; 3] {
 
 /// Sleep for `ns` with a timed wait (as the event loop does).
 pub fn sleep_ns(ns: u64) {
-    let ts = libc::timespec { tv_sec: (ns / 1_000_000_000) as i64, tv_nsec: (ns % 1_000_000_000) as i64 };
+    let ts = libc::timespec {
+        tv_sec: (ns / 1_000_000_000) as i64,
+        tv_nsec: (ns % 1_000_000_000) as i64,
+    };
     // SAFETY: no fds, valid timespec.
     unsafe { libc::ppoll(std::ptr::null_mut(), 0, &ts, std::ptr::null()) };
 }
@@ -170,7 +208,15 @@ pub fn precise_timers() {
 /// Die with our parent (the orchestrator), so a killed run leaves no emulator.
 pub fn die_with_parent() {
     // SAFETY: prctl with integer arguments.
-    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM as libc::c_ulong, 0, 0, 0) };
+    unsafe {
+        libc::prctl(
+            libc::PR_SET_PDEATHSIG,
+            libc::SIGTERM as libc::c_ulong,
+            0,
+            0,
+            0,
+        )
+    };
 }
 
 /// Block the stop signals in this thread and the threads it spawns.
