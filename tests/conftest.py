@@ -1,21 +1,45 @@
-"""Shared fixtures. End-to-end tests need root and /dev/net/tun (CI has both)."""
+"""Fixtures and hooks of the three layers of tests:
+
+- ``unit/``: no root, no network: the link model's Python side, experiment
+  files, the store and its migrations, statistics, pages;
+- ``harness/``: the runner, the store and the report driven against a fake
+  lab and fake endpoints, in seconds, without root;
+- ``e2e/``: real traffic through real namespaces (root and /dev/net/tun; CI
+  has both), marked ``e2e``.
+
+The host namespace's state is captured when the session starts, before any
+test runs, and compared with its state at the end (the last test).
+"""
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-SATBENCH = [sys.executable, "-m", "satbench"]
+from satbench import Testbed, TestbedSpec, load_profile
+from satbench.endpoints import pages
+from satbench.endpoints.options import ServerOptions
+from satbench.endpoints.satbench_server import SatbenchServer
+
+from .helpers import host_state
+
+_INITIAL: dict[str, str] = {}
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "e2e: builds real testbeds (root, /dev/net/tun)")
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if os.geteuid() == 0:
+        _INITIAL.update(host_state())
+
+
+def initial_host_state() -> dict[str, str]:
+    """The host namespace's state when the session started."""
+    return dict(_INITIAL)
 
 
 def _needs_root() -> str | None:
@@ -27,139 +51,34 @@ def _needs_root() -> str | None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for it in items:
+        if "/e2e/" in str(it.path):
+            it.add_marker(pytest.mark.e2e)
     why = _needs_root()
     if why and not os.environ.get("CI"):
         for it in items:
             if "e2e" in it.keywords:
                 it.add_marker(pytest.mark.skip(reason=why))
-
-
-def host_state() -> dict[str, str]:
-    """What the testbed must never change in the host namespace."""
-    def out(argv: list[str]) -> str:
-        p = subprocess.run(argv, capture_output=True, text=True)
-        return p.stdout if p.returncode == 0 else f"<{argv[0]} failed: {p.stderr.strip()}>"
-
-    sysctls = {}
-    for f in ["net/ipv4/ip_forward", "net/ipv4/tcp_congestion_control", "net/ipv4/conf/all/rp_filter",
-              "net/ipv4/conf/default/rp_filter", "net/ipv6/conf/all/disable_ipv6",
-              "net/ipv6/conf/default/disable_ipv6", "net/ipv4/conf/all/forwarding", "net/core/rmem_max",
-              "net/core/wmem_max", "net/ipv4/tcp_rmem", "net/ipv4/tcp_wmem"]:
-        try:
-            sysctls[f] = Path("/proc/sys", f).read_text().strip()
-        except OSError:
-            sysctls[f] = "<absent>"
-    return {
-        "routes4": out(["ip", "-4", "route", "show", "table", "all"]),
-        "routes6": out(["ip", "-6", "route", "show", "table", "all"]),
-        "rules": out(["ip", "rule", "show"]),
-        "addresses": out(["ip", "-o", "addr", "show"]),
-        "links": out(["ip", "-o", "link", "show"]),
-        "sysctls": json.dumps(sysctls, sort_keys=True),
-        "nftables": out(["nft", "list", "ruleset"]),
-        "iptables": "\n".join(l for l in out(["iptables-save"]).splitlines() if not l.startswith("#")),
-        "netns": out(["ip", "netns", "list"]),
-    }
-
-
-@pytest.fixture(scope="session")
-def initial_host_state() -> dict[str, str]:
-    return host_state()
-
-
-def run_cli(*args: str, timeout: float = 120, **kw) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*SATBENCH, *args], capture_output=True, text=True, timeout=timeout, **kw)
-
-
-def netns_now() -> list[str]:
-    p = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True)
-    return sorted(l.split()[0] for l in p.stdout.splitlines() if l.strip())
-
-
-def satbench_leftovers() -> list[str]:
-    """Anything of any testbed still present on the host."""
-    left = [ns for ns in netns_now() if ns.startswith("sb")]
-    run = Path("/run/satbench")
-    if run.is_dir():
-        left += [f"/run/satbench/{d.name}" for d in run.iterdir()]
-    etc = Path("/etc/netns")
-    if etc.is_dir():
-        left += [f"/etc/netns/{d.name}" for d in etc.iterdir() if d.name.startswith("sb")]
-    p = subprocess.run(["pgrep", "-f", "satbench-link"], capture_output=True, text=True)
-    for pid in p.stdout.split():
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if state != "Z":  # an exited emulator whose orphaned parent's reaper (pid 1) has not reaped it
-            left.append(f"pid {pid}")
-    return left
+    # The host-state check runs last, after every other test.
+    last = [it for it in items if it.path.name == "test_zz_host_state.py"]
+    items[:] = [it for it in items if it not in last] + last
 
 
 @pytest.fixture(scope="session")
 def generated_pages(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     """Every test page, generated once per session: (folder, {name: manifest})."""
-    from satbench import pages
-
     out = tmp_path_factory.mktemp("pages")
     return out, {m.page: m for m in pages.generate(out, seed=1)}
-
-
-def page_urls(out: Path, manifests: dict) -> list[tuple[str, str]]:
-    """(path on the server, sha256) of every page's HTML and objects."""
-    import hashlib
-
-    rows = []
-    for name, m in sorted(manifests.items()):
-        html = (out / name / "index.html").read_bytes()
-        rows.append((f"/{name}/index.html", hashlib.sha256(html).hexdigest()))
-        rows += [(f"/{name}/{o.path}", o.sha256) for o in m.objects]
-    return rows
-
-
-def curl_all(client, rows: list[tuple[str, str]], proto: str, tmp: Path, cacert: str) -> list[str]:  # type: ignore[no-untyped-def]
-    """Fetch every row with one curl process (connections reused) and check each
-    body's SHA-256; returns the HTTP version curl reports per request."""
-    import hashlib
-
-    scheme = "http" if proto == "http/1.1" else "https"
-    cfg = tmp / "curl.cfg"
-    lines = ['write-out = "%{http_version} %{http_code}\\n"', "silent", "show-error"]
-    for i, (path, _) in enumerate(rows):
-        lines += [f'url = "{scheme}://server.test{path}"', f'output = "{tmp / str(i)}"']
-    cfg.write_text("\n".join(lines) + "\n")
-    argv = ["curl", "-K", str(cfg), "--cacert", cacert, "--http2" if proto == "h2" else "--http1.1"]
-    p = client.run(argv, capture_output=True, text=True, timeout=600)
-    assert p.returncode == 0, p.stderr[-500:]
-    versions = []
-    for i, ((path, sha), line) in enumerate(zip(rows, p.stdout.splitlines(), strict=True)):
-        version, code = line.split()
-        assert code == "200", (path, line)
-        assert hashlib.sha256((tmp / str(i)).read_bytes()).hexdigest() == sha, path
-        versions.append(version)
-    return versions
 
 
 @pytest.fixture(scope="module")
 def wire_100ms(generated_pages, tmp_path_factory):  # type: ignore[no-untyped-def]
     """A testbed with a 100 ms RTT unlimited link and satbench-server (CUBIC)
     serving every test page: (testbed, server, {name: manifest})."""
-    from satbench import Testbed, TestbedSpec, load_profile
-    from satbench.serve import Server, ServerOptions
-
     out, manifests = generated_pages
     with Testbed(TestbedSpec(link=load_profile("wire", ["delay_ms=50"]), seed=1)) as tb:
-        with Server(out, tmp_path_factory.mktemp("logs"), ServerOptions(cc="cubic"), host=tb.server) as srv:
+        with SatbenchServer(out, tmp_path_factory.mktemp("logs"), ServerOptions(), cc="cubic",
+                            host=tb.server) as srv:
             yield tb, srv, manifests
 
 
-def client_json(tb, command: str, url: str, protocol: str, *extra: str, timeout: float = 180) -> dict:  # type: ignore[no-untyped-def]
-    """Run ``satbench COMMAND URL --protocol P --json`` on the testbed's client; its JSON output
-    (exit code 0, or 3 for an invalid load)."""
-    import json
-    import sys
-
-    p = tb.client.run([sys.executable, "-m", "satbench", command, url, "--protocol", protocol, "--json", *extra],
-                      capture_output=True, text=True, timeout=timeout)
-    assert p.returncode in (0, 3), p.stderr[-2000:]
-    return json.loads(p.stdout)

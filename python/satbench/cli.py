@@ -1,30 +1,84 @@
-"""The ``satbench`` command: a thin layer over the library."""
+"""The ``satbench`` command: a thin layer over the library.
+
+Each subcommand is one row of :data:`COMMANDS`: its arguments and a handler
+that builds library objects, calls the library and prints what it returns.
+All printing is here; the library reports progress through callbacks. A
+library error becomes one line on stderr and its exit code (2 for bad input
+or a missing prerequisite, 1 for a testbed failure).
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
+import signal
+import subprocess
 import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Any
+from urllib.parse import urlsplit
 
-from . import profiles
-from .errors import SatbenchError
+from . import prereq
+from .bench import BENCHES
+from .endpoints import ca, pages
+from .endpoints import options as server_options
+from .endpoints.browser import BrowseOptions, LoadResult
+from .endpoints.curl import format_timing, timing
+from .endpoints.loader import LoadOptions, format_run, load
+from .endpoints.options import ServerOptions
+from .endpoints.satbench_server import SatbenchServer
+from .errors import InputError, SatbenchError
+from .experiment import runner
+from .experiment import spec as experiment_spec
+from .experiment.design import trial_key
+from .experiment.plan import Plan
+from .experiment.spec import resolve_trial_links
+from .link import profile
+from .link.spec import LinkSpec, resolve
+from .model import CongestionControl, Protocol, TrialStatus, choices
+from .testbed.cleanup import cleanup
+from .testbed.shell import format_counters, run_shell
+from .testbed.testbed import Testbed, TestbedSpec, check_namespace_default_cc
+
+DEFAULT_DB = "results/satbench.sqlite"
+Handler = Callable[[argparse.Namespace, list[str]], int]
 
 
-def _cmd_links(a: argparse.Namespace) -> int:
-    found = profiles.available()
-    rows = []
-    for name, path in sorted(found.items()):
+@dataclass(frozen=True)
+class Command:
+    name: str
+    help: str
+    args: Callable[[argparse.ArgumentParser], None]
+    run: Handler
+    usage: str | None = None
+    #: Takes a command after ``--`` (only ``shell``).
+    takes_command: bool = False
+
+
+# -- links, shell, cleanup, check ----------------------------------------------------------
+
+
+def _links_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true")
+
+
+def _links(a: argparse.Namespace, _: list[str]) -> int:
+    rows: list[dict[str, Any]] = []
+    for name, path in sorted(profile.available().items()):
         try:
-            p = profiles.load(str(path))
+            prof = profile.load(str(path))
+            link: LinkSpec = resolve(prof)
         except SatbenchError as e:
             rows.append({"name": name, "error": str(e), "file": str(path)})
             continue
-        rows.append({"name": p.name, "rtt_ms": p.base_rtt_ms, "forward": p.forward.summary(),
-                     "return": p.ret.summary(), "description": p.description, "file": str(path),
-                     "emulator_config": p.emulator_config(0) if a.json else None})
+        rows.append({"name": prof.name, "rtt_ms": link.base_rtt_ms, "forward": prof.forward.summary(),
+                     "return": prof.ret.summary(), "description": prof.description, "file": str(path),
+                     "hash": link.hash, "emulator_config": link.config if a.json else None})
     if a.json:
         print(json.dumps(rows, indent=1))
         return 0
@@ -39,70 +93,100 @@ def _cmd_links(a: argparse.Namespace) -> int:
     return 0
 
 
-def _spec_from(a: argparse.Namespace):  # type: ignore[no-untyped-def]
-    from .testbed import TestbedSpec
+def _server_args(p: argparse.ArgumentParser) -> None:
+    """The server's flags, derived from :class:`ServerOptions`."""
+    p.add_argument("--cc", choices=choices(CongestionControl),
+                   help="server congestion control: TCP_CONGESTION per socket, and quiche's (bbr = BBRv2 in quiche)")
+    for f in server_options.fields():
+        flag, help = server_options.flag_of(f), str(f.metadata["help"])
+        if server_options.is_bool(f):
+            p.add_argument(flag, dest=f.name, action="store_false" if f.default else "store_true",
+                           help=("no " + help) if f.default else help)
+        else:
+            p.add_argument(flag, dest=f.name, type=int, metavar=f.metadata["metavar"], help=help)
 
-    link = profiles.load(a.link, a.set)
-    access = profiles.load(a.access) if a.access else None
-    return TestbedSpec(link=link, clients=a.clients, servers=a.servers, access=access, seed=a.seed,
+
+def _options_from(a: argparse.Namespace) -> ServerOptions:
+    return ServerOptions(**{f.name: getattr(a, f.name) for f in server_options.fields()})
+
+
+def _shell_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--link", required=True, help="link profile name or .toml file (see 'satbench links')")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a profile key: forward.KEY, return.KEY or KEY for both (repeatable)")
+    p.add_argument("--access", help="profile of an access link between clients and terminal (e.g. wifi)")
+    p.add_argument("--clients", type=int, default=1, help="client hosts (default 1)")
+    p.add_argument("--servers", type=int, default=1, help="server hosts (default 1)")
+    p.add_argument("--seed", type=int, help="seed of the emulator's randomness (default: random, reported)")
+    p.add_argument("--default-cc", choices=choices(CongestionControl),
+                   help="default TCP congestion control in every host namespace")
+    p.add_argument("--pcap", metavar="DIR", help="write a pcap of each side of the link into DIR")
+    p.add_argument("--dns", action="store_true",
+                   help="clients resolve names through a DNS server on the server host (lookups cross the link)")
+    p.add_argument("--serve", metavar="DIR", help="start satbench-server on the server host, serving DIR")
+    p.add_argument("--server-logs", metavar="DIR", help="keep the server's logs (access, TCP_INFO, qlog) in DIR")
+    _server_args(p)
+    p.add_argument("--json", action="store_true", help="print the link counters as JSON on stderr")
+    p.add_argument("--json-out", metavar="FILE", help="write the link counters as JSON to FILE")
+    p.add_argument("-q", "--quiet", action="store_true", help="print no counters")
+
+
+def _shell(a: argparse.Namespace, rest: list[str]) -> int:
+    if a.default_cc:
+        check_namespace_default_cc(a.default_cc)
+    for name, v in (("--clients", a.clients), ("--servers", a.servers)):
+        if not 1 <= v <= 200:
+            raise InputError(f"{name}: must be from 1 to 200, got {v}")
+    link = resolve(profile.load(a.link, a.set))
+    access = resolve(profile.load(a.access)) if a.access else None
+    spec = TestbedSpec(link=link, clients=a.clients, servers=a.servers, access=access, seed=a.seed,
                        tcp_cc=a.default_cc, pcap_dir=Path(a.pcap) if a.pcap else None, dns=a.dns)
-
-
-def _server_options(a: argparse.Namespace):  # type: ignore[no-untyped-def]
-    from .serve import ServerOptions
-
-    return ServerOptions(cc=a.cc, h3=not a.no_h3, tfo=a.tfo, resumption=not a.no_resumption, zero_rtt=not a.no_0rtt,
-                         sndbuf=a.sndbuf, rcvbuf=a.rcvbuf, quic_initcwnd=a.quic_initcwnd, keylog=a.keylog,
-                         tcp_initcwnd=a.tcp_initcwnd, pacing=not a.no_pacing)
-
-
-def _cmd_shell(a: argparse.Namespace, rest: list[str]) -> int:
-    from .errors import InputError
-    from .prereq import require_testbed
-    from .shell import run_shell
-
-    spec = _spec_from(a)
     if a.cc and not a.serve:
         raise InputError("--cc sets the congestion control of the server started by --serve; "
                          "use --default-cc for the namespaces' default")
     serve = None
     if a.serve:
-        if not Path(a.serve).is_dir():
+        root = Path(a.serve)
+        if not root.is_dir():
             raise InputError(f"--serve {a.serve}: not a directory")
-        opts = _server_options(a)
-        opts.validate()
-        serve = (Path(a.serve), Path(a.server_logs) if a.server_logs else None, opts)
-    require_testbed()
-    return run_shell(spec, rest or None, json_stderr=a.json, json_out=Path(a.json_out) if a.json_out else None,
-                     quiet=a.quiet, serve=serve)
+        opts, cc = _options_from(a), a.cc
+
+        def serve(tb: Testbed) -> SatbenchServer:
+            logs = Path(a.server_logs) if a.server_logs else tb.run_dir / "server"
+            return SatbenchServer(root, logs, opts, host=tb.server, cc=cc)
+
+    def banner(tb: Testbed) -> None:
+        if not a.quiet:
+            print(f"satbench: shell on {tb.client.name} ({tb.client.addr}) behind link '{tb.link.name}'; "
+                  f"server {tb.server.name} ({tb.server.addr}); exit to tear down", file=sys.stderr)
+
+    prereq.require_testbed()
+    r = run_shell(spec, rest or None, serve=serve, on_ready=banner)
+    if a.json_out:
+        Path(a.json_out).write_text(json.dumps(r.report, indent=1) + "\n")
+    if a.json:
+        print(json.dumps(r.report), file=sys.stderr)
+    elif not a.quiet:
+        print(format_counters(r.link_counters, f"satbench: link '{link.name}'"), file=sys.stderr)
+        if access is not None:
+            print(format_counters(r.access_counters, f"satbench: access link '{access.name}'"), file=sys.stderr)
+    return r.exit_code
 
 
-def _cmd_serve(a: argparse.Namespace) -> int:
-    import tempfile
-
-    from .serve import serve_forever
-
-    opts = _server_options(a)
-    opts.http_port, opts.https_port = a.http_port, a.https_port
-    log_dir = Path(a.log_dir) if a.log_dir else Path(tempfile.mkdtemp(prefix="satbench-serve-"))
-    return serve_forever(Path(a.dir), log_dir, opts, a.bind)
+def _cleanup_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--force", action="store_true", help=argparse.SUPPRESS)
 
 
-def _cmd_cleanup(a: argparse.Namespace) -> int:
-    from .prereq import require_testbed
-    from .testbed import cleanup
-
+def _cleanup(a: argparse.Namespace, _: list[str]) -> int:
     if not a.force:
-        require_testbed()
+        prereq.require_testbed()
     removed = cleanup()
     print(f"removed {len(removed)} stale testbed(s)" + (f": {', '.join(removed)}" if removed else ""))
     return 0
 
 
-def _cmd_check(a: argparse.Namespace) -> int:
-    from .prereq import missing_for_testbed
-
-    missing = missing_for_testbed()
+def _check(a: argparse.Namespace, _: list[str]) -> int:
+    missing = prereq.missing_for_testbed()
     for m in missing:
         print(m)
     if not missing:
@@ -110,34 +194,137 @@ def _cmd_check(a: argparse.Namespace) -> int:
     return 2 if missing else 0
 
 
-def _cmd_bench(a: argparse.Namespace) -> int:
-    from .bench import run_harness_bench, run_link_bench, run_loader_bench, run_server_bench
-
-    if a.what == "harness":
-        return run_harness_bench(json_out=a.json, quick=a.quick)
-    if a.what == "loader":
-        return run_loader_bench(json_out=a.json, quick=a.quick)
-    if a.what == "server":
-        return run_server_bench(json_out=a.json, quick=a.quick)
-    return run_link_bench(json_out=a.json, quick=a.quick)
+# -- servers and clients -------------------------------------------------------------------
 
 
-def _cmd_pages(a: argparse.Namespace) -> int:
-    from . import pages
+def _serve_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("dir")
+    p.add_argument("--bind", default="127.0.0.1",
+                   help="address to listen on (default 127.0.0.1: loopback only; 0.0.0.0 serves every interface)")
+    p.add_argument("--http-port", type=int, default=80)
+    p.add_argument("--https-port", type=int, default=443)
+    p.add_argument("--log-dir", help="access log, TCP_INFO and qlog (default: a new temporary folder)")
+    _server_args(p)
 
-    out = Path(a.out)
-    made = pages.generate(out, a.only.split(",") if a.only else None, seed=a.seed) if not a.bulk_only else []
-    for m in made:
-        print(f"{m.page}: {len(m.objects)} objects, {m.total_bytes} bytes -> {out / m.page}")
-    for s in (a.bulk.split(",") if a.bulk else []):
-        p = pages.bulk_file(out, pages.parse_size(s), seed=a.seed)
-        print(f"bulk {s}: {p.stat().st_size} bytes -> {p}")
+
+def _serve(a: argparse.Namespace, _: list[str]) -> int:
+    log_dir = Path(a.log_dir) if a.log_dir else Path(tempfile.mkdtemp(prefix="satbench-serve-"))
+    srv = SatbenchServer(Path(a.dir), log_dir, _options_from(a), cc=a.cc, bind=a.bind, http_port=a.http_port,
+                         https_port=a.https_port)
+    print(json.dumps({**srv.ready, "log_dir": str(log_dir)}), flush=True)
+    stopping: list[int] = []
+    old = {s: signal.signal(s, lambda n, _f: stopping.append(n)) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        while srv.proc.poll() is None and not stopping:
+            try:
+                srv.proc.wait(timeout=0.5)
+            except subprocess.TimeoutExpired:
+                pass
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+        srv.stop()
+    return 0 if stopping else (srv.returncode or 0)
+
+
+def _browse_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("url")
+    p.add_argument("--protocol", required=True, choices=choices(Protocol))
+    p.add_argument("--timeout", type=float, default=120.0, help="seconds (default 120)")
+    p.add_argument("--browser", choices=["chromium", "firefox"], default="chromium",
+                   help="Debian's Chromium (default) or Firefox ESR")
+    p.add_argument("--connections", type=int, help="HTTP/1.1 connections per host (Firefox only; default 6)")
+    p.add_argument("--har", help="write a HAR file of the load")
+    p.add_argument("--netlog", help="write Chromium's net-log of the load")
+    p.add_argument("--json", action="store_true")
+
+
+def _browse(a: argparse.Namespace, _: list[str]) -> int:
+    opts = BrowseOptions(protocol=a.protocol, timeout_s=a.timeout, har=Path(a.har) if a.har else None,
+                         netlog=Path(a.netlog) if a.netlog else None)
+    _check_url(a.url)
+    r: LoadResult
+    if a.browser == "firefox":
+        from .endpoints.firefox import firefox_load  # noqa: PLC0415 - Playwright and browsers load on use
+
+        if a.har or a.netlog:
+            raise InputError("--har and --netlog are Chromium's; Firefox loads have neither here")
+        r = firefox_load(a.url, opts, connections=a.connections or 6)
+    else:
+        from .endpoints.chromium import browse  # noqa: PLC0415 - Playwright loads on use
+
+        if a.connections not in (None, 6):
+            raise InputError("--connections: Chromium's 6 HTTP/1.1 connections per host cannot be changed; "
+                             "use --browser firefox or 'satbench load'")
+        r = browse(a.url, opts)
+    if a.json:
+        print(json.dumps(r.to_json()))
+    else:
+        state = "valid" if r.valid else f"INVALID: {r.invalid_reason}"
+
+        def ms(v: float | None) -> str:
+            return "-" if v is None else f"{v:.0f} ms"
+
+        print(f"{r.url} over {r.protocol} ({r.browser}): {state}")
+        print(f"  PLT {ms(r.plt_ms)}, TTFB {ms(r.ttfb_ms)}, FCP {ms(r.fcp_ms)}, LCP {ms(r.lcp_ms)}"
+              f" ({r.lcp_element or '-'}), DOMContentLoaded {ms(r.dcl_ms)}")
+        print(f"  {len(r.resources)} responses on {r.connections} connections, {r.bytes_received} bytes received")
+    return 0 if r.valid else 3
+
+
+def _check_url(url: str) -> None:
+    """A URL a client can fetch: http(s) with a host."""
+    try:
+        u = urlsplit(url)
+        port = u.port
+    except ValueError as e:
+        raise InputError(f"URL {url!r}: {e}") from None
+    if u.scheme not in ("http", "https") or not u.hostname:
+        raise InputError(f"URL {url!r}: needs http:// or https:// and a host")
+    del port
+
+
+def _load_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("url")
+    p.add_argument("--protocol", required=True, choices=choices(Protocol))
+    p.add_argument("--clients", type=int, default=1, help="concurrent clients, each on its own connections (default 1)")
+    p.add_argument("--connections", type=int, default=6, help="HTTP/1.1 connections per host (default 6)")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--single", action="store_true", help="fetch only URL (curl-style breakdown)")
+    g.add_argument("--bulk", action="store_true", help="fetch only URL, printing progress on stderr")
+    p.add_argument("--timeout", type=float, default=120.0, help="seconds per client (default 120)")
+    p.add_argument("--json", action="store_true")
+
+
+def _load(a: argparse.Namespace, _: list[str]) -> int:
+    _check_url(a.url)
+    mode = "bulk" if a.bulk else "single" if a.single else "page"
+    r = load(a.url, LoadOptions(protocol=a.protocol, clients=a.clients, connections=a.connections, mode=mode,
+                                timeout_s=a.timeout), stderr=sys.stderr)
+    print(json.dumps(r.to_json()) if a.json else format_run(r))
+    return 0 if r.valid else 3
+
+
+def _timing_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("url")
+    p.add_argument("--protocol", required=True, choices=choices(Protocol))
+    p.add_argument("--count", type=int, default=100, help="repetitions (default 100)")
+    p.add_argument("--json", action="store_true")
+
+
+def _timing(a: argparse.Namespace, _: list[str]) -> int:
+    _check_url(a.url)
+    t = timing(a.url, a.protocol, a.count)
+    print(json.dumps({"url": t.url, "protocol": t.protocol, "rows": t.rows, "summary": t.summary()})
+          if a.json else format_timing(t))
     return 0
 
 
-def _cmd_ca(a: argparse.Namespace) -> int:
-    from . import ca
+def _ca_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--nss-home", metavar="DIR", help="also make DIR/.pki/nssdb trust the CA (a browser HOME)")
 
+
+def _ca(a: argparse.Namespace, _: list[str]) -> int:
     c = ca.ensure()
     print(f"CA certificate:      {c.cert}\nCA key (0600):       {c.key}\n"
           f"server certificate:  {c.server_cert}\nserver key (0600):   {c.server_key}")
@@ -147,75 +334,110 @@ def _cmd_ca(a: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_browse(a: argparse.Namespace) -> int:
-    from .browse import BrowseOptions, browse
-    from .errors import InputError
-
-    opts = BrowseOptions(protocol=a.protocol, timeout_s=a.timeout, har=Path(a.har) if a.har else None,
-                         netlog=Path(a.netlog) if a.netlog else None)
-    if a.browser == "firefox":
-        from .firefox import firefox_load
-
-        if a.har or a.netlog:
-            raise InputError("--har and --netlog are Chromium's; Firefox loads have neither here")
-        r = firefox_load(a.url, opts, connections=a.connections or 6)
-    else:
-        if a.connections not in (None, 6):
-            raise InputError("--connections: Chromium's 6 HTTP/1.1 connections per host cannot be changed; "
-                             "use --browser firefox or 'satbench load'")
-        r = browse(a.url, opts)
-    if a.json:
-        print(json.dumps(r.to_json()))
-    else:
-        state = "valid" if r.valid else f"INVALID: {r.invalid_reason}"
-        fmt = lambda v: "-" if v is None else f"{v:.0f} ms"  # noqa: E731
-        print(f"{r.url} over {r.protocol} ({r.browser}): {state}")
-        print(f"  PLT {fmt(r.plt_ms)}, TTFB {fmt(r.ttfb_ms)}, FCP {fmt(r.fcp_ms)}, LCP {fmt(r.lcp_ms)}"
-              f" ({r.lcp_element or '-'}), DOMContentLoaded {fmt(r.dcl_ms)}")
-        print(f"  {len(r.resources)} responses on {r.connections} connections, {r.bytes_received} bytes received")
-    return 0 if r.valid else 3
+def _pages_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", required=True, help="folder to write the pages into")
+    p.add_argument("--only", help="comma-separated page names (default: all)")
+    p.add_argument("--bulk", help="also make bulk files, e.g. 1M,100M,250M,500M")
+    p.add_argument("--bulk-only", action="store_true", help="make only the bulk files")
+    p.add_argument("--seed", type=int, default=1, help="content seed (default 1)")
 
 
-def _cmd_load(a: argparse.Namespace) -> int:
-    from .load import LoadOptions, main_cli
-
-    mode = "bulk" if a.bulk else "single" if a.single else "page"
-    return main_cli(a.url, LoadOptions(protocol=a.protocol, clients=a.clients, connections=a.connections, mode=mode,
-                                       timeout_s=a.timeout), a.json)
-
-
-DEFAULT_DB = "results/satbench.sqlite"
-
-
-def _cmd_plan(a: argparse.Namespace) -> int:
-    from . import experiment
-
-    exp = experiment.load(a.file)
-    done: set[str] = set()
-    if a.db and Path(a.db).exists():
-        from .store import Store
-
-        with Store(a.db) as st:
-            found = st.experiment(exp.name)
-            if found:
-                if not exp.seed_given:
-                    exp = experiment.reorder(exp, int(found["seed"]))
-                done = set(st.done(int(found["id"])))
-    if a.json:
-        print(json.dumps({**exp.spec_json(), "estimate_s": experiment.estimate_s(exp, {k: 0.0 for k in done}),
-                          "trials": [{"key": t.key, "rep": t.rep, "factors": t.factors, "scenarios": t.scenarios,
-                                      "done": t.key in done, "estimate_s": experiment.estimate_trial_s(t.factors)}
-                                     for t in exp.trials]}))
-    else:
-        print(experiment.format_plan(exp, done, limit=None if a.all else 50))
+def _pages(a: argparse.Namespace, _: list[str]) -> int:
+    out = Path(a.out)
+    sizes = [pages.parse_size(s) for s in (a.bulk.split(",") if a.bulk else [])]
+    try:
+        made = pages.generate(out, a.only.split(",") if a.only else None, seed=a.seed) if not a.bulk_only else []
+        for m in made:
+            print(f"{m.page}: {len(m.objects)} objects, {m.total_bytes} bytes -> {out / m.page}")
+        for s, size in zip(a.bulk.split(",") if a.bulk else [], sizes):
+            p = pages.bulk_file(out, size, seed=a.seed)
+            print(f"bulk {s}: {p.stat().st_size} bytes -> {p}")
+    except OSError as e:
+        raise InputError(f"--out {a.out}: cannot write there: {e.strerror}") from None
     return 0
 
 
-def _cmd_run(a: argparse.Namespace) -> int:
-    from . import experiment, runner
+# -- experiments -----------------------------------------------------------------------------
 
-    exp = experiment.load(a.file)
-    s = runner.run(exp, Path(a.db))
+
+def _plan_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file")
+    p.add_argument("--db", help="results database: mark trials already done")
+    p.add_argument("--all", action="store_true", help="list every trial (default: the first 50)")
+    p.add_argument("--json", action="store_true")
+
+
+def _plan(a: argparse.Namespace, _: list[str]) -> int:
+    from .results.read import Results  # noqa: PLC0415 - pandas loads on use
+
+    exp = experiment_spec.load(a.file)
+    stored_seed, done = None, frozenset[str]()
+    if a.db and Path(a.db).exists():
+        # Read-only: planning never migrates or writes a database.
+        with Results(a.db) as r:
+            row = r.db.execute("SELECT id, seed FROM experiments WHERE name = ?", (exp.name,)).fetchone()
+            if row:
+                stored_seed = int(row[1])
+                done = frozenset(k for (k,) in r.db.execute(
+                    "SELECT key FROM trials WHERE experiment_id = ? AND status != 'failed'", (row[0],)))
+            if r.version < 2 and row:
+                done = _v1_done(r, row[0])
+    plan = Plan(exp, exp.run_order(stored_seed), done)
+    print(json.dumps(plan.to_json()) if a.json else plan.format(limit=None if a.all else 50))
+    return 0
+
+
+def _v1_done(r: Any, experiment_id: int) -> frozenset[str]:
+    """Trials of a satbench 0.1 database, under the keys they will have once migrated."""
+    out = set()
+    for factors, rep, counters in r.db.execute("SELECT factors, rep, link_counters FROM trials "
+                                                "WHERE experiment_id = ? AND status != 'failed'", (experiment_id,)):
+        f = json.loads(factors)
+        ran = (json.loads(counters) or {}).get("config") if counters else None
+        try:
+            out.add(trial_key(f, int(rep), resolve_trial_links(f, ran)))
+        except SatbenchError:
+            continue
+    return frozenset(out)
+
+
+def _run_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file")
+    p.add_argument("--db", default=DEFAULT_DB, help=f"results database (default {DEFAULT_DB})")
+
+
+def _fmt_clock(s: float) -> str:
+    s = max(0, int(s))
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
+
+
+def _progress(e: runner.Event) -> None:
+    out = sys.stderr
+    if isinstance(e, runner.Started):
+        if e.migrated_from == 1:
+            print(f"satbench: {e.db}: migrated from schema 1 (satbench 0.1): trials now keyed by their links",
+                  file=out, flush=True)
+        print(f"satbench run {e.experiment}: {e.planned} trials, {e.already} already stored in {e.db}, "
+              f"{e.todo} to run (order seed {e.seed})", file=out, flush=True)
+    elif isinstance(e, runner.WarmUp):
+        print(f"  warm-up {e.index}/{e.count}: {e.trial.label()}", file=out, flush=True)
+    elif isinstance(e, runner.TrialDone):
+        rec = e.record
+        plt = rec.metrics.get("plt_ms")
+        result = f"PLT {plt:.0f} ms" if plt is not None else "no PLT"
+        state = "valid" if rec.status is TrialStatus.VALID else f"{rec.status.value.upper()} ({rec.reason})"
+        bar = "#" * round(20 * e.done / e.planned)
+        med = f" | cell median {e.cell_median_ms:.0f} ms" if e.cell_median_ms is not None else ""
+        print(f"  [{bar:.<20}] {e.done}/{e.planned} {_fmt_clock(e.elapsed_s)} elapsed, ETA {_fmt_clock(e.eta_s)} "
+              f"| {e.cell} rep {e.trial.rep}: {state}, {result}{med}", file=out, flush=True)
+    elif isinstance(e, runner.Interrupted):
+        print(f"\ninterrupted: {e.ran} trials stored by this run; run the same command again to resume",
+              file=out, flush=True)
+
+
+def _run(a: argparse.Namespace, _: list[str]) -> int:
+    exp = experiment_spec.load(a.file)
+    s = runner.run(exp, Path(a.db), progress=_progress)
     print(f"{s.experiment}: {s.ran} trials run in {s.seconds:.0f} s ({s.valid} valid, {s.invalid} invalid, "
           f"{s.failed} failed); {s.already + s.ran - s.failed} of {s.planned} done; results in {s.db}")
     for reason, n in sorted(s.reasons.items(), key=lambda x: -x[1]):
@@ -225,142 +447,83 @@ def _cmd_run(a: argparse.Namespace) -> int:
     return 0 if s.failed == 0 else 1
 
 
-def _cmd_report(a: argparse.Namespace) -> int:
-    from .report import write_report
+def _report_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--db", default=DEFAULT_DB, help=f"results database (default {DEFAULT_DB})")
+    p.add_argument("-o", "--out", default="report", help="output folder (default report/)")
+    p.add_argument("--experiment", help="only this experiment (default: all in the database)")
 
-    path = write_report(Path(a.db), Path(a.out), experiment=a.experiment)
-    print(f"report: {path}")
+
+def _report(a: argparse.Namespace, _: list[str]) -> int:
+    from .results.report import write_report  # noqa: PLC0415 - matplotlib and pandas load on use
+
+    print(f"report: {write_report(Path(a.db), Path(a.out), experiment=a.experiment)}")
     return 0
 
 
-def _cmd_export(a: argparse.Namespace) -> int:
-    from .store import export
+def _export_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--db", default=DEFAULT_DB, help=f"results database (default {DEFAULT_DB})")
+    p.add_argument("-o", "--out", required=True, help="output folder")
+    p.add_argument("--format", choices=["csv", "parquet"], default="csv")
+    p.add_argument("--experiment", help="only this experiment")
+
+
+def _export(a: argparse.Namespace, _: list[str]) -> int:
+    from .results.read import export  # noqa: PLC0415 - pandas loads on use
 
     for p in export(a.db, a.out, a.format, a.experiment):
         print(p)
     return 0
 
 
-def _cmd_timing(a: argparse.Namespace) -> int:
-    from .timing import format_timing, timing
+def _bench_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("what", choices=BENCHES)
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--quick", action="store_true", help="shorter runs (less precise)")
 
-    t = timing(a.url, a.protocol, a.count)
-    print(json.dumps({"url": t.url, "protocol": t.protocol, "rows": t.rows, "summary": t.summary()})
-          if a.json else format_timing(t))
+
+def _bench(a: argparse.Namespace, _: list[str]) -> int:
+    prereq.require_testbed()
+    mod = importlib.import_module(f"satbench.bench.{a.what}")
+    r = mod.run(quick=a.quick)
+    print(json.dumps(r, indent=1) if a.json else mod.format_report(r))
     return 0
 
 
-def _add_testbed_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--link", required=True, help="link profile name or .toml file (see 'satbench links')")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a profile key: forward.KEY, return.KEY or KEY for both (repeatable)")
-    p.add_argument("--access", help="profile of an access link between clients and terminal (e.g. wifi)")
-    p.add_argument("--clients", type=int, default=1, help="client hosts (default 1)")
-    p.add_argument("--servers", type=int, default=1, help="server hosts (default 1)")
-    p.add_argument("--seed", type=int, help="seed of the emulator's randomness (default: random, reported)")
-    p.add_argument("--default-cc", choices=["cubic", "bbr", "reno"],
-                   help="default TCP congestion control in every host namespace")
-    p.add_argument("--pcap", metavar="DIR", help="write a pcap of each side of the link into DIR")
-    p.add_argument("--dns", action="store_true",
-                   help="clients resolve names through a DNS server on the server host (lookups cross the link)")
-    p.add_argument("--serve", metavar="DIR", help="start satbench-server on the server host, serving DIR")
-    p.add_argument("--server-logs", metavar="DIR", help="keep the server's logs (access, TCP_INFO, qlog) in DIR")
-    _add_server_args(p)
+COMMANDS: tuple[Command, ...] = (
+    Command("links", "list link profiles with their parameters", _links_args, _links),
+    Command("shell", "run a command (or a shell) on a client behind the emulated link", _shell_args, _shell,
+            usage="satbench shell --link PROFILE [options] [-- CMD ...]", takes_command=True),
+    Command("cleanup", "remove what dead runs left behind", _cleanup_args, _cleanup),
+    Command("check", "check the prerequisites", lambda p: None, _check),
+    Command("serve", "serve a directory over HTTP/1.1, HTTP/2 and HTTP/3 in this namespace", _serve_args, _serve),
+    Command("browse", "load a page in a fresh browser with the protocol forced; print the metrics", _browse_args,
+            _browse),
+    Command("load", "synthetic page loads (Rust): C clients at once, HTTP/1.1 on K connections", _load_args, _load),
+    Command("plan", "print an experiment's trials and estimated duration; run nothing", _plan_args, _plan),
+    Command("run", "run an experiment file: a fresh testbed per trial, results in SQLite (resumes)", _run_args, _run),
+    Command("report", "write an HTML report (with SVG figures and statistics) of a results database", _report_args,
+            _report),
+    Command("export", "export a results database as CSV or Parquet", _export_args, _export),
+    Command("timing", "curl-style timing (DNS, connect, TLS, first byte, total) over fresh connections",
+            _timing_args, _timing),
+    Command("ca", "make (once) and show the test CA and server certificate", _ca_args, _ca),
+    Command("pages", "generate the test pages (and bulk files) of the literature", _pages_args, _pages),
+    Command("bench", "benchmarks: " + ", ".join(BENCHES), _bench_args, _bench),
+)
 
 
-def _add_server_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--cc", choices=["cubic", "bbr", "reno"],
-                   help="server congestion control: TCP_CONGESTION per socket, and quiche's (bbr = BBRv2 in quiche)")
-    p.add_argument("--no-h3", action="store_true", help="no HTTP/3 and no Alt-Svc")
-    p.add_argument("--tfo", action="store_true", help="TCP Fast Open on the server's listeners")
-    p.add_argument("--no-resumption", action="store_true", help="no TLS session resumption over TCP")
-    p.add_argument("--no-0rtt", action="store_true", help="no QUIC 0-RTT")
-    p.add_argument("--no-pacing", action="store_true", help="no QUIC pacing")
-    p.add_argument("--sndbuf", type=int, metavar="BYTES", help="server socket send buffer")
-    p.add_argument("--rcvbuf", type=int, metavar="BYTES", help="server socket receive buffer")
-    p.add_argument("--quic-initcwnd", type=int, metavar="PACKETS", help="QUIC initial congestion window")
-    p.add_argument("--tcp-initcwnd", type=int, metavar="SEGMENTS",
-                   help="TCP initial congestion window, on the server host's route (shell --serve only)")
-    p.add_argument("--keylog", action="store_true", help="write TLS keys (SSLKEYLOGFILE format) to the log folder")
+class _Parser(argparse.ArgumentParser):
+    """argparse, with bad usage as one line and exit code 2."""
+
+    def error(self, message: str) -> Any:
+        raise InputError(f"{self.prog}: {message}")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="satbench", description="Web performance over emulated satellite links.")
-    sub = ap.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("links", help="list link profiles with their parameters")
-    p.add_argument("--json", action="store_true")
-    p = sub.add_parser("shell", help="run a command (or a shell) on a client behind the emulated link",
-                       usage="satbench shell --link PROFILE [options] [-- CMD ...]")
-    _add_testbed_args(p)
-    p.add_argument("--json", action="store_true", help="print the link counters as JSON on stderr")
-    p.add_argument("--json-out", metavar="FILE", help="write the link counters as JSON to FILE")
-    p.add_argument("-q", "--quiet", action="store_true", help="print no counters")
-    p = sub.add_parser("cleanup", help="remove what dead runs left behind")
-    p.add_argument("--force", action="store_true", help=argparse.SUPPRESS)
-    sub.add_parser("check", help="check the prerequisites")
-    p = sub.add_parser("serve", help="serve a directory over HTTP/1.1, HTTP/2 and HTTP/3 in this namespace")
-    p.add_argument("dir")
-    p.add_argument("--bind", default="0.0.0.0")
-    p.add_argument("--http-port", type=int, default=80)
-    p.add_argument("--https-port", type=int, default=443)
-    p.add_argument("--log-dir", help="access log, TCP_INFO and qlog (default: a new temporary folder)")
-    _add_server_args(p)
-    p = sub.add_parser("browse", help="load a page in a fresh Chromium with the protocol forced; print the metrics")
-    p.add_argument("url")
-    p.add_argument("--protocol", required=True, choices=["h1", "h2", "h3"])
-    p.add_argument("--timeout", type=float, default=120.0, help="seconds (default 120)")
-    p.add_argument("--browser", choices=["chromium", "firefox"], default="chromium",
-                   help="Debian's Chromium (default) or Firefox ESR")
-    p.add_argument("--connections", type=int, help="HTTP/1.1 connections per host (Firefox only; default 6)")
-    p.add_argument("--har", help="write a HAR file of the load")
-    p.add_argument("--netlog", help="write Chromium's net-log of the load")
-    p.add_argument("--json", action="store_true")
-    p = sub.add_parser("load", help="synthetic page loads (Rust): C clients at once, HTTP/1.1 on K connections")
-    p.add_argument("url")
-    p.add_argument("--protocol", required=True, choices=["h1", "h2", "h3"])
-    p.add_argument("--clients", type=int, default=1, help="concurrent clients, each on its own connections (default 1)")
-    p.add_argument("--connections", type=int, default=6, help="HTTP/1.1 connections per host (default 6)")
-    g = p.add_mutually_exclusive_group()
-    g.add_argument("--single", action="store_true", help="fetch only URL (curl-style breakdown)")
-    g.add_argument("--bulk", action="store_true", help="fetch only URL, printing progress on stderr")
-    p.add_argument("--timeout", type=float, default=120.0, help="seconds per client (default 120)")
-    p.add_argument("--json", action="store_true")
-    p = sub.add_parser("plan", help="print an experiment's trials and estimated duration; run nothing")
-    p.add_argument("file")
-    p.add_argument("--db", help="results database: mark trials already done")
-    p.add_argument("--all", action="store_true", help="list every trial (default: the first 50)")
-    p.add_argument("--json", action="store_true")
-    p = sub.add_parser("run", help="run an experiment file: a fresh testbed per trial, results in SQLite (resumes)")
-    p.add_argument("file")
-    p.add_argument("--db", default=DEFAULT_DB, help=f"results database (default {DEFAULT_DB})")
-    p = sub.add_parser("report", help="write an HTML report (with SVG figures and statistics) of a results database")
-    p.add_argument("--db", default=DEFAULT_DB, help=f"results database (default {DEFAULT_DB})")
-    p.add_argument("-o", "--out", default="report", help="output folder (default report/)")
-    p.add_argument("--experiment", help="only this experiment (default: all in the database)")
-    p = sub.add_parser("export", help="export a results database as CSV or Parquet")
-    p.add_argument("--db", default=DEFAULT_DB, help=f"results database (default {DEFAULT_DB})")
-    p.add_argument("-o", "--out", required=True, help="output folder")
-    p.add_argument("--format", choices=["csv", "parquet"], default="csv")
-    p.add_argument("--experiment", help="only this experiment")
-    p = sub.add_parser("timing", help="curl-style timing (DNS, connect, TLS, first byte, total) over fresh connections")
-    p.add_argument("url")
-    p.add_argument("--protocol", required=True, choices=["h1", "h2", "h3"])
-    p.add_argument("--count", type=int, default=100, help="repetitions (default 100)")
-    p.add_argument("--json", action="store_true")
-    p = sub.add_parser("ca", help="make (once) and show the test CA and server certificate")
-    p.add_argument("--nss-home", metavar="DIR", help="also make DIR/.pki/nssdb trust the CA (a browser HOME)")
-    p = sub.add_parser("pages", help="generate the test pages (and bulk files) of the literature")
-    p.add_argument("--out", required=True, help="folder to write the pages into")
-    p.add_argument("--only", help="comma-separated page names (default: all)")
-    p.add_argument("--bulk", help="also make bulk files, e.g. 1M,100M,250M,500M")
-    p.add_argument("--bulk-only", action="store_true", help="make only the bulk files")
-    p.add_argument("--seed", type=int, default=1, help="content seed (default 1)")
-    p = sub.add_parser("bench", help="benchmarks: 'link' (the emulator's speed and error), 'server' (its throughput), "
-                                         "'loader' (the synthetic loader's CPU), "
-                                         "'harness' (overhead per trial, plan accuracy)")
-    p.add_argument("what", choices=["link", "server", "loader", "harness"])
-    p.add_argument("--json", action="store_true")
-    p.add_argument("--quick", action="store_true", help="shorter runs (less precise)")
+    ap = _Parser(prog="satbench", description="Web performance over emulated satellite links.")
+    sub = ap.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    for c in COMMANDS:
+        c.args(sub.add_parser(c.name, help=c.help, usage=c.usage))
     return ap
 
 
@@ -370,40 +533,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if "--" in args:
         i = args.index("--")
         args, rest = args[:i], args[i + 1:]
-    a = build_parser().parse_args(args)
     try:
-        if a.command == "links":
-            return _cmd_links(a)
-        if a.command == "shell":
-            return _cmd_shell(a, rest)
-        if rest:
-            raise SatbenchError(f"'{a.command}' takes no command after --")
-        if a.command == "cleanup":
-            return _cmd_cleanup(a)
-        if a.command == "check":
-            return _cmd_check(a)
-        if a.command == "bench":
-            return _cmd_bench(a)
-        if a.command == "pages":
-            return _cmd_pages(a)
-        if a.command == "ca":
-            return _cmd_ca(a)
-        if a.command == "serve":
-            return _cmd_serve(a)
-        if a.command == "browse":
-            return _cmd_browse(a)
-        if a.command == "plan":
-            return _cmd_plan(a)
-        if a.command == "run":
-            return _cmd_run(a)
-        if a.command == "report":
-            return _cmd_report(a)
-        if a.command == "export":
-            return _cmd_export(a)
-        if a.command == "load":
-            return _cmd_load(a)
-        if a.command == "timing":
-            return _cmd_timing(a)
+        a = build_parser().parse_args(args)
+        cmd = {c.name: c for c in COMMANDS}[a.command]
+        if rest and not cmd.takes_command:
+            raise InputError(f"'{a.command}' takes no command after --")
+        return cmd.run(a, rest)
     except SatbenchError as e:
         print(f"satbench: {e}", file=sys.stderr)
         return e.exit_code
@@ -411,7 +546,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The reader went away (e.g. `satbench links | head`): not an error.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-    return 2
 
 
 if __name__ == "__main__":

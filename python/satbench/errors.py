@@ -3,6 +3,7 @@
     SatbenchError                 base; str() is the one line shown to the user
     +-- InputError                bad user input (exit code 2)
     |   +-- ProfileError          a link profile file or override is wrong
+    |       +-- ExperimentError   an experiment file is wrong (satbench.experiment.spec)
     +-- PrerequisiteError         the machine lacks something (exit code 2)
     +-- TestbedError              building or running the testbed failed (exit code 1)
 """

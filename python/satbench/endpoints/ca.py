@@ -22,7 +22,12 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import PrerequisiteError
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from ..errors import PrerequisiteError
 
 MAX_SERVERS = 32
 
@@ -74,11 +79,6 @@ def _write_private(path: Path, data: bytes) -> None:
 
 def ensure(directory: Path | None = None) -> CA:
     """Return the CA, making it (and the server certificate) the first time."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-
     ca = CA(directory or ca_dir())
     if all(p.exists() for p in (ca.cert, ca.key, ca.server_cert, ca.server_key)):
         return ca

@@ -8,113 +8,37 @@ reuse, no DNS cache. The protocol is forced per load:
     h3  --origin-to-force-quic-on=HOST:PORT
 
 Chromium trusts the test CA through an NSS database in a temporary HOME.
-Metrics come from the page's own performance APIs:
-
-- PLT = loadEventEnd - startTime (of the navigation entry);
-- TTFB = responseStart;
-- DOMContentLoaded = domContentLoadedEventEnd;
-- FCP = the first-contentful-paint entry;
-- LCP = the last largest-contentful-paint entry. The observer is installed
-  before any page script runs, and the load waits until no new LCP entry has
-  come for ``lcp_settle_ms``, since FCP and LCP can come after the load event.
-
-Per-resource timings come from Resource Timing. The protocol each response
-really used, its connection, and the bytes received come from Chromium's
-DevTools network events. A load in which any response used another protocol
-than the one asked for is **invalid**, and the result says why.
+Metrics and the protocol check are :mod:`satbench.endpoints.browser`'s. The
+protocol each response really used, its connection, and the bytes received
+come from Chromium's DevTools network events.
 """
 
 from __future__ import annotations
 
-import json
 import shlex
 import shutil
+import subprocess
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any
 from urllib.parse import urlsplit
 
-from . import ca as ca_mod
-from .errors import InputError, PrerequisiteError
+from playwright.sync_api import Error as PlaywrightError
+from playwright.sync_api import sync_playwright
 
-if TYPE_CHECKING:
-    from .testbed import Host
+from ..errors import PrerequisiteError, TestbedError
+from ..model import ClientKind, ClientOutcome, Protocol
+from ..testbed.host import Host
+from . import ca as ca_mod
+from .base import Client, LoadRequest, Problem
+from .browser import _COLLECT, _OBSERVER, BrowseOptions, LoadResult, judge, outcome, page_metrics, settle
 
 CHROMIUM = "/usr/bin/chromium"
 BASE_FLAGS = ["--no-sandbox", "--headless", "--disable-gpu", "--no-first-run", "--disable-background-networking",
               "--disable-component-update", "--disable-sync", "--disable-default-apps", "--no-default-browser-check",
               "--disable-features=MediaRouter,OptimizationHints,Translate,AutofillServerCommunication"]
-PROTOCOLS = {"h1": "http/1.1", "h2": "h2", "h3": "h3"}
-#: How long after the load event a page may take to paint at all.
-FCP_GRACE_S = 3.0
-
-_OBSERVER = """
-window.__satbench = {lcp: []};
-new PerformanceObserver((list) => {
-  for (const e of list.getEntries()) {
-    window.__satbench.lcp.push({t: e.startTime, size: e.size, url: e.url || null,
-                                element: e.element ? e.element.tagName.toLowerCase() : null});
-  }
-}).observe({type: 'largest-contentful-paint', buffered: true});
-"""
-
-_COLLECT = """() => {
-  const nav = performance.getEntriesByType('navigation')[0];
-  const fcp = performance.getEntriesByName('first-contentful-paint')[0];
-  const lcp = window.__satbench ? window.__satbench.lcp : [];
-  return {
-    nav: nav ? {startTime: nav.startTime, responseStart: nav.responseStart, domContentLoadedEventEnd:
-                nav.domContentLoadedEventEnd, loadEventEnd: nav.loadEventEnd, nextHopProtocol: nav.nextHopProtocol,
-                transferSize: nav.transferSize, responseEnd: nav.responseEnd, connectStart: nav.connectStart,
-                connectEnd: nav.connectEnd, requestStart: nav.requestStart} : null,
-    fcp: fcp ? fcp.startTime : null,
-    lcp: lcp,
-    resources: performance.getEntriesByType('resource').map(r => ({
-      name: r.name, nextHopProtocol: r.nextHopProtocol, transferSize: r.transferSize,
-      encodedBodySize: r.encodedBodySize, startTime: r.startTime, responseStart: r.responseStart,
-      responseEnd: r.responseEnd, initiatorType: r.initiatorType, connectStart: r.connectStart,
-      connectEnd: r.connectEnd, requestStart: r.requestStart})),
-  };
-}"""
-
-
-@dataclass(kw_only=True)
-class BrowseOptions:
-    protocol: str
-    timeout_s: float = 120.0
-    lcp_settle_ms: int = 300
-    viewport: tuple[int, int] = (1280, 720)
-    har: Path | None = None
-    netlog: Path | None = None
-
-    def validate(self) -> None:
-        if self.protocol not in PROTOCOLS:
-            raise InputError(f"--protocol: must be one of {', '.join(PROTOCOLS)}, got {self.protocol!r}")
-
-
-@dataclass
-class LoadResult:
-    url: str
-    protocol: str
-    valid: bool
-    invalid_reason: str | None
-    plt_ms: float | None = None
-    fcp_ms: float | None = None
-    lcp_ms: float | None = None
-    lcp_element: str | None = None
-    lcp_url: str | None = None
-    ttfb_ms: float | None = None
-    dcl_ms: float | None = None
-    connections: int = 0
-    bytes_received: int = 0
-    resources: list[dict[str, Any]] = field(default_factory=list)
-    browser: str = ""
-    wall_s: float = 0.0
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def _flags(opts: BrowseOptions, url: str) -> list[str]:
@@ -140,10 +64,6 @@ class Browser:
     def __init__(self) -> None:
         if not Path(CHROMIUM).exists():
             raise PrerequisiteError([f"no Chromium at {CHROMIUM}: install Debian's chromium (scripts/setup does)"])
-        try:
-            from playwright.sync_api import sync_playwright
-        except ImportError:
-            raise PrerequisiteError(["no playwright in the Python environment (scripts/setup installs it)"]) from None
         self._tmp = tempfile.TemporaryDirectory(prefix="satbench-browser-")
         # One NSS database trusting the CA, copied into each load's fresh HOME.
         self._nss_template = ca_mod.nss_home(Path(self._tmp.name) / "template")
@@ -161,7 +81,7 @@ class Browser:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _executable(self, host: "Host | None", where: Path) -> str:
+    def _executable(self, host: Host | None, where: Path) -> str:
         if host is None:
             return CHROMIUM
         wrapper = where / "chromium-in-netns"
@@ -169,12 +89,10 @@ class Browser:
         wrapper.chmod(0o755)
         return str(wrapper)
 
-    def load(self, url: str, opts: BrowseOptions, *, host: "Host | None" = None) -> LoadResult:
+    def load(self, url: str, opts: BrowseOptions, *, host: Host | None = None) -> LoadResult:
         """Load ``url`` once in a fresh Chromium and return what happened."""
-        from playwright.sync_api import Error as PlaywrightError
-
         opts.validate()
-        want = PROTOCOLS[opts.protocol]
+        want = Protocol(opts.protocol).alpn
         t0 = time.monotonic()
         with tempfile.TemporaryDirectory(prefix="satbench-browse-", dir=self._tmp.name) as tmp:
             home = Path(tmp) / "home"
@@ -250,54 +168,49 @@ def _result(url: str, opts: BrowseOptions, want: str, t0: float, version: str, e
     return res
 
 
-def settle(collect: Callable[[], dict[str, Any]], opts: BrowseOptions, pause: Callable[[], Any]) -> dict[str, Any]:
-    """After the load event, collect the page's metrics until LCP settles: FCP
-    and LCP can come after the load event. A page that paints nothing (blank)
-    gets FCP_GRACE_S to do so, and then counts as unpainted."""
-    data: dict[str, Any] = {}
-    t_load = time.monotonic()
-    last_n, last_change = -1, t_load
-    while time.monotonic() < t_load + opts.timeout_s:
-        data = collect()
-        n = len(data["lcp"])
-        now = time.monotonic()
-        if n != last_n:
-            last_n, last_change = n, now
-        elif now - last_change >= opts.lcp_settle_ms / 1e3 and (
-                data["fcp"] is not None or now - t_load >= FCP_GRACE_S):
-            break
-        pause()
-    return data
+
+class Chromium(Client):
+    """Debian's Chromium, one Playwright driver for the sweep, a fresh
+    browser per load inside the client's namespace."""
+
+    kind = ClientKind.CHROMIUM
+    artefacts = frozenset({"har", "netlog"})
+
+    def __init__(self) -> None:
+        self.browser = Browser()
+
+    @classmethod
+    def check(cls, factors: Mapping[str, Any]) -> Problem | None:
+        if factors.get("clients", 1) != 1:
+            return "clients", "a browser trial runs one browser; use client = \"loader\" for many clients"
+        if factors.get("connections", 6) != 6:
+            return "connections", ("Chromium's HTTP/1.1 limit of 6 connections per host cannot be changed; "
+                                   "use client = \"firefox\" or \"loader\"")
+        return None
+
+    @classmethod
+    def version(cls) -> str | None:
+        return program_version(CHROMIUM)
+
+    def load(self, req: LoadRequest) -> ClientOutcome:
+        art = req.artefacts
+        opts = BrowseOptions(protocol=req.protocol.value, timeout_s=req.timeout_s,
+                             har=art / "page.har" if art and "har" in req.keep else None,
+                             netlog=art / "netlog.json" if art and "netlog" in req.keep else None)
+        try:
+            r = self.browser.load(req.url, opts, host=req.host)
+        except PlaywrightError as e:  # the harness failed, not the path
+            raise TestbedError(f"browser: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from None
+        return outcome(r)
+
+    def close(self) -> None:
+        self.browser.close()
 
 
-def page_metrics(res: LoadResult, data: dict[str, Any]) -> None:
-    """PLT, TTFB, DOMContentLoaded, FCP and LCP from what ``_COLLECT`` returned (any browser)."""
-    nav = data.get("nav") or {}
-    res.plt_ms = nav.get("loadEventEnd", 0) - nav.get("startTime", 0) if nav else None
-    res.ttfb_ms = nav.get("responseStart")
-    res.dcl_ms = nav.get("domContentLoadedEventEnd")
-    res.fcp_ms = data.get("fcp")
-    if data.get("lcp"):
-        last = data["lcp"][-1]
-        res.lcp_ms, res.lcp_element, res.lcp_url = last["t"], last["element"], last["url"]
-
-
-def judge(res: LoadResult, want: str, failed: dict[str, str] | None = None) -> None:
-    """Mark the load invalid, with the reason, if any response used another
-    protocol than ``want``, any request failed, or nothing was loaded or painted."""
-    wrong = [r for r in res.resources if r["protocol"] != want]
-    if wrong:
-        r = wrong[0]
-        res.valid = False
-        res.invalid_reason = (f"{len(wrong)} of {len(res.resources)} responses used another protocol than {want}; "
-                              f"first: {r['url']} over {r['protocol'] or 'nothing (failed)'}")
-    elif failed:
-        res.valid = False
-        res.invalid_reason = f"{len(failed)} requests failed; first: {next(iter(failed.values()))}"
-    elif res.plt_ms is None or res.fcp_ms is None:
-        res.valid = False
-        res.invalid_reason = "no load event or no first contentful paint"
-
-
-def main_json(url: str, opts: BrowseOptions) -> str:
-    return json.dumps(browse(url, opts).to_json())
+def program_version(binary: str) -> str | None:
+    """A browser's ``--version`` line, or None if it is not there."""
+    try:
+        out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=20).stdout
+        return out.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None

@@ -13,12 +13,15 @@ from __future__ import annotations
 import json
 import statistics
 import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from ..errors import InputError, TestbedError
+from ..model import ClientKind, ClientOutcome, TrialStatus
 from . import ca as ca_mod
-from .errors import InputError, TestbedError
-from .load import LoadOptions, load
+from .base import Client, LoadRequest, Problem
+from .loader import LoadOptions, load
 
 PHASES = ("dns_s", "connect_s", "tls_s", "first_byte_s", "total_s")
 
@@ -92,3 +95,37 @@ def format_timing(t: Timing) -> str:
         lines.append(f"  {ph[:-2]:11s} {v['median'] * 1e3:9.1f} ms / {v['p95'] * 1e3:9.1f} ms")
     return "\n".join(lines)
 
+
+def _ms(v: float | None) -> float | None:
+    return None if v is None else v * 1e3
+
+
+class Curl(Client):
+    """One transfer on a fresh connection, timed as curl times it (study E):
+    curl itself for HTTP/1.1 and HTTP/2, the loader's single mode for HTTP/3."""
+
+    kind = ClientKind.CURL
+
+    @classmethod
+    def check(cls, factors: Mapping[str, Any]) -> Problem | None:
+        if factors.get("clients", 1) != 1:
+            return "clients", "curl fetches one URL per trial: clients must be 1"
+        return None
+
+    def load(self, req: LoadRequest) -> ClientOutcome:
+        try:
+            row = fetch_once(req.url, req.protocol.value, run=req.host.run, timeout=req.timeout_s)
+        except subprocess.TimeoutExpired:
+            raise TestbedError(f"the transfer did not finish within {req.timeout_s:.0f} s") from None
+        ok = 200 <= int(row.get("status") or 0) < 400
+        status, reason = (TrialStatus.VALID, None) if ok else (TrialStatus.INVALID, f"HTTP status {row.get('status')}")
+        want = req.protocol.http_version
+        if ok and str(row.get("http_version")) != want:
+            status, reason = TrialStatus.INVALID, f"came over HTTP/{row.get('http_version')}, not HTTP/{want}"
+        metrics = {"dns_ms": _ms(row["dns_s"]), "connect_ms": _ms(row["connect_s"]), "tls_ms": _ms(row["tls_s"]),
+                   "first_byte_ms": _ms(row["first_byte_s"]), "total_ms": _ms(row["total_s"]),
+                   "ttfb_ms": _ms(row["first_byte_s"]), "plt_ms": _ms(row["total_s"]),
+                   "bytes_received": row["bytes"],
+                   "throughput_mbps": row["bytes"] * 8 / row["total_s"] / 1e6 if row["total_s"] else None}
+        return ClientOutcome(status=status, reason=reason, metrics=metrics, raw=row,
+                             load_s=row["total_s"] if row["total_s"] else None)

@@ -14,7 +14,12 @@ fresh profile and process. The protocol is forced with preferences:
 
 and verified per response from Resource Timing's ``nextHopProtocol``. The test
 CA is trusted through the profile's own NSS database. Metrics are the ones
-:mod:`satbench.browse` reports, from the same performance APIs.
+:mod:`satbench.endpoints.browser` reports, from the same performance APIs.
+
+On a testbed host the browser runs inside the host's namespace and the
+orchestrator talks to its agent over a socket made in that namespace
+(:meth:`~satbench.testbed.host.Host.socket`), so a sweep drives Firefox in
+its own process, as it drives Chromium.
 """
 
 from __future__ import annotations
@@ -26,13 +31,20 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from websockets.sync.client import connect
+
+from ..errors import InputError, PrerequisiteError, TestbedError
+from ..model import ClientKind, ClientOutcome, Protocol
+from ..testbed.host import Host
 from . import ca as ca_mod
-from .browse import _COLLECT, _OBSERVER, PROTOCOLS, BrowseOptions, LoadResult, judge, page_metrics, settle
-from .errors import InputError, PrerequisiteError
+from .base import Client, LoadRequest, Problem
+from .browser import _COLLECT, _OBSERVER, BrowseOptions, LoadResult, judge, outcome, page_metrics, settle
+from .chromium import program_version
 
 FIREFOX = "/usr/bin/firefox-esr"
 
@@ -92,10 +104,16 @@ def _profile(root: Path, prefs: dict[str, Any]) -> Path:
 class _Bidi:
     """The few WebDriver BiDi commands a page load needs."""
 
-    def __init__(self, ws_url: str):
-        from websockets.sync.client import connect
-
-        self.ws = connect(ws_url, max_size=64 << 20, open_timeout=30)
+    def __init__(self, ws_url: str, host: Host | None = None):
+        sock = None
+        if host is not None:
+            # The agent listens on the loopback of the browser's namespace.
+            u = urlsplit(ws_url)
+            sock = host.socket()
+            sock.settimeout(30)
+            sock.connect((u.hostname or "127.0.0.1", u.port or 80))
+            sock.settimeout(None)
+        self.ws = connect(ws_url, sock=sock, max_size=64 << 20, open_timeout=30)
         self.next_id = 0
 
     def send(self, method: str, params: dict[str, Any], timeout: float = 60) -> dict[str, Any]:
@@ -128,27 +146,28 @@ class _Bidi:
             pass
 
 
-def firefox_load(url: str, opts: BrowseOptions, connections: int = 6) -> LoadResult:
-    """Load ``url`` once in a fresh Firefox (here: run it inside ``satbench shell``)."""
+def firefox_load(url: str, opts: BrowseOptions, connections: int = 6, *, host: Host | None = None) -> LoadResult:
+    """Load ``url`` once in a fresh Firefox, here or inside testbed host ``host``."""
     opts.validate()
     if not 1 <= connections <= 64:
         raise InputError(f"--connections: must be 1 to 64, got {connections}")
     if not Path(FIREFOX).exists():
         raise PrerequisiteError([f"no Firefox at {FIREFOX}: install Debian's firefox-esr (scripts/setup does)"])
-    want = PROTOCOLS[opts.protocol]
+    want = Protocol(opts.protocol).alpn
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="satbench-firefox-") as tmp:
         prof = _profile(Path(tmp), _prefs(opts.protocol, url, connections))
         env = {"HOME": tmp, "PATH": "/usr/bin:/bin", "MOZ_CRASHREPORTER_DISABLE": "1",
                "MOZ_DISABLE_AUTO_SAFE_MODE": "1", "TMPDIR": tmp}
-        proc = subprocess.Popen([FIREFOX, "--headless", "--no-remote", "--profile", str(prof),
-                                 "--remote-debugging-port", "0", "about:blank"],
+        argv = [FIREFOX, "--headless", "--no-remote", "--profile", str(prof), "--remote-debugging-port", "0",
+                "about:blank"]
+        proc = subprocess.Popen(host.cmd(argv) if host else argv,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
                                 start_new_session=True)
         bidi = None
         try:
             ws_url = _wait_for_agent(proc, 60)
-            bidi = _Bidi(ws_url + "/session")
+            bidi = _Bidi(ws_url + "/session", host)
             version = bidi.send("session.new", {"capabilities": {}}).get("capabilities", {}).get("browserVersion", "")
             context = bidi.send("browsingContext.getTree", {})["contexts"][0]["context"]
             bidi.send("script.addPreloadScript", {"functionDeclaration": "() => {" + _OBSERVER_SAFE + "}"})
@@ -174,7 +193,7 @@ _OBSERVER_SAFE = "try {" + _OBSERVER + "} catch (e) { window.__satbench = {lcp: 
 def _wait_for_agent(proc: subprocess.Popen[str], timeout: float) -> str:
     assert proc.stderr is not None
     deadline = time.monotonic() + timeout
-    seen = []
+    seen: list[str] = []
     while time.monotonic() < deadline:
         line = proc.stderr.readline()
         if not line:
@@ -225,3 +244,27 @@ def _result(url: str, opts: BrowseOptions, want: str, t0: float, browser: str, e
     res.bytes_received = sum(int(r.get("transferSize") or 0) for r in entries)
     judge(res, want)
     return res
+
+
+class Firefox(Client):
+    """Debian's Firefox ESR over WebDriver BiDi, a fresh process and profile per load."""
+
+    kind = ClientKind.FIREFOX
+
+    @classmethod
+    def check(cls, factors: Mapping[str, Any]) -> Problem | None:
+        if factors.get("clients", 1) != 1:
+            return "clients", "a browser trial runs one browser; use client = \"loader\" for many clients"
+        return None
+
+    @classmethod
+    def version(cls) -> str | None:
+        return program_version(FIREFOX)
+
+    def load(self, req: LoadRequest) -> ClientOutcome:
+        opts = BrowseOptions(protocol=req.protocol.value, timeout_s=req.timeout_s)
+        try:
+            r = firefox_load(req.url, opts, req.connections, host=req.host)
+        except (RuntimeError, OSError, TimeoutError) as e:  # the harness failed, not the path
+            raise TestbedError(f"firefox: {type(e).__name__}: {e}") from None
+        return outcome(r)

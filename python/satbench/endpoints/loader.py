@@ -12,21 +12,21 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from .. import prereq
+from ..errors import InputError, PrerequisiteError, TestbedError
+from ..model import ClientKind, ClientOutcome, ClientResult, ObjectTiming, Protocol, TrialStatus, choices, jain
 from . import ca as ca_mod
-from .errors import InputError, PrerequisiteError, TestbedError
-from .prereq import REPO
+from .base import Client, LoadRequest
 
-PROTOCOLS = ("h1", "h2", "h3")
 MODES = ("page", "single", "bulk")
 
 
 def loader_binary() -> Path:
-    return REPO / "target" / "release" / "satbench-load"
+    return prereq.REPO / "target" / "release" / "satbench-load"
 
 
 @dataclass(kw_only=True)
@@ -40,8 +40,8 @@ class LoadOptions:
     connect_to: str | None = None
 
     def validate(self) -> None:
-        if self.protocol not in PROTOCOLS:
-            raise InputError(f"--protocol: must be one of {', '.join(PROTOCOLS)}, got {self.protocol!r}")
+        if self.protocol not in choices(Protocol):
+            raise InputError(f"--protocol: must be one of {', '.join(choices(Protocol))}, got {self.protocol!r}")
         if self.clients < 1:
             raise InputError(f"--clients: must be at least 1, got {self.clients}")
         if self.connections < 1:
@@ -102,7 +102,9 @@ def load(url: str, opts: LoadOptions, *, stderr: Any = None, run: Callable[..., 
 
 
 def format_run(r: LoadRun) -> str:
-    ms = lambda v: "-" if v is None else f"{v * 1e3:.0f} ms"  # noqa: E731
+    def ms(v: float | None) -> str:
+        return "-" if v is None else f"{v * 1e3:.0f} ms"
+
     lines = [f"{r.url} over {r.raw.get('protocol')}: {sum(c['valid'] for c in r.clients)} of {len(r.clients)} "
              f"clients valid; {r.cpu_s:.2f} CPU-s in {r.wall_s:.2f} s "
              f"({100 * r.cpu_s / max(r.wall_s, 1e-9):.1f} % of a core)"]
@@ -118,7 +120,49 @@ def format_run(r: LoadRun) -> str:
     return "\n".join(lines)
 
 
-def main_cli(url: str, opts: LoadOptions, as_json: bool) -> int:
-    r = load(url, opts, stderr=sys.stderr)
-    print(json.dumps(r.to_json()) if as_json else format_run(r))
-    return 0 if r.valid else 3
+def _ms(v: float | None) -> float | None:
+    return None if v is None else v * 1e3
+
+
+def outcome(d: dict[str, Any], single: bool) -> ClientOutcome:
+    """The loader's report (its JSON output) as the runner's outcome."""
+    cs = d["clients"]
+    clients = [ClientResult(client=c["client"], valid=c["valid"], reason=c["invalid_reason"], plt_ms=_ms(c["plt_s"]),
+                            fcp_ms=_ms(c["fcp_s"]), lcp_ms=_ms(c["lcp_s"]), ttfb_ms=_ms(c["ttfb_s"]),
+                            bytes=c["bytes"], throughput_mbps=c["throughput_mbps"]) for c in cs]
+    objects = [ObjectTiming(client=c["client"], url=o["url"], protocol=o["protocol"], status=o["status"],
+                            bytes=o["bytes"], start_ms=_ms(o["start_s"]), ttfb_ms=_ms(o["ttfb_s"]),
+                            end_ms=_ms(o["done_s"])) for c in cs for o in c["objects"]]
+    bad = [c for c in cs if not c["valid"]]
+    out = ClientOutcome(status=TrialStatus.INVALID if bad else TrialStatus.VALID,
+                        reason=f"client {bad[0]['client']}: {bad[0]['invalid_reason']}" if bad else None,
+                        objects=objects, clients=clients, raw=d, load_s=d["wall_s"])
+    out.metrics = {k: out.median(k) for k in ("plt_ms", "fcp_ms", "lcp_ms", "ttfb_ms")}
+    out.metrics.update({"throughput_mbps": out.median("throughput_mbps"),
+                        "bytes_received": sum(c["bytes"] for c in cs),
+                        "connections_opened": sum(len(c["connections"]) for c in cs), "responses": len(objects),
+                        "loader_cpu_s": d["cpu_s"], "loader_wall_s": d["wall_s"]})
+    if len(cs) > 1:
+        out.metrics["jain_throughput"] = jain([c.throughput_mbps for c in clients if c.throughput_mbps is not None])
+        out.metrics["plt_max_ms"] = max((c.plt_ms for c in clients if c.plt_ms is not None), default=None)
+    if single:
+        out.metrics.update({f"{k[:-2]}_ms": _ms(v) for k, v in cs[0]["timeline"].items()})
+    return out
+
+
+class Loader(Client):
+    """``satbench-load``: C light clients in one process, each with a
+    browser's connection policy; or one URL with a curl-style breakdown."""
+
+    kind = ClientKind.LOADER
+
+    def load(self, req: LoadRequest) -> ClientOutcome:
+        opts = LoadOptions(protocol=req.protocol.value, clients=req.clients, connections=req.connections,
+                           mode="single" if req.single else "page", timeout_s=req.timeout_s)
+        try:
+            p = req.host.run(opts.argv(req.url), capture_output=True, text=True, timeout=req.timeout_s + 60)
+        except subprocess.TimeoutExpired:
+            raise TestbedError(f"the loader did not finish within {req.timeout_s + 60:.0f} s") from None
+        if p.returncode != 0:
+            raise TestbedError(f"satbench-load failed ({p.returncode}): {p.stderr.strip()[-500:]}")
+        return outcome(json.loads(p.stdout), req.single)

@@ -32,6 +32,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import logging
 import math
 import random
 import re
@@ -39,7 +40,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import InputError
+from fontTools import subset
+from PIL import Image, ImageDraw, ImageFile, ImageFilter
+
+from ..errors import InputError
 
 KB = 1000
 SIZES_KB = {"100k": 100, "500k": 500, "1m": 1000, "2m": 2000}
@@ -104,8 +108,6 @@ class Manifest:
 
 def _photo(w: int, h: int, seed: int):  # type: ignore[no-untyped-def]
     """A photo-like picture: gradients, shapes and noise, deterministic per seed."""
-    from PIL import Image, ImageDraw, ImageFilter
-
     rnd = random.Random(seed)
     g1 = Image.linear_gradient("L").resize((w, h))
     g2 = Image.linear_gradient("L").rotate(90 + 180 * (seed % 2)).resize((w, h))
@@ -136,8 +138,6 @@ def _encode(img, q: int, variant: tuple[bool, int, bool] = _VARIANTS[0]) -> byte
     # Pillow sizes the encoder's buffer at one byte per pixel for optimised or
     # progressive output, too small for noisy high-quality pictures; it takes
     # the maximum with ImageFile.MAXBLOCK.
-    from PIL import ImageFile
-
     ImageFile.MAXBLOCK = max(ImageFile.MAXBLOCK, img.size[0] * img.size[1] * 4 + 65536)
     img.save(b, "JPEG", quality=q, optimize=optimize, subsampling=subsampling, progressive=progressive)
     return b.getvalue()
@@ -278,8 +278,6 @@ def _blank(out: Path, seed: int) -> Manifest:
 
 
 def _flag_png(seed: int) -> bytes:
-    from PIL import Image, ImageDraw
-
     rnd = random.Random(seed)
     w, h = 48, 32
     img = Image.new("RGB", (w, h))
@@ -334,12 +332,7 @@ def _font_bytes() -> bytes | None:
         if Path(p).exists():
             data = Path(p).read_bytes()
             try:  # keep the page realistic: a Latin subset, as sites serve
-                import logging
-
-                from fontTools import subset  # type: ignore[import-not-found]
-
                 logging.getLogger("fontTools.subset").setLevel(logging.ERROR)
-
                 opts = subset.Options()
                 font = subset.load_font(p, opts)
                 sub = subset.Subsetter(opts)
@@ -377,13 +370,14 @@ def _shop(out: Path, seed: int) -> Manifest:
 
     def filler(kind: str, n: int) -> str:
         words = ["product", "price", "cart", "offer", "review", "shipping", "delivery", "size", "colour"]
-        lines = []
+        lines: list[str] = []
         while sum(len(x) + 1 for x in lines) < n:
             w = rnd.choice(words)
             if kind == "css":
                 lines.append(f".{w}-{rnd.randrange(10**6)}{{margin:{rnd.randrange(20)}px;color:#{rnd.randrange(1<<24):06x}}}")
             else:
-                lines.append(f"function {w}{rnd.randrange(10**6)}(a){{return a*{rnd.randrange(1000)}+{rnd.randrange(99)};}}")
+                lines.append(f"function {w}{rnd.randrange(10**6)}(a)"
+                             f"{{return a*{rnd.randrange(1000)}+{rnd.randrange(99)};}}")
         return "\n".join(lines)[:n]
 
     font = _font_bytes()
@@ -508,3 +502,27 @@ def bulk_file(out: Path, size: int, *, seed: int = 1) -> Path:
             left -= n
     tmp.replace(p)
     return p
+
+
+def url_of(page: str, host: str = "server.test") -> str:
+    """The URL a trial loads: a page's index, or a bulk file."""
+    if page.startswith("bulk:"):
+        return f"https://{host}/bulk/{parse_size(page[5:])}.bin"
+    return f"https://{host}/{page}/"
+
+
+def prepare(root: Path, names: set[str] | list[str]) -> dict[str, int]:
+    """Generate the pages and bulk files named (once); return their sizes in bytes."""
+    sizes: dict[str, int] = {}
+    for page in sorted(set(names)):
+        if page.startswith("bulk:"):
+            size = parse_size(page[5:])
+            bulk_file(root, size)
+            sizes[page] = size
+            continue
+        mf = root / page / "manifest.json"
+        if not mf.exists():
+            generate(root, [page])
+        m = json.loads(mf.read_text())
+        sizes[page] = int(m["html_bytes"]) + sum(int(o["bytes"]) for o in m["objects"])
+    return sizes

@@ -11,65 +11,42 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
+from .. import prereq
+from ..errors import InputError, PrerequisiteError
+from ..model import CongestionControl, ServerKind, ServerSummary
+from ..testbed.host import Host
+from ..testbed.proc import read_ready_line, stop_process
 from . import ca as ca_mod
-from .errors import InputError, PrerequisiteError, TestbedError
-from .prereq import REPO
-from .testbed import CONGESTION_CONTROLS, Host, read_ready_line, stop_process
+from .base import Server, ServeRequest
+from .options import ServerOptions
 
 
 def server_binary() -> Path:
     env = os.environ.get("SATBENCH_SERVER_BIN")
-    return Path(env) if env else REPO / "target" / "release" / "satbench-server"
+    return Path(env) if env else prereq.REPO / "target" / "release" / "satbench-server"
 
 
-@dataclass(kw_only=True)
-class ServerOptions:
-    """How the server runs. ``cc`` is per socket (TCP_CONGESTION) and in quiche."""
+class SatbenchServer(Server):
+    """A running ``satbench-server``; stop it with :meth:`stop` or a ``with`` block.
 
-    cc: str | None = None
-    http_port: int = 80
-    https_port: int = 443
-    h3: bool = True
-    tls: bool = True
-    tfo: bool = False
-    resumption: bool = True
-    zero_rtt: bool = True
-    sndbuf: int | None = None
-    rcvbuf: int | None = None
-    quic_initcwnd: int | None = None
-    #: TCP initial congestion window (segments), set on the server host's route
-    #: to the clients; needs ``host``.
-    tcp_initcwnd: int | None = None
-    #: QUIC pacing (quiche's pacer, honoured by waiting for each packet's send time).
-    pacing: bool = True
-    idle_timeout_s: int = 30
-    qlog: bool = True
-    tcp_info: bool = True
-    keylog: bool = False
-    extra: list[str] = field(default_factory=list)
+    ``host`` None runs it in this namespace (``satbench serve``), bound to
+    ``bind``."""
 
-    def validate(self) -> None:
-        if self.cc is not None and self.cc not in CONGESTION_CONTROLS:
-            raise InputError(f"--cc: must be one of {', '.join(CONGESTION_CONTROLS)}, got {self.cc!r}")
-        for name in ("http_port", "https_port"):
-            v = getattr(self, name)
-            if not 0 <= v <= 65535:
-                raise InputError(f"--{name.replace('_', '-')}: not a port: {v}")
-
-
-class Server:
-    """A running ``satbench-server``; stop it with :meth:`stop` or a ``with`` block."""
+    kind = ServerKind.SATBENCH
 
     def __init__(self, root: Path, log_dir: Path, options: ServerOptions | None = None, *, host: Host | None = None,
-                 bind: str = "0.0.0.0"):
+                 cc: CongestionControl | str | None = None, bind: str = "0.0.0.0", http_port: int = 80,
+                 https_port: int = 443, tls: bool = True, idle_timeout_s: int = 30, telemetry: bool = True,
+                 extra: list[str] | None = None):
         self.root, self.log_dir, self.opts, self.host = Path(root), Path(log_dir), options or ServerOptions(), host
-        self.opts.validate()
+        self.cc = None if cc is None else CongestionControl(cc)
+        for name, port in (("--http-port", http_port), ("--https-port", https_port)):
+            if not 0 <= port <= 65535:
+                raise InputError(f"{name}: not a port: {port}")
         if not self.root.is_dir():
             raise InputError(f"serve: {root}: not a directory")
         b = server_binary()
@@ -83,23 +60,21 @@ class Server:
         if o.tcp_initcwnd is not None:
             if host is None:
                 raise InputError("--tcp-initcwnd needs a testbed server host (satbench changes no host route)")
-            if not 1 <= o.tcp_initcwnd <= 1000:
-                raise InputError(f"--tcp-initcwnd: must be 1 to 1000 segments, got {o.tcp_initcwnd}")
             host.set_route_metrics(initcwnd=o.tcp_initcwnd)
-        argv = [str(b), "--root", str(self.root.resolve()), "--bind", bind, "--http-port", str(o.http_port),
-                "--https-port", str(o.https_port), "--access-log", str(self.log_dir / "access.jsonl"),
-                "--idle-timeout-s", str(o.idle_timeout_s)]
-        if o.tls:
+        argv = [str(b), "--root", str(self.root.resolve()), "--bind", bind, "--http-port", str(http_port),
+                "--https-port", str(https_port), "--access-log", str(self.log_dir / "access.jsonl"),
+                "--idle-timeout-s", str(idle_timeout_s)]
+        if tls:
             c = ca_mod.ensure()
             argv += ["--cert", str(c.server_cert), "--key", str(c.server_key)]
-        if o.cc:
-            argv += ["--cc", o.cc]
+        if self.cc:
+            argv += ["--cc", self.cc.value]
         if not o.h3:
             argv.append("--no-h3")
-        if o.tcp_info:
+        if telemetry:
             argv += ["--tcp-info", str(self.log_dir / "tcp_info.jsonl")]
-        if o.qlog and o.h3:
-            argv += ["--qlog-dir", str(self.log_dir / "qlog")]
+            if o.h3:
+                argv += ["--qlog-dir", str(self.log_dir / "qlog")]
         for flag, on in (("--tfo", o.tfo), ("--no-resumption", not o.resumption), ("--no-0rtt", not o.zero_rtt),
                          ("--no-pacing", not o.pacing)):
             if on:
@@ -107,7 +82,7 @@ class Server:
         for flag, v in (("--sndbuf", o.sndbuf), ("--rcvbuf", o.rcvbuf), ("--quic-initcwnd", o.quic_initcwnd)):
             if v is not None:
                 argv += [flag, str(v)]
-        argv += o.extra
+        argv += extra or []
         env = dict(os.environ)
         env.pop("SSLKEYLOGFILE", None)
         if o.keylog:
@@ -117,41 +92,73 @@ class Server:
         self.proc = subprocess.Popen(full, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         self.ready: dict[str, Any] = read_ready_line(self.proc, "satbench-server", 15.0)
 
-    def __enter__(self) -> "Server":
-        return self
+    @classmethod
+    def start(cls, req: ServeRequest) -> "SatbenchServer":
+        return cls(req.root, req.log_dir, req.options, host=req.host, cc=req.cc, telemetry=req.telemetry)
 
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
 
-    def stop(self) -> int | None:
-        return stop_process(self.proc)
+    def stop(self) -> None:
+        self.returncode = stop_process(self.proc)
 
     def access_log(self) -> list[dict[str, Any]]:
-        p = self.log_dir / "access.jsonl"
-        return [json.loads(l) for l in p.read_text().splitlines() if l.strip()] if p.exists() else []
+        return _jsonl(self.log_dir / "access.jsonl")
 
     def tcp_info(self) -> list[dict[str, Any]]:
-        p = self.log_dir / "tcp_info.jsonl"
-        return [json.loads(l) for l in p.read_text().splitlines() if l.strip()] if p.exists() else []
+        return _jsonl(self.log_dir / "tcp_info.jsonl")
 
     def qlogs(self) -> list[Path]:
         return sorted((self.log_dir / "qlog").glob("*.sqlog"))
 
+    def summary(self) -> ServerSummary:
+        return summarise(self.log_dir)
 
-def serve_forever(root: Path, log_dir: Path, options: ServerOptions, bind: str, argv_echo: Sequence[str] = ()) -> int:
-    """``satbench serve``: run in the current namespace until Ctrl-C or SIGTERM."""
-    srv = Server(root, log_dir, options, bind=bind)
-    print(json.dumps({**srv.ready, "log_dir": str(log_dir)}), flush=True)
-    stopping: list[int] = []
-    old = {s: signal.signal(s, lambda n, _f: stopping.append(n)) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        while srv.proc.poll() is None and not stopping:
-            try:
-                srv.proc.wait(timeout=0.5)
-            except subprocess.TimeoutExpired:
-                pass
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
-        rc = srv.stop()
-    return 0 if stopping else (rc or 0)
+
+def _jsonl(p: Path) -> list[dict[str, Any]]:
+    """The whole lines of a JSON-lines log (a killed writer may leave a partial last line)."""
+    if not p.exists():
+        return []
+    out = []
+    for line in p.read_text().splitlines():
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return out
+
+
+def summarise(log_dir: Path) -> ServerSummary:
+    """Connections, protocols and congestion controls the server really
+    used, and TCP_INFO extremes, from its logs."""
+    out = ServerSummary(kind=ServerKind.SATBENCH)
+    entries = _jsonl(log_dir / "access.jsonl")
+    if not (log_dir / "access.jsonl").exists():
+        return out
+    conns = [e for e in entries if e.get("type") == "connection"]
+    reqs = [e for e in entries if e.get("type") != "connection"]
+    out.connections = len(conns)
+    out.requests = len(reqs)
+    out.protocols = sorted({str(r.get("proto")) for r in reqs})
+    names = {str(r["cc"]) for r in reqs if r.get("cc")}
+    # The family of each algorithm used (quiche's bbr2_gcongestion is bbr); a
+    # name of no known family is kept as it is, and fails the check against
+    # what the trial asked for.
+    out.cc = sorted({str(CongestionControl.canonical(n) or n) for n in names})
+    out.cc_impl = sorted({str(r.get("cc_impl") or r["cc"]) for r in reqs if r.get("cc")})
+    out.bytes_served = sum(int(r.get("body_bytes") or 0) for r in reqs)
+    ti = log_dir / "tcp_info.jsonl"
+    if ti.exists():
+        last: dict[str, dict[str, Any]] = {}
+        max_cwnd = 0
+        for e in _jsonl(ti):
+            last[str(e.get("conn"))] = e
+            max_cwnd = max(max_cwnd, int(e.get("cwnd") or 0))
+        out.tcp_total_retrans = sum(int(e.get("total_retrans") or 0) for e in last.values())
+        out.tcp_max_cwnd = max_cwnd
+        out.tcp_min_rtt_ms = min((e["min_rtt_us"] / 1000 for e in last.values() if e.get("min_rtt_us")), default=None)
+    qdir = log_dir / "qlog"
+    if qdir.is_dir():
+        out.qlogs = len(list(qdir.iterdir()))
+    return out

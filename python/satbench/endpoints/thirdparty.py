@@ -19,21 +19,24 @@ import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from .. import prereq
+from ..errors import PrerequisiteError, TestbedError
+from ..model import CongestionControl, Protocol, ServerKind, ServerSummary
+from ..testbed.host import Host
 from . import ca as ca_mod
-from .errors import InputError, PrerequisiteError, TestbedError
-from .prereq import REPO
-from .testbed import CONGESTION_CONTROLS, Host
+from .base import Problem, Server, ServeRequest
+from .options import experiment_keys, servers_of
 
-KINDS = ("nginx", "caddy")
 CADDY_VERSION = "v2.11.9"
 
 
 def caddy_binary() -> Path:
     env = os.environ.get("SATBENCH_CADDY_BIN")
-    return Path(env) if env else REPO / "target" / "go" / "caddy"
+    return Path(env) if env else prereq.REPO / "target" / "go" / "caddy"
 
 
 def _nginx_conf(root: Path, logs: Path, cert: Path, key: Path, http_port: int, https_port: int) -> str:
@@ -109,52 +112,56 @@ http://:{http_port} {{
 """
 
 
-class ThirdPartyServer:
+class ThirdPartyServer(Server):
     """nginx or caddy on a testbed host; stop it with :meth:`stop` or ``with``."""
 
-    def __init__(self, kind: str, root: Path, log_dir: Path, host: Host, *, cc: str | None = None, h3: bool = True,
-                 http_port: int = 80, https_port: int = 443):
-        if kind not in KINDS:
-            raise InputError(f"server: must be one of satbench, {', '.join(KINDS)}; got {kind!r}")
-        if cc is not None and cc not in CONGESTION_CONTROLS:
-            raise InputError(f"--cc: must be one of {', '.join(CONGESTION_CONTROLS)}, got {cc!r}")
-        self.kind, self.root, self.log_dir, self.host = kind, Path(root).resolve(), Path(log_dir), host
+    binary_missing: str = ""
+
+    def __init__(self, root: Path, log_dir: Path, host: Host, *, cc: CongestionControl | str | None = None,
+                 h3: bool = True, http_port: int = 80, https_port: int = 443):
+        self.root, self.log_dir, self.host = Path(root).resolve(), Path(log_dir), host
         self.https_port = https_port
         self.log_dir.mkdir(parents=True, exist_ok=True)
         c = ca_mod.ensure()
         env = dict(os.environ)
-        if kind == "nginx":
-            binary = shutil.which("nginx")
-            if binary is None:
-                raise PrerequisiteError(["no nginx: install Debian's nginx (scripts/setup does)"])
-            conf = self.log_dir / "nginx.conf"
-            conf.write_text(_nginx_conf(self.root, self.log_dir, c.server_cert, c.server_key, http_port, https_port))
-            argv = [binary, "-c", str(conf), "-p", str(self.log_dir)]
-            self.h3 = False
-        else:
-            binary = str(caddy_binary())
-            if not Path(binary).exists():
-                raise PrerequisiteError([f"no caddy at {binary}: scripts/setup builds caddy {CADDY_VERSION}"])
-            conf = self.log_dir / "Caddyfile"
-            conf.write_text(_caddyfile(self.root, self.log_dir, c.server_cert, c.server_key, http_port, https_port, h3))
-            argv = [binary, "run", "--config", str(conf), "--adapter", "caddyfile"]
-            env.update(HOME=str(self.log_dir), XDG_DATA_HOME=str(self.log_dir / "xdg-data"),
-                       XDG_CONFIG_HOME=str(self.log_dir / "xdg-config"))
-            self.h3 = h3
-        if cc is not None:
-            host.set_route_metrics(congctl=cc)
-        self.cc = cc
+        argv, self.h3 = self._argv(c, http_port, https_port, h3, env)
+        self.cc = None if cc is None else CongestionControl(cc)
+        if self.cc is not None:
+            host.set_route_metrics(congctl=self.cc.value)
         self.argv = argv
-        self.stderr = open(self.log_dir / f"{kind}.stderr", "w")
+        self.stderr = open(self.log_dir / f"{self.kind}.stderr", "w")
         self.proc = subprocess.Popen(host.cmd(argv), stdout=self.stderr, stderr=self.stderr, env=env,
                                      start_new_session=True)
-        self._wait_listening(http_port, https_port)
+        try:
+            self._wait_listening(http_port, https_port)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _argv(self, c: ca_mod.CA, http_port: int, https_port: int, h3: bool, env: dict[str, str]
+              ) -> tuple[list[str], bool]:
+        raise NotImplementedError
+
+    @classmethod
+    def start(cls, req: ServeRequest) -> "ThirdPartyServer":
+        return cls(req.root, req.log_dir, req.host, cc=req.cc, h3=req.options.h3)
+
+    @classmethod
+    def check(cls, factors: Mapping[str, Any]) -> Problem | None:
+        for name in experiment_keys():
+            key = f"server.{name}"
+            if key in factors and cls.kind not in servers_of(name):
+                return key, f"applies to the {', '.join(sorted(servers_of(name)))} server only, not {cls.kind}"
+        if factors.get("protocol") == Protocol.H3 and Protocol.H3 not in cls.protocols:
+            return "protocol", f"{cls.kind} serves no HTTP/3 here"
+        return None
 
     def _wait_listening(self, *ports: int) -> None:
         end = time.monotonic() + 20
         while time.monotonic() < end:
             if self.proc.poll() is not None:
-                raise TestbedError(f"{self.kind} exited at start: {(self.log_dir / f'{self.kind}.stderr').read_text()[-500:]}")
+                err = (self.log_dir / f"{self.kind}.stderr").read_text()[-500:]
+                raise TestbedError(f"{self.kind} exited at start: {err}")
             out = self.host.run(["ss", "-ltnH"], capture_output=True, text=True).stdout
             if all(f":{p} " in out for p in ports):
                 if self.h3:
@@ -166,12 +173,6 @@ class ThirdPartyServer:
             time.sleep(0.05)
         raise TestbedError(f"{self.kind} did not listen on {ports} within 20 s")
 
-    def __enter__(self) -> "ThirdPartyServer":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
     def stop(self) -> None:
         if self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGTERM)
@@ -182,10 +183,46 @@ class ThirdPartyServer:
                 self.proc.wait()
         self.stderr.close()
 
+    def summary(self) -> ServerSummary:
+        return ServerSummary(kind=self.kind)
+
     def access_log(self) -> list[dict[str, Any]]:
         rows = []
         for name in ("access.jsonl", "access-http.jsonl"):
             p = self.log_dir / name
             if p.exists():
-                rows += [json.loads(l) for l in p.read_text().splitlines() if l.strip()]
+                rows += [json.loads(line) for line in p.read_text().splitlines() if line.strip()]
         return rows
+
+
+class NginxServer(ThirdPartyServer):
+    """nginx 1.22 from Debian: HTTP/1.1 and HTTP/2."""
+
+    kind = ServerKind.NGINX
+    protocols = frozenset({Protocol.H1, Protocol.H2})
+
+    def _argv(self, c: ca_mod.CA, http_port: int, https_port: int, h3: bool, env: dict[str, str]
+              ) -> tuple[list[str], bool]:
+        binary = shutil.which("nginx")
+        if binary is None:
+            raise PrerequisiteError(["no nginx: install Debian's nginx (scripts/setup does)"])
+        conf = self.log_dir / "nginx.conf"
+        conf.write_text(_nginx_conf(self.root, self.log_dir, c.server_cert, c.server_key, http_port, https_port))
+        return [binary, "-c", str(conf), "-p", str(self.log_dir)], False
+
+
+class CaddyServer(ThirdPartyServer):
+    """caddy from the Go module proxy: HTTP/1.1, HTTP/2 and HTTP/3 (quic-go)."""
+
+    kind = ServerKind.CADDY
+
+    def _argv(self, c: ca_mod.CA, http_port: int, https_port: int, h3: bool, env: dict[str, str]
+              ) -> tuple[list[str], bool]:
+        binary = str(caddy_binary())
+        if not Path(binary).exists():
+            raise PrerequisiteError([f"no caddy at {binary}: scripts/setup builds caddy {CADDY_VERSION}"])
+        conf = self.log_dir / "Caddyfile"
+        conf.write_text(_caddyfile(self.root, self.log_dir, c.server_cert, c.server_key, http_port, https_port, h3))
+        env.update(HOME=str(self.log_dir), XDG_DATA_HOME=str(self.log_dir / "xdg-data"),
+                   XDG_CONFIG_HOME=str(self.log_dir / "xdg-config"))
+        return [binary, "run", "--config", str(conf), "--adapter", "caddyfile"], h3

@@ -3,26 +3,33 @@
 A profile has a ``name``, a ``description`` and two tables, ``[forward]``
 (gateway to terminal, the downlink) and ``[return]`` (terminal to gateway).
 Each direction takes these keys (all optional; an empty direction is an
-ideal wire):
+ideal wire). The ranges are the emulator's (``satbench-link --check`` is the
+one place they are checked):
 
-    rate_mbps = 10                         constant capacity
-    rate_schedule = [[0, 100], [12, 80]]   (seconds, Mbit/s); rate_period_s repeats it
+    rate_mbps = 10                         constant capacity, 0.001 to 1,000,000 Mbit/s
+    rate_schedule = [[0, 100], [12, 80]]   (seconds, Mbit/s; 0 = outage); rate_period_s repeats it
     trace = "file.trace"                   Mahimahi trace, relative to the profile
-    delay_ms = 265                         one-way propagation delay
+    delay_ms = 265                         one-way propagation delay, 0 to 3,600,000 ms
     delay_schedule = [[0, 20], [12, 35]]   (seconds, ms); delay_period_s repeats it
-    jitter_ms = 2, jitter = "uniform"|"normal", reorder = false
+    jitter_ms = 2, jitter = "uniform"|"normal", reorder = false    (jitter 0 to 60,000 ms)
     queue_packets | queue_bytes | queue_ms  drop-tail limit (ms at the link rate)
     aqm = "droptail"|"codel", codel_target_ms = 5, codel_interval_ms = 100
-    loss = 0.01                            Bernoulli packet loss
-    ber = 1e-6                             bit error rate (per-packet loss from size)
+    loss = 0.01                            Bernoulli packet loss, 0 to 1
+    ber = 1e-6                             bit error rate (per-packet loss from size), 0 to 1
     gilbert = { p = 0.01, r = 0.3, loss_good = 0, loss_bad = 1 }
     loss_schedule = [[0, 0], [12, 0.2], [12.3, 0]]; loss_period_s repeats it
 
-Top level: ``align_minute = true`` makes schedule time 0 the start of the
-current UTC minute (Starlink reconfigures at fixed seconds of every minute).
+Schedule times run from 0 to 1,000,000 s, strictly increasing. Top level:
+``align_minute = true`` makes schedule time 0 the start of the current UTC
+minute (Starlink reconfigures at fixed seconds of every minute).
 
 Overrides (``--set``): ``forward.KEY=VALUE``, ``return.KEY=VALUE``, or
 ``KEY=VALUE`` for both directions.
+
+This module checks a profile's form (known keys, types, one of each group)
+and turns it into the emulator's configuration, remembering which key made
+each part of it; :mod:`satbench.link.spec` has the emulator check the values
+and resolve the link, and names the key of any value it refuses.
 """
 
 from __future__ import annotations
@@ -35,9 +42,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import ProfileError
+from ..errors import ProfileError
 
-BUILTIN_DIR = Path(__file__).parent / "links"
+BUILTIN_DIR = Path(__file__).parent / "profiles"
 DIRECTIONS = ("forward", "return")
 
 _NUMBER_KEYS = {
@@ -45,8 +52,13 @@ _NUMBER_KEYS = {
     "queue_bytes", "queue_ms", "codel_target_ms", "codel_interval_ms", "loss", "ber", "loss_period_s",
 }
 _SCHEDULE_KEYS = {"rate_schedule", "delay_schedule", "loss_schedule"}
-_KEYS = _NUMBER_KEYS | _SCHEDULE_KEYS | {"trace", "jitter", "reorder", "aqm", "gilbert"}
+KEYS = _NUMBER_KEYS | _SCHEDULE_KEYS | {"trace", "jitter", "reorder", "aqm", "gilbert"}
 _TOP_KEYS = {"name", "description", "align_minute", "forward", "return"}
+#: Keys of which a direction takes at most one.
+GROUPS = (("rate_mbps", "rate_schedule", "trace"), ("delay_ms", "delay_schedule"),
+          ("queue_packets", "queue_bytes", "queue_ms"))
+#: How a value of a profile key scales into the emulator's unit (Mbit/s -> bit/s).
+SCALE = {"rate_mbps": 1e6, "rate_schedule": 1e6}
 
 
 def search_path() -> list[Path]:
@@ -60,7 +72,7 @@ def search_path() -> list[Path]:
     return dirs
 
 
-def _line_of(text: str, table: str | None, key: str) -> int | None:
+def line_of(text: str, table: str | None, key: str) -> int | None:
     """Line (1-based) where ``key`` is set inside ``[table]`` (or at top level)."""
     current: str | None = None
     pat = re.compile(r"^\s*" + re.escape(key) + r"\s*=")
@@ -74,55 +86,92 @@ def _line_of(text: str, table: str | None, key: str) -> int | None:
     return None
 
 
+@dataclass(frozen=True)
+class Origin:
+    """Where a profile key was given: a file and line, or a ``--set`` override."""
+
+    file: str
+    line: int | None = None
+
+    def error(self, field: str, message: str) -> ProfileError:
+        return ProfileError(message, file=self.file, line=self.line, field=field)
+
+
 @dataclass
 class Direction:
-    """One direction of a link, validated."""
+    """One direction of a profile: its keys, as given, and where each was given."""
 
+    name: str
     params: dict[str, Any] = field(default_factory=dict)
+    origins: dict[str, Origin] = field(default_factory=dict)
 
-    def emulator_config(self, base: Path | None) -> dict[str, Any]:
-        """The normalised JSON the emulator reads (see satlink::config)."""
+    def emulator_config(self, base: Path | None) -> tuple[dict[str, Any], dict[str, str]]:
+        """The emulator's configuration of this direction (see satlink::config),
+        and for each part of it the profile key that made it (``rate`` ->
+        ``rate_mbps``). Values pass unchecked: the emulator checks them."""
         p = self.params
         d: dict[str, Any] = {}
+        made: dict[str, str] = {}
         if "rate_mbps" in p:
             d["rate"] = {"kind": "constant", "bps": p["rate_mbps"] * 1e6}
+            made["rate"] = "rate_mbps"
         elif "rate_schedule" in p:
             d["rate"] = {"kind": "schedule", "points": [[t, v * 1e6] for t, v in p["rate_schedule"]],
                          "period_s": p.get("rate_period_s", 0.0)}
+            made["rate"] = "rate_schedule"
+            made["rate.period_s"] = "rate_period_s"
         elif "trace" in p:
             d["rate"] = {"kind": "trace", "path": str(_resolve(base, p["trace"]))}
+            made["rate"] = "trace"
         if "delay_schedule" in p:
             d["delay"] = {"kind": "schedule", "points": p["delay_schedule"], "period_s": p.get("delay_period_s", 0.0)}
+            made["delay"] = "delay_schedule"
+            made["delay.period_s"] = "delay_period_s"
         else:
             d["delay"] = {"kind": "constant", "ms": p.get("delay_ms", 0.0)}
-        if p.get("jitter_ms", 0) > 0:
+            made["delay"] = "delay_ms"
+        if p.get("jitter_ms", 0) != 0:
             d["jitter"] = {"kind": p.get("jitter", "uniform"), "ms": p["jitter_ms"]}
+            made["jitter"] = "jitter_ms"
         d["reorder"] = bool(p.get("reorder", False))
         limit: dict[str, Any] = {"kind": "unlimited"}
-        if "queue_packets" in p:
-            limit = {"kind": "packets", "n": int(p["queue_packets"])}
-        elif "queue_bytes" in p:
-            limit = {"kind": "bytes", "n": int(p["queue_bytes"])}
-        elif "queue_ms" in p:
-            limit = {"kind": "ms", "ms": p["queue_ms"]}
+        for key, lim in (("queue_packets", {"kind": "packets", "n": p.get("queue_packets")}),
+                         ("queue_bytes", {"kind": "bytes", "n": p.get("queue_bytes")}),
+                         ("queue_ms", {"kind": "ms", "ms": p.get("queue_ms")})):
+            if key in p:
+                limit = lim
+                made["queue.limit"] = key
         aqm: dict[str, Any] = {"kind": "drop_tail"}
         if p.get("aqm") == "codel":
             aqm = {"kind": "codel", "target_ms": p.get("codel_target_ms", 5.0),
                    "interval_ms": p.get("codel_interval_ms", 100.0)}
+            made["queue.aqm"] = "aqm"
+            made["queue.aqm.target_ms"] = "codel_target_ms" if "codel_target_ms" in p else "aqm"
+            made["queue.aqm.interval_ms"] = "codel_interval_ms" if "codel_interval_ms" in p else "aqm"
         d["queue"] = {"limit": limit, "aqm": aqm}
         loss: list[dict[str, Any]] = []
-        if p.get("loss", 0) > 0:
-            loss.append({"kind": "bernoulli", "p": p["loss"]})
-        if p.get("ber", 0) > 0:
-            loss.append({"kind": "ber", "ber": p["ber"]})
+
+        def add_loss(key: str, entry: dict[str, Any]) -> None:
+            made[f"loss[{len(loss)}]"] = key
+            if key == "loss_schedule":
+                made[f"loss[{len(loss)}].period_s"] = "loss_period_s"
+            loss.append(entry)
+
+        # A zero loss adds no model (so a profile that says `ber = 0` is the
+        # same link as one that says nothing).
+        if p.get("loss", 0) != 0:
+            add_loss("loss", {"kind": "bernoulli", "p": p["loss"]})
+        if p.get("ber", 0) != 0:
+            add_loss("ber", {"kind": "ber", "ber": p["ber"]})
         if "gilbert" in p:
             g = p["gilbert"]
-            loss.append({"kind": "gilbert", "p": g["p"], "r": g["r"], "loss_good": g.get("loss_good", 0.0),
-                         "loss_bad": g.get("loss_bad", 1.0)})
+            add_loss("gilbert", {"kind": "gilbert", "p": g["p"], "r": g["r"], "loss_good": g.get("loss_good", 0.0),
+                                 "loss_bad": g.get("loss_bad", 1.0)})
         if "loss_schedule" in p:
-            loss.append({"kind": "schedule", "points": p["loss_schedule"], "period_s": p.get("loss_period_s", 0.0)})
+            add_loss("loss_schedule", {"kind": "schedule", "points": p["loss_schedule"],
+                                       "period_s": p.get("loss_period_s", 0.0)})
         d["loss"] = loss
-        return d
+        return d, made
 
     def summary(self) -> str:
         p = self.params
@@ -158,7 +207,7 @@ class Direction:
 
     def min_delay_ms(self) -> float:
         if "delay_schedule" in self.params:
-            return min(v for _, v in self.params["delay_schedule"])
+            return float(min(v for _, v in self.params["delay_schedule"]))
         return float(self.params.get("delay_ms", 0.0))
 
 
@@ -175,64 +224,76 @@ def _resolve(base: Path | None, name: str) -> Path:
 
 @dataclass
 class LinkProfile:
+    """A profile as written (with its overrides applied), not yet checked by
+    the emulator: :meth:`resolve` gives the :class:`~satbench.link.spec.LinkSpec`."""
+
     name: str
     description: str
     forward: Direction
     ret: Direction
     align_minute: bool = False
     source: Path | None = None
+    overrides: tuple[str, ...] = ()
+    origin: Origin = Origin("<profile>")
 
     @property
     def base_rtt_ms(self) -> float:
         """Round-trip propagation delay (minimum, before queueing and serialisation)."""
         return self.forward.min_delay_ms() + self.ret.min_delay_ms()
 
-    def emulator_config(self, seed: int) -> dict[str, Any]:
+    @property
+    def label(self) -> str:
+        """The name with its overrides, as a user would write them."""
+        return self.name + "".join(f" --set {o}" for o in self.overrides)
+
+    def emulator_config(self, seed: int | None = None) -> dict[str, Any]:
+        """The emulator's configuration (``seed`` left out when None)."""
+        return self.config_with_origins(seed)[0]
+
+    def config_with_origins(self, seed: int | None = None) -> tuple[dict[str, Any], dict[str, tuple[str, Origin]]]:
+        """The emulator's configuration, and for each part of it (a path such
+        as ``forward.loss[0]``) the profile field and where it was given."""
         base = self.source.parent if self.source else None
-        return {
-            "seed": seed,
-            "align_minute": self.align_minute,
-            "forward": self.forward.emulator_config(base),
-            "return": self.ret.emulator_config(base),
-        }
+        cfg: dict[str, Any] = {} if seed is None else {"seed": seed}
+        cfg["align_minute"] = self.align_minute
+        made: dict[str, tuple[str, Origin]] = {}
+        for name, d in (("forward", self.forward), ("return", self.ret)):
+            cfg[name], parts = d.emulator_config(base)
+            for path, key in parts.items():
+                made[f"{name}.{path}"] = (f"{name}.{key}", d.origins.get(key, self.origin))
+        return cfg, made
 
 
-def _check_direction(raw: Any, where: str, file: str, text: str, base: Path | None,
-                     located: dict[str, str] | None = None) -> Direction:
-    """Validate one direction table; errors name the file, line and field."""
+def _check_direction(raw: Any, where: str, file: str, text: str, located: dict[str, str]) -> Direction:
+    """Check one direction table's form; errors name the file, line and field."""
+    origins: dict[str, Origin] = {}
+
+    def origin(key: str) -> Origin:
+        if key in located:
+            return Origin(located[key])
+        return Origin(file, line_of(text, where, key))
 
     def fail(key: str, msg: str) -> ProfileError:
-        if located and key in located:
-            return ProfileError(msg, file=located[key], field=f"{where}.{key}")
-        return ProfileError(msg, file=file, line=_line_of(text, where, key), field=f"{where}.{key}")
+        return origin(key).error(f"{where}.{key}", msg)
 
     if not isinstance(raw, dict):
         raise ProfileError("must be a table", file=file, field=where)
     for k in raw:
-        if k not in _KEYS:
-            raise fail(k, f"unknown key (known: {', '.join(sorted(_KEYS))})")
+        if k not in KEYS:
+            raise fail(k, f"unknown key (known: {', '.join(sorted(KEYS))})")
+        origins[k] = origin(k)
     p = dict(raw)
     for k in _NUMBER_KEYS & p.keys():
         v = p[k]
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or math.isnan(v):
-            raise fail(k, f"must be a number, got {v!r}")
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise fail(k, f"must be a finite number, got {v!r}")
         p[k] = float(v)
-    positive = ("rate_mbps", "queue_packets", "queue_bytes", "queue_ms", "codel_target_ms", "codel_interval_ms")
-    for k in positive:
-        if k in p and p[k] <= 0:
-            raise fail(k, f"must be positive, got {_num(p[k])}")
-    for k in ("delay_ms", "jitter_ms", "rate_period_s", "delay_period_s", "loss_period_s"):
-        if k in p and p[k] < 0:
-            raise fail(k, f"must be zero or positive, got {_num(p[k])}")
-    for k in ("loss", "ber"):
-        if k in p and not 0 <= p[k] <= 1:
-            raise fail(k, f"probability must be within [0, 1], got {p[k]:g}")
     for k in ("queue_packets", "queue_bytes"):
         if k in p and p[k] != int(p[k]):
             raise fail(k, f"must be a whole number, got {p[k]:g}")
-    groups = [("rate_mbps", "rate_schedule", "trace"), ("delay_ms", "delay_schedule"),
-              ("queue_packets", "queue_bytes", "queue_ms")]
-    for g in groups:
+        if k in p:
+            p[k] = int(p[k])
+    for g in GROUPS:
         present = [k for k in g if k in p]
         if len(present) > 1:
             raise fail(present[1], f"conflicts with {present[0]}; give only one of {', '.join(g)}")
@@ -251,24 +312,10 @@ def _check_direction(raw: Any, where: str, file: str, text: str, base: Path | No
         clean = []
         for i, pt in enumerate(pts):
             if (not isinstance(pt, list) or len(pt) != 2
-                    or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in pt)):
-                raise fail(k, f"point {i} must be [seconds, value], got {pt!r}")
-            t, v = float(pt[0]), float(pt[1])
-            if t < 0:
-                raise fail(k, f"point {i}: time must be zero or positive, got {t:g}")
-            if clean and t <= clean[-1][0]:
-                raise fail(k, f"point {i}: times must increase ({t:g} s after {clean[-1][0]:g} s)")
-            if k == "loss_schedule" and not 0 <= v <= 1:
-                raise fail(k, f"point {i}: probability must be within [0, 1], got {v:g}")
-            if k == "delay_schedule" and v < 0:
-                raise fail(k, f"point {i}: delay must be zero or positive, got {v:g}")
-            if k == "rate_schedule" and v < 0:
-                raise fail(k, f"point {i}: rate must be zero or positive, got {v:g}")
-            clean.append([t, v])
-        period_key = k.replace("_schedule", "_period_s")
-        period = p.get(period_key, 0.0)
-        if period and clean[-1][0] >= period:
-            raise fail(k, f"last point at {clean[-1][0]:g} s is not before {period_key} = {period:g}")
+                    or not all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+                               for x in pt)):
+                raise fail(k, f"point {i} must be [seconds, value] with finite numbers, got {pt!r}")
+            clean.append([float(pt[0]), float(pt[1])])
         p[k] = clean
     if "gilbert" in p:
         g = p["gilbert"]
@@ -277,43 +324,16 @@ def _check_direction(raw: Any, where: str, file: str, text: str, base: Path | No
         for gk, gv in g.items():
             if gk not in ("p", "r", "loss_good", "loss_bad"):
                 raise fail("gilbert", f"unknown key {gk!r}")
-            if isinstance(gv, bool) or not isinstance(gv, (int, float)) or not 0 <= gv <= 1:
-                raise fail("gilbert", f"{gk} must be a probability within [0, 1], got {gv!r}")
-    if "trace" in p:
-        if not isinstance(p["trace"], str):
-            raise fail("trace", f"must be a file name, got {p['trace']!r}")
-        path = _resolve(base, p["trace"])
-        check_trace(path)
-    return Direction(p)
+            if isinstance(gv, bool) or not isinstance(gv, (int, float)) or not math.isfinite(gv):
+                raise fail("gilbert", f"{gk} must be a finite number, got {gv!r}")
+    if "trace" in p and not isinstance(p["trace"], str):
+        raise fail("trace", f"must be a file name, got {p['trace']!r}")
+    return Direction(where, p, origins)
 
 
-def check_trace(path: Path) -> None:
-    """Validate a Mahimahi trace, naming the file and line of the first problem."""
-    try:
-        text = path.read_text()
-    except OSError as e:
-        raise ProfileError(f"cannot read trace: {e.strerror}", file=str(path)) from None
-    prev = None
-    count = 0
-    for i, raw in enumerate(text.splitlines(), 1):
-        s = raw.strip()
-        if not s:
-            continue
-        if not s.isdigit():
-            raise ProfileError(f"expected a whole number of milliseconds, found {s!r}", file=str(path), line=i)
-        v = int(s)
-        if prev is not None and v < prev:
-            raise ProfileError(f"{v} ms comes before the previous line's {prev} ms", file=str(path), line=i)
-        prev = v
-        count += 1
-    if count == 0:
-        raise ProfileError("trace has no delivery opportunities", file=str(path))
-    if prev == 0:
-        raise ProfileError("trace must end after 0 ms", file=str(path))
-
-
-def parse_profile(text: str, *, file: str = "<profile>", base: Path | None = None,
-                  overrides: list[str] | None = None) -> LinkProfile:
+def parse_profile(text: str, *, file: str = "<profile>", overrides: list[str] | None = None,
+                  source: Path | None = None) -> LinkProfile:
+    """Parse a profile's text; ``overrides`` are ``--set`` values."""
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
@@ -322,21 +342,25 @@ def parse_profile(text: str, *, file: str = "<profile>", base: Path | None = Non
     for k in data:
         if k not in _TOP_KEYS:
             raise ProfileError(f"unknown key (known: {', '.join(sorted(_TOP_KEYS))})", file=file,
-                               line=_line_of(text, None, k), field=k)
+                               line=line_of(text, None, k), field=k)
     name = data.get("name")
     if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name):
         raise ProfileError("must be a name of letters, digits, '.', '_' or '-'", file=file,
-                           line=_line_of(text, None, "name"), field="name")
+                           line=line_of(text, None, "name"), field="name")
     align = data.get("align_minute", False)
     if not isinstance(align, bool):
-        raise ProfileError("must be true or false", file=file, line=_line_of(text, None, "align_minute"),
+        raise ProfileError("must be true or false", file=file, line=line_of(text, None, "align_minute"),
                            field="align_minute")
+    description = data.get("description", "")
+    if not isinstance(description, str):
+        raise ProfileError("must be a string", file=file, line=line_of(text, None, "description"),
+                           field="description")
     located: dict[str, dict[str, str]] = {d: {} for d in DIRECTIONS}
     for ov in overrides or []:
         _apply_override(data, ov, located)
-    dirs = [_check_direction(data.get(d, {}), d, file, text, base, located[d]) for d in DIRECTIONS]
-    return LinkProfile(name=name, description=str(data.get("description", "")), forward=dirs[0], ret=dirs[1],
-                       align_minute=align, source=Path(file) if file != "<profile>" else None)
+    dirs = [_check_direction(data.get(d, {}), d, file, text, located[d]) for d in DIRECTIONS]
+    return LinkProfile(name=name, description=description, forward=dirs[0], ret=dirs[1], align_minute=align,
+                       source=source, overrides=tuple(overrides or ()), origin=Origin(file))
 
 
 def _apply_override(data: dict[str, Any], ov: str, located: dict[str, dict[str, str]]) -> None:
@@ -353,12 +377,13 @@ def _apply_override(data: dict[str, Any], ov: str, located: dict[str, dict[str, 
     for d in targets:
         if d not in DIRECTIONS:
             raise ProfileError(f"unknown direction {d!r} (use forward or return)", file="--set", field=key)
-        if leaf not in _KEYS:
-            raise ProfileError(f"unknown key (known: {', '.join(sorted(_KEYS))})", file="--set", field=key)
+        if leaf not in KEYS:
+            raise ProfileError(f"unknown key (known: {', '.join(sorted(KEYS))})", file="--set", field=key)
         table = data.setdefault(d, {})
+        if not isinstance(table, dict):
+            raise ProfileError("must be a table", file="--set", field=d)
         # A new value replaces any key it conflicts with.
-        for group in (("rate_mbps", "rate_schedule", "trace"), ("delay_ms", "delay_schedule"),
-                      ("queue_packets", "queue_bytes", "queue_ms")):
+        for group in GROUPS:
             if leaf in group:
                 for other in group:
                     table.pop(other, None)
@@ -376,19 +401,33 @@ def available() -> dict[str, Path]:
     return found
 
 
-def load(name_or_path: str, overrides: list[str] | None = None) -> LinkProfile:
-    """Load a profile by name (see :func:`search_path`) or by file path."""
-    p = Path(name_or_path)
-    if name_or_path.endswith(".toml") or os.sep in name_or_path:
-        path = p
-    else:
-        profiles = available()
-        if name_or_path not in profiles:
-            raise ProfileError(f"unknown link profile (available: {', '.join(sorted(profiles))})",
-                               field=f"--link {name_or_path}")
-        path = profiles[name_or_path]
+def read_text(path: Path, what: str) -> str:
+    """A user's file as text, or a ProfileError naming it (unreadable, not UTF-8)."""
     try:
-        text = path.read_text()
+        raw = path.read_bytes()
     except OSError as e:
-        raise ProfileError(f"cannot read profile: {e.strerror}", file=str(path)) from None
-    return parse_profile(text, file=str(path), base=path.parent, overrides=overrides)
+        raise ProfileError(f"cannot read {what}: {e.strerror}", file=str(path)) from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw[:e.start].count(b"\n") + 1
+        raise ProfileError(f"not UTF-8 text (byte {e.start} is 0x{raw[e.start]:02x})", file=str(path),
+                           line=line) from None
+
+
+def find(name_or_path: str) -> Path:
+    """The file of a profile given by name (see :func:`search_path`) or path."""
+    if name_or_path.endswith(".toml") or os.sep in name_or_path:
+        return Path(name_or_path)
+    profiles = available()
+    if name_or_path not in profiles:
+        raise ProfileError(f"unknown link profile (available: {', '.join(sorted(profiles))})",
+                           field=f"--link {name_or_path}")
+    return profiles[name_or_path]
+
+
+def load(name_or_path: str, overrides: list[str] | None = None) -> LinkProfile:
+    """Load a profile by name or by file path, with ``--set`` overrides."""
+    path = find(name_or_path)
+    text = read_text(path, "profile")
+    return parse_profile(text, file=str(path), overrides=overrides, source=path)

@@ -25,9 +25,15 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from .errors import InputError
-from .stats import bootstrap_median_ci, mann_whitney_p, mean_ci, median_diff_ci
-from .store import Results
+import matplotlib
+
+matplotlib.use("Agg")  # no display: figures go to SVG
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from ..errors import InputError  # noqa: E402
+from .read import Results  # noqa: E402
+from .stats import bootstrap_median_ci, mann_whitney_p, mean_ci, median_diff_ci  # noqa: E402
 
 METRICS = {
     "plt_ms": "Page load time (ms)",
@@ -49,8 +55,6 @@ COMPARED = ("plt_ms", "fcp_ms", "lcp_ms", "total_ms", "throughput_mbps")
 def _svg(fig: Any) -> str:
     buf = io.StringIO()
     fig.savefig(buf, format="svg", bbox_inches="tight")
-    import matplotlib.pyplot as plt
-
     plt.close(fig)
     return buf.getvalue()
 
@@ -82,10 +86,6 @@ def _levels(series: Any) -> list[Any]:
 
 def _bar_ci(df: Any, factor: str, metric: str, hue: str | None = None) -> Any:
     """Grouped bars of the mean with its 95 % CI, and the median with its bootstrap CI as a marker."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
     levels = _levels(df[factor])
     hues = _levels(df[hue]) if hue else [None]
@@ -100,8 +100,12 @@ def _bar_ci(df: Any, factor: str, metric: str, hue: str | None = None) -> Any:
             m, a, b = mean_ci(sel.tolist())
             md, ma, mb = bootstrap_median_ci(sel.tolist())
             xs.append(i + (j - (len(hues) - 1) / 2) * width)
-            means.append(m), lo.append(m - a), hi.append(b - m)
-            meds.append(md), mlo.append(md - ma), mhi.append(mb - md)
+            means.append(m)
+            lo.append(m - a)
+            hi.append(b - m)
+            meds.append(md)
+            mlo.append(md - ma)
+            mhi.append(mb - md)
         label = f"{hue}={h}" if hue else "mean (95 % CI)"
         ax.bar(xs, means, width * 0.9, yerr=[lo, hi], capsize=3, label=label, alpha=0.75)
         ax.errorbar(xs, meds, yerr=[mlo, mhi], fmt="D", color="black", markersize=4, capsize=2,
@@ -116,11 +120,6 @@ def _bar_ci(df: Any, factor: str, metric: str, hue: str | None = None) -> Any:
 
 
 def _cdf(df: Any, factor: str, metric: str) -> Any:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import numpy as np
 
     fig, ax = plt.subplots(figsize=(4.8, 3.2))
     for lv in _levels(df[factor]):
@@ -216,7 +215,8 @@ def _experiment_section(r: Results, name: str, figs: _Figures) -> str:
                + f". Varied: {html.escape(', '.join(varied) or 'nothing')}.</p>")
     bad = df[df["status"] != "valid"]
     if not bad.empty:
-        rows = [[s, reason, n] for (s, reason), n in bad.groupby(["status", "reason"]).size().items()]
+        rows = [[*key, n] for key, n in bad.groupby(["status", "reason"]).size().items()
+                if isinstance(key, tuple)]
         out.append("<h3>Invalid and failed trials</h3>" + _table(rows, ["status", "reason", "trials"]))
     valid = df[df["status"] == "valid"]
     metrics = [m for m in METRICS if m in valid.columns and valid[m].notna().any()]
@@ -226,9 +226,10 @@ def _experiment_section(r: Results, name: str, figs: _Figures) -> str:
     # Per-factor means, medians and CDFs.
     out.append("<h3>By factor</h3>")
     for f in varied:
-        for m in [x for x in ("plt_ms", "fcp_ms", "lcp_ms", "total_ms", "throughput_mbps", "jain_throughput")
+        for fm in [x for x in ("plt_ms", "fcp_ms", "lcp_ms", "total_ms", "throughput_mbps", "jain_throughput")
                   if x in metrics]:
-            out.append(figs.add(_bar_ci(valid, f, m), f"{m}-by-{f}", f"{METRICS[m]} by {f}: mean and median, 95 % CI"))
+            out.append(figs.add(_bar_ci(valid, f, fm), f"{fm}-by-{f}",
+                                f"{METRICS[fm]} by {f}: mean and median, 95 % CI"))
         if "plt_ms" in metrics:
             out.append(figs.add(_cdf(valid, f, "plt_ms"), f"plt-cdf-{f}", f"CDF of the page load time by {f}"))
     # The studies' views.
@@ -271,10 +272,10 @@ def _experiment_section(r: Results, name: str, figs: _Figures) -> str:
     # Pairwise tests.
     for f in varied:
         others = [o for o in varied if o != f]
-        for m in [x for x in COMPARED if x in metrics]:
-            rows = pairwise(valid, f, m, others)
+        for cm in [x for x in COMPARED if x in metrics]:
+            rows = pairwise(valid, f, cm, others)
             if rows:
-                out.append(f"<h3>{html.escape(f)}: pairwise, {html.escape(METRICS[m])}</h3>" + _table(
+                out.append(f"<h3>{html.escape(f)}: pairwise, {html.escape(METRICS[cm])}</h3>" + _table(
                     rows, ["within", "levels (a vs b)", "n a", "n b", "median a", "median b",
                            "median b - a", "95 % CI low", "95 % CI high", "Mann-Whitney p"]))
     # Environment.

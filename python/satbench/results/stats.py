@@ -7,12 +7,13 @@ import math
 from typing import Sequence
 
 import numpy as np
+from scipy import stats
+
+from ..model import jain
 
 
 def mean_ci(xs: Sequence[float], level: float = 0.95) -> tuple[float, float, float]:
     """Mean and its Student-t confidence interval (the interval is the mean itself for one value)."""
-    from scipy import stats
-
     a = np.asarray(xs, dtype=float)
     m = float(a.mean())
     if len(a) < 2:
@@ -50,18 +51,10 @@ def median_diff_ci(a: Sequence[float], b: Sequence[float], level: float = 0.95, 
 
 def mann_whitney_p(a: Sequence[float], b: Sequence[float]) -> float:
     """Two-sided Mann-Whitney U p-value (exact for small samples without ties)."""
-    from scipy import stats
-
     if len(a) < 1 or len(b) < 1:
         return float("nan")
     if np.ptp(np.concatenate([np.asarray(a, float), np.asarray(b, float)])) == 0:
         return 1.0
     return float(stats.mannwhitneyu(a, b, alternative="two-sided").pvalue)
 
-
-def jain(xs: Sequence[float]) -> float | None:
-    """Jain's fairness index (sum x)^2 / (n sum x^2): 1 when all are equal, 1/n when one takes all."""
-    v = [float(x) for x in xs if x is not None]
-    if not v or sum(x * x for x in v) == 0:
-        return None
-    return sum(v) ** 2 / (len(v) * sum(x * x for x in v))
+__all__ = ["bootstrap_median_ci", "jain", "mann_whitney_p", "mean_ci", "median_diff_ci"]

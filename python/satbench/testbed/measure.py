@@ -11,9 +11,10 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from . import prereq
-from .errors import TestbedError
-from .testbed import Host, Testbed
+from .. import prereq
+from ..errors import TestbedError
+from .host import Host
+from .testbed import Testbed
 
 PROBE_PORT = 9000
 IPERF_PORT = 5201

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
 import sys
-from pathlib import Path
-from typing import Any, Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from .testbed import Testbed, TestbedSpec, cleanup
+from .cleanup import cleanup
+from .testbed import Testbed, TestbedSpec
+
+if TYPE_CHECKING:
+    from ..endpoints.base import Server
 
 
 def _bytes(b: int) -> str:
@@ -43,11 +47,22 @@ def format_counters(stats: dict[str, Any] | None, title: str) -> str:
     return "\n".join(lines)
 
 
-def run_shell(spec: TestbedSpec, argv: Sequence[str] | None, *, json_stderr: bool = False,
-              json_out: Path | None = None, quiet: bool = False,
-              serve: tuple[Path, Path | None, Any] | None = None) -> int:
-    """Build a testbed, run ``argv`` (or an interactive shell) on client 1,
-    tear down, report the link counters, and return the command's exit code."""
+@dataclass
+class ShellReport:
+    """What a shell run did: the command's exit code and the testbed's record."""
+
+    exit_code: int
+    report: dict[str, Any]
+    link_counters: dict[str, Any] | None
+    access_counters: dict[str, Any] | None
+
+
+def run_shell(spec: TestbedSpec, argv: Sequence[str] | None, *,
+              serve: Callable[[Testbed], Server] | None = None,
+              on_ready: Callable[[Testbed], None] | None = None) -> ShellReport:
+    """Build a testbed, start ``serve``'s server on it, run ``argv`` (or an
+    interactive shell) on client 1, tear down; return the command's exit code
+    and the link counters."""
     cleanup()
     child: subprocess.Popen[bytes] | None = None
     stopping: list[int] = []
@@ -65,23 +80,19 @@ def run_shell(spec: TestbedSpec, argv: Sequence[str] | None, *, json_stderr: boo
     old = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     rc = 1
     tb = Testbed(spec)
-    server = None
+    server: Server | None = None
     try:
         with tb:
             if serve is not None:
-                from .serve import Server
-
-                root, logs, opts = serve
-                server = Server(root, logs or tb.run_dir / "server", opts, host=tb.server)
+                server = serve(tb)
             env = {**os.environ, **tb.env()}
             if argv:
                 cmd = list(argv)
             else:
-                env["PS1"] = f"[satbench {spec.link.name} {tb.client.role}] \\w\\$ "
+                env["PS1"] = f"[satbench {tb.link.name} {tb.client.role}] \\w\\$ "
                 cmd = ["bash", "--norc", "-i"]
-                if not quiet:
-                    print(f"satbench: shell on {tb.client.name} ({tb.client.addr}) behind link '{spec.link.name}'; "
-                          f"server {tb.server.name} ({tb.server.addr}); exit to tear down", file=sys.stderr)
+                if on_ready is not None:
+                    on_ready(tb)
             if stopping:
                 raise KeyboardInterrupt
             child = tb.client.popen(cmd, env=env)
@@ -97,18 +108,13 @@ def run_shell(spec: TestbedSpec, argv: Sequence[str] | None, *, json_stderr: boo
     except KeyboardInterrupt:
         rc = 130 if not stopping or stopping[0] == signal.SIGINT else 128 + stopping[0]
     finally:
+        if server is not None:
+            server.stop()
         for s, h in old.items():
             signal.signal(s, h)
-    report = {"testbed": tb.id, "link": spec.link.name, "seed": tb.seed, "exit_code": rc,
+    ready = getattr(server, "ready", {}) if server is not None else None
+    report = {"testbed": tb.id, "link": tb.link.name, "link_hash": tb.link.hash, "seed": tb.seed, "exit_code": rc,
               "tcp_congestion_control": tb.effective_tcp_cc,
-              "server": None if server is None else {**server.ready, "log_dir": str(server.log_dir)},
+              "server": None if server is None else {**(ready or {}), "log_dir": str(getattr(server, "log_dir", ""))},
               "link_counters": tb.link_stats, "access_counters": tb.access_stats}
-    if json_out is not None:
-        json_out.write_text(json.dumps(report, indent=1) + "\n")
-    if json_stderr:
-        print(json.dumps(report), file=sys.stderr)
-    elif not quiet:
-        print(format_counters(tb.link_stats, f"satbench: link '{spec.link.name}'"), file=sys.stderr)
-        if spec.access is not None:
-            print(format_counters(tb.access_stats, f"satbench: access link '{spec.access.name}'"), file=sys.stderr)
-    return rc
+    return ShellReport(exit_code=rc, report=report, link_counters=tb.link_stats, access_counters=tb.access_stats)

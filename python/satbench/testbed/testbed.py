@@ -15,61 +15,36 @@ no namespace has an interface or a route to the host or beyond.
 
 Names under ``.test`` come from a hosts file that ``ip netns exec`` mounts.
 Before anything is made, an owner record (pid and start time) is written to
-``/run/satbench/<id>/owner.json``; :func:`cleanup` removes whatever testbeds
-whose owner is gone left behind.
+``/run/satbench/<id>/owner.json``; :func:`~satbench.testbed.cleanup.cleanup`
+removes whatever testbeds whose owner is gone left behind.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import secrets
-import select
 import shutil
-import signal
 import subprocess
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
-from . import prereq
-from .errors import InputError, TestbedError
-from .profiles import LinkProfile
-
-RUN_ROOT = Path(os.environ.get("SATBENCH_RUN_DIR", "/run/satbench"))
-NETNS_ETC = Path("/etc/netns")
-NETNS_RUN = Path("/run/netns")
-_NS_RE = re.compile(r"^sb([0-9a-f]{6})-[a-z0-9]+$")
-CONGESTION_CONTROLS = ("cubic", "bbr", "reno")
-
-
-def _run(argv: Sequence[str], *, input: str | None = None, what: str = "") -> subprocess.CompletedProcess[str]:
-    p = subprocess.run(list(argv), input=input, capture_output=True, text=True)
-    if p.returncode != 0:
-        detail = (p.stderr or p.stdout).strip().splitlines()
-        raise TestbedError(f"{what or argv[0]} failed: {' '.join(argv)}: {detail[-1] if detail else p.returncode}")
-    return p
-
-
-def _proc_start_time(pid: int) -> int | None:
-    """Start time of a process in clock ticks since boot (guards against pid reuse)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return int(stat.rsplit(")", 1)[1].split()[19])
-
-
-def _alive(pid: int, start: int | None) -> bool:
-    st = _proc_start_time(pid)
-    return st is not None and (start is None or st == start)
+from .. import prereq
+from ..errors import InputError, TestbedError
+from ..link.emulator import Emulator
+from ..link.profile import LinkProfile
+from ..link.spec import LinkSpec, resolve
+from ..model import CongestionControl, LinkCounters, choices
+from .cleanup import NETNS_ETC, RUN_ROOT, destroy, kill_netns_processes
+from .host import Host
+from .proc import proc_start_time, run_checked
 
 
 def check_namespace_default_cc(cc: str) -> None:
-    if cc not in CONGESTION_CONTROLS:
-        raise InputError(f"--default-cc: must be one of {', '.join(CONGESTION_CONTROLS)}, got {cc!r}")
+    if cc not in choices(CongestionControl):
+        raise InputError(f"--default-cc: must be one of {', '.join(choices(CongestionControl))}, got {cc!r}")
 
 
 def _allowed_as_default(cc: str) -> bool:
@@ -81,73 +56,9 @@ def _allowed_as_default(cc: str) -> bool:
         return False
 
 
-@dataclass
-class Host:
-    """A host of the testbed: a network namespace with one address."""
-
-    role: str
-    ns: str
-    addr: str
-    names: list[str] = field(default_factory=list)
-
-    @property
-    def name(self) -> str:
-        return self.names[0] if self.names else self.addr
-
-    def cmd(self, argv: Sequence[str]) -> list[str]:
-        """argv that runs ``argv`` inside this host (with its hosts file)."""
-        return ["ip", "netns", "exec", self.ns, *argv]
-
-    def run(self, argv: Sequence[str], **kw: Any) -> subprocess.CompletedProcess[Any]:
-        return subprocess.run(self.cmd(argv), **kw)
-
-    def popen(self, argv: Sequence[str], **kw: Any) -> subprocess.Popen[Any]:
-        return subprocess.Popen(self.cmd(argv), **kw)
-
-    def set_route_metrics(self, *, congctl: str | None = None, initcwnd: int | None = None) -> None:
-        """Set TCP metrics on this host's route to the rest of the testbed
-        (198.18.0.0/15), keeping the metrics it already has."""
-        p = subprocess.run(["ip", "-n", self.ns, "-4", "route", "show", "198.18.0.0/15"], capture_output=True,
-                           text=True)
-        words = p.stdout.split()
-        if "via" not in words:
-            raise TestbedError(f"no testbed route on {self.role}: {p.stdout.strip()!r}")
-        metrics = {k: words[words.index(k) + 1] for k in ("congctl", "initcwnd") if k in words}
-        if congctl is not None:
-            metrics["congctl"] = congctl
-        if initcwnd is not None:
-            metrics["initcwnd"] = str(initcwnd)
-        argv = ["ip", "-n", self.ns, "route", "change", "198.18.0.0/15", "via", words[words.index("via") + 1]]
-        for k, v in metrics.items():
-            argv += [k, v]
-        _run(argv, what=f"setting route metrics on {self.role}")
-
-
-def read_ready_line(proc: subprocess.Popen[Any], what: str, timeout: float) -> dict[str, Any]:
-    """The JSON line a satbench binary prints once it is ready; kill it and
-    raise with its stderr if none comes within ``timeout``."""
-    ready, _, _ = select.select([proc.stdout], [], [], timeout)
-    line = proc.stdout.readline() if ready else ""  # type: ignore[union-attr]
-    if not line.startswith("{"):
-        proc.kill()
-        err = proc.stderr.read().strip() if proc.stderr else ""  # type: ignore[union-attr]
-        raise TestbedError(f"{what} did not start: {err or f'no ready line within {timeout:g} s'}")
-    return json.loads(line)
-
-
-def stop_process(proc: subprocess.Popen[Any], timeout: float = 10) -> int:
-    """SIGTERM, then SIGKILL after ``timeout``; close its pipes; return its exit code."""
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    for f in (proc.stdout, proc.stderr):
-        if f:
-            f.close()
-    return proc.returncode
+def as_spec(link: LinkSpec | LinkProfile) -> LinkSpec:
+    """A profile resolved by the emulator, or a link already resolved."""
+    return link if isinstance(link, LinkSpec) else resolve(link)
 
 
 @dataclass(kw_only=True)
@@ -156,49 +67,18 @@ class TestbedSpec:
 
     __test__ = False
 
-    link: LinkProfile
+    #: The satellite link (a profile is resolved when the testbed is made).
+    link: LinkSpec | LinkProfile
     clients: int = 1
     servers: int = 1
-    access: LinkProfile | None = None
+    #: An access link between the clients and the terminal (WiFi, say).
+    access: LinkSpec | LinkProfile | None = None
     seed: int | None = None
     tcp_cc: str | None = None
     pcap_dir: Path | None = None
     #: Resolve names through an authoritative DNS server (dnsmasq) on the first
     #: server host, so that lookups cross the emulated link; else hosts files.
     dns: bool = False
-
-
-class Emulator:
-    """One ``satbench-link`` process joining two TUN devices."""
-
-    def __init__(self, name: str, profile: LinkProfile, seed: int, near: tuple[str, str], far: tuple[str, str],
-                 run_dir: Path, pcap_dir: Path | None):
-        self.name, self.profile, self.seed = name, profile, seed
-        self.config_path = run_dir / f"{name}.json"
-        self.stats_path = run_dir / f"{name}-stats.json"
-        self.config_path.write_text(json.dumps(profile.emulator_config(seed), indent=1))
-        argv = [str(prereq.link_binary()), "--config", str(self.config_path),
-                "--terminal", f"{NETNS_RUN / near[0]}:{near[1]}", "--gateway", f"{NETNS_RUN / far[0]}:{far[1]}",
-                "--stats", str(self.stats_path), "--parent-pid", str(os.getpid())]
-        if pcap_dir is not None:
-            d = pcap_dir / name
-            d.mkdir(parents=True, exist_ok=True)
-            argv += ["--pcap-dir", str(d)]
-        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                     start_new_session=True)
-        self.ready = read_ready_line(self.proc, f"link emulator {name}", 10.0)
-        self.stats: dict[str, Any] | None = None
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    def stop(self) -> dict[str, Any] | None:
-        """Stop the emulator and return its counters."""
-        stop_process(self.proc)
-        if self.stats is None and self.stats_path.exists():
-            self.stats = json.loads(self.stats_path.read_text())
-        return self.stats
 
 
 class Testbed:
@@ -215,6 +95,8 @@ class Testbed:
         if spec.tcp_cc is not None:
             check_namespace_default_cc(spec.tcp_cc)
         self.spec = spec
+        self.link = as_spec(spec.link)
+        self.access = as_spec(spec.access) if spec.access is not None else None
         self.id = secrets.token_hex(3)
         self.seed = spec.seed if spec.seed is not None else secrets.randbits(63)
         self.run_dir = RUN_ROOT / self.id
@@ -222,10 +104,10 @@ class Testbed:
         self.terminal = Host("terminal", p + "term", "198.18.2.1", ["terminal.test"])
         self.gateway = Host("gateway", p + "gw", "198.18.2.2", ["gateway.test"])
         self.access_point = Host("ap", p + "ap", "198.18.4.1", ["ap.test"]) if spec.access else None
-        self.clients = [Host(f"c{i}", p + f"c{i}", f"198.18.1.{9 + i}", [f"c{i}.test"] + (["client.test"] if i == 1 else []))
-                        for i in range(1, spec.clients + 1)]
-        self.servers = [Host(f"s{j}", p + f"s{j}", f"198.18.3.{9 + j}", (["server.test"] if j == 1 else []) + [f"s{j}.test"])
-                        for j in range(1, spec.servers + 1)]
+        self.clients = [Host(f"c{i}", p + f"c{i}", f"198.18.1.{9 + i}",
+                             [f"c{i}.test"] + (["client.test"] if i == 1 else [])) for i in range(1, spec.clients + 1)]
+        self.servers = [Host(f"s{j}", p + f"s{j}", f"198.18.3.{9 + j}",
+                             (["server.test"] if j == 1 else []) + [f"s{j}.test"]) for j in range(1, spec.servers + 1)]
         self.emulators: dict[str, Emulator] = {}
         self.link_stats: dict[str, Any] | None = None
         self.effective_tcp_cc: str | None = None
@@ -267,9 +149,9 @@ class Testbed:
         """Record who owns this testbed. The first time, the run folder appears
         only once its owner file is complete (a concurrent cleanup never sees it
         half made)."""
-        owner = {"pid": os.getpid(), "start": _proc_start_time(os.getpid()), "created_unix": time.time(),
+        owner = {"pid": os.getpid(), "start": proc_start_time(os.getpid()), "created_unix": time.time(),
                  "namespaces": self.namespaces, "emulator_pids": [e.pid for e in self.emulators.values()],
-                 "link": self.spec.link.name, "seed": self.seed}
+                 "link": self.link.name, "seed": self.seed}
         if not self.run_dir.exists():
             RUN_ROOT.mkdir(parents=True, exist_ok=True)
             staging = RUN_ROOT / f".{self.id}.new"
@@ -294,7 +176,7 @@ class Testbed:
         self._write_owner()
         self._built = True
         batch = "".join(f"netns add {ns}\n" for ns in self.namespaces)
-        _run(["ip", "-batch", "-"], input=batch, what="creating namespaces")
+        run_checked(["ip", "-batch", "-"], input=batch, what="creating namespaces")
         hosts = self._hosts_file()
         dns_clients = {c.ns for c in self.clients} if self.spec.dns else set()
         for h in self.hosts:
@@ -316,10 +198,10 @@ class Testbed:
             self._start_dns(hosts)
         near_side = (self.access_point.ns, "acc0") if self.access_point else None
         self.effective_tcp_cc = self.tcp_cc()
-        self.emulators["link"] = Emulator("link", self.spec.link, self.seed, (self.terminal.ns, "sat0"),
+        self.emulators["link"] = Emulator("link", self.link, self.seed, (self.terminal.ns, "sat0"),
                                           (self.gateway.ns, "sat0"), self.run_dir, self.spec.pcap_dir)
-        if self.spec.access and near_side:
-            self.emulators["access"] = Emulator("access", self.spec.access, self.seed ^ 0x5A5A, near_side,
+        if self.access and near_side:
+            self.emulators["access"] = Emulator("access", self.access, self.seed ^ 0x5A5A, near_side,
                                                 (self.terminal.ns, "acc0"), self.run_dir, self.spec.pcap_dir)
         self._write_owner()
 
@@ -353,7 +235,7 @@ class Testbed:
              f"net.ipv4.ip_forward={1 if router else 0}"]
         if self.spec.tcp_cc and _allowed_as_default(self.spec.tcp_cc):
             s.append(f"net.ipv4.tcp_congestion_control={self.spec.tcp_cc}")
-        _run(["ip", "netns", "exec", ns, "sysctl", "-q", "-w", *s], what=f"sysctl in {ns}")
+        run_checked(["ip", "netns", "exec", ns, "sysctl", "-q", "-w", *s], what=f"sysctl in {ns}")
 
     def _configure(self) -> None:
         # The congestion control is also set on every testbed route (congctl):
@@ -362,8 +244,8 @@ class Testbed:
         cc = f" congctl {self.spec.tcp_cc}" if self.spec.tcp_cc else ""
 
         def batch(ns: str, lines: list[str]) -> None:
-            lines = [l + cc if l.startswith("route add") else l for l in lines]
-            _run(["ip", "-n", ns, "-batch", "-"], input="\n".join(lines) + "\n", what=f"configuring {ns}")
+            lines = [line + cc if line.startswith("route add") else line for line in lines]
+            run_checked(["ip", "-n", ns, "-batch", "-"], input="\n".join(lines) + "\n", what=f"configuring {ns}")
 
         def tun(dev: str, local: str, peer: str) -> list[str]:
             return [f"tuntap add dev {dev} mode tun vnet_hdr", f"link set {dev} up",
@@ -405,14 +287,13 @@ class Testbed:
         default (inherited from the host namespace's)."""
         if self.spec.tcp_cc:
             return self.spec.tcp_cc
-        p = self.server.run(["cat", "/proc/sys/net/ipv4/tcp_congestion_control"], capture_output=True, text=True)
-        return p.stdout.strip()
+        return self.server.read_sysctl("net.ipv4.tcp_congestion_control")
 
     def env(self) -> dict[str, str]:
         """Variables that tell a command where it is."""
         return {"SATBENCH_SERVER": self.server.name, "SATBENCH_SERVER_ADDR": self.server.addr,
                 "SATBENCH_CLIENT_ADDR": self.client.addr, "SATBENCH_TESTBED": self.id,
-                "SATBENCH_LINK": self.spec.link.name, "SATBENCH_SEED": str(self.seed)}
+                "SATBENCH_LINK": self.link.name, "SATBENCH_SEED": str(self.seed)}
 
     # -- teardown -----------------------------------------------------------
 
@@ -424,7 +305,7 @@ class Testbed:
         if not self._built:
             return
         for ns in self.namespaces:
-            _kill_netns_processes(ns)
+            kill_netns_processes(ns)
         devices = {"link": [(self.terminal.ns, "sat0"), (self.gateway.ns, "sat0")]}
         if self.access_point:
             devices["access"] = [(self.access_point.ns, "acc0"), (self.terminal.ns, "acc0")]
@@ -439,7 +320,14 @@ class Testbed:
                 self.link_stats = stats
             else:
                 self.access_stats = stats
-        _destroy(self.id, self.namespaces)
+        destroy(self.id, self.namespaces)
+
+
+
+    @property
+    def link_counters(self) -> LinkCounters | None:
+        """The satellite link's counters, once the testbed is closed."""
+        return None if self.link_stats is None else LinkCounters.parse(self.link_stats)
 
 
 def _device_stats(ns: str, dev: str) -> dict[str, int] | None:
@@ -451,93 +339,3 @@ def _device_stats(ns: str, dev: str) -> dict[str, int] | None:
         return None
     return {"tx_packets": st["tx"]["packets"], "tx_dropped": st["tx"]["dropped"],
             "rx_packets": st["rx"]["packets"], "rx_dropped": st["rx"]["dropped"]}
-
-
-def _kill_netns_processes(ns: str) -> None:
-    if not (NETNS_RUN / ns).exists():
-        return
-    for _ in range(3):
-        p = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True)
-        pids = [int(x) for x in p.stdout.split() if x.isdigit()]
-        if not pids:
-            return
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        time.sleep(0.02)
-
-
-def _destroy(tid: str, namespaces: list[str]) -> None:
-    """Remove a testbed's namespaces, their /etc/netns folders and its run folder."""
-    owner = RUN_ROOT / tid / "owner.json"
-    emulator_pids: list[int] = []
-    if owner.exists():
-        try:
-            emulator_pids = json.loads(owner.read_text()).get("emulator_pids", [])
-        except (OSError, ValueError):
-            pass
-    for pid in emulator_pids:
-        try:
-            if "satbench-link" in Path(f"/proc/{pid}/cmdline").read_text():
-                os.kill(pid, signal.SIGKILL)
-        except (OSError, ProcessLookupError):
-            pass
-    names = set(namespaces) | {ns for ns in list_netns() if ns.startswith(f"sb{tid}-")}
-    for ns in sorted(names):
-        _kill_netns_processes(ns)
-        if (NETNS_RUN / ns).exists():
-            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
-        shutil.rmtree(NETNS_ETC / ns, ignore_errors=True)
-    shutil.rmtree(RUN_ROOT / tid, ignore_errors=True)
-    # /etc/netns is made for the testbeds; leave no empty folder behind
-    # (another testbed's mkdir recreates it if it is starting right now).
-    try:
-        NETNS_ETC.rmdir()
-    except OSError:
-        pass
-
-
-def list_netns() -> list[str]:
-    try:
-        return sorted(p.name for p in NETNS_RUN.iterdir())
-    except OSError:
-        return []
-
-
-def _owner_alive(tid: str) -> bool:
-    try:
-        owner = json.loads((RUN_ROOT / tid / "owner.json").read_text())
-    except (OSError, ValueError):
-        return False
-    return _alive(int(owner["pid"]), owner.get("start"))
-
-
-def cleanup() -> list[str]:
-    """Remove what testbeds whose owner process is gone left behind; never
-    touches a testbed whose owner is alive. Returns the ids removed."""
-    ids: set[str] = set()
-    if RUN_ROOT.is_dir():
-        ids |= {d.name for d in RUN_ROOT.iterdir() if re.fullmatch(r"[0-9a-f]{6}", d.name)}
-    for ns in list_netns():
-        m = _NS_RE.match(ns)
-        if m:
-            ids.add(m.group(1))
-    if NETNS_ETC.is_dir():
-        for d in NETNS_ETC.iterdir():
-            m = _NS_RE.match(d.name)
-            if m:
-                ids.add(m.group(1))
-    removed = []
-    for tid in sorted(ids):
-        if _owner_alive(tid):
-            continue
-        namespaces: list[str] = []
-        try:
-            namespaces = json.loads((RUN_ROOT / tid / "owner.json").read_text()).get("namespaces", [])
-        except (OSError, ValueError):
-            pass
-        _destroy(tid, namespaces)
-        removed.append(tid)
-    return removed

@@ -11,11 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from satbench import Testbed, TestbedSpec, load_profile, measure
+from satbench import Testbed, TestbedSpec, load_profile
+from satbench.testbed import measure
 
-from .conftest import run_cli
-
-pytestmark = pytest.mark.e2e
+from ..helpers import run_cli
 
 
 def serialisation_ms(wire_bytes: int, mbps: float) -> float:

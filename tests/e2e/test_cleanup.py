@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import time
@@ -11,9 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import SATBENCH, netns_now, run_cli, satbench_leftovers
-
-pytestmark = pytest.mark.e2e
+from ..helpers import SATBENCH, netns_now, run_cli, satbench_leftovers
 
 
 def start_shell(*cmd: str, link: str = "lan") -> tuple[subprocess.Popen[str], str]:

@@ -11,11 +11,10 @@ from pathlib import Path
 import pytest
 
 from satbench import Testbed, TestbedSpec, load_profile
-from satbench.serve import Server, ServerOptions
+from satbench.endpoints.options import ServerOptions
+from satbench.endpoints.satbench_server import SatbenchServer as Server
 
-from .conftest import client_json, run_cli
-
-pytestmark = pytest.mark.e2e
+from ..helpers import client_json, run_cli
 
 
 def load(tb, url: str, protocol: str, *extra: str, timeout: float = 180) -> dict:  # type: ignore[no-untyped-def]
@@ -99,7 +98,7 @@ def test_ten_concurrent_clients_all_finish_and_report(generated_pages, tmp_path:
     out, manifests = generated_pages
     link = load_profile("wire", ["delay_ms=50", "rate_mbps=10"])
     with Testbed(TestbedSpec(link=link, seed=1)) as tb:
-        with Server(out, tmp_path, ServerOptions(cc="cubic"), host=tb.server) as srv:
+        with Server(out, tmp_path, ServerOptions(), cc="cubic", host=tb.server) as srv:
             d = load(tb, "https://server.test/uniform-500k/", "h2", "--clients", "10", timeout=300)
             conns = {e["conn"] for e in srv.access_log() if e["type"] == "request"}
     assert d["clients_n"] == 10 and d["valid_n"] == 10

@@ -12,7 +12,7 @@ import pytest
 
 from satbench import ProfileError, load_profile, prereq, profiles
 
-from .conftest import run_cli
+from ..helpers import run_cli
 
 BUILTIN = ["geo", "lan", "fair-lan", "fair-lte", "fair-wifi", "fair-3g", "geo-consumer", "meo", "leo", "wifi", "wire"]
 

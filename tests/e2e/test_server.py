@@ -14,13 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from satbench import Testbed, TestbedSpec, ca, load_profile
-from satbench.load import loader_binary
-from satbench.serve import Server, ServerOptions
+from satbench import Testbed, TestbedSpec, load_profile
+from satbench.endpoints import ca
+from satbench.endpoints.loader import loader_binary
+from satbench.endpoints.options import ServerOptions
+from satbench.endpoints.satbench_server import SatbenchServer as Server
 
-from .conftest import curl_all, page_urls
+from ..helpers import curl_all, page_urls
 
-pytestmark = pytest.mark.e2e
 H3CLIENT = Path(__file__).with_name("h3client.py")
 
 
@@ -30,7 +31,7 @@ def served(generated_pages, tmp_path_factory):  # type: ignore[no-untyped-def]
     logs = tmp_path_factory.mktemp("server-logs")
     link = load_profile("wire", ["delay_ms=1"])
     with Testbed(TestbedSpec(link=link, seed=1)) as tb:
-        with Server(out, logs, ServerOptions(cc="reno"), host=tb.server) as srv:
+        with Server(out, logs, ServerOptions(), cc="reno", host=tb.server) as srv:
             yield tb, srv, out, manifests
 
 
@@ -77,7 +78,7 @@ def test_access_log_records_protocol_and_congestion_control(served) -> None:
 def test_congestion_control_in_effect(generated_pages, tmp_path: Path, cc: str) -> None:
     out, _ = generated_pages
     with Testbed(TestbedSpec(link=load_profile("lan"), seed=1)) as tb:
-        with Server(out, tmp_path, ServerOptions(cc=cc), host=tb.server) as srv:
+        with Server(out, tmp_path, ServerOptions(), cc=cc, host=tb.server) as srv:
             r = tb.client.run(["curl", "-sS", "-o", "/dev/null", "--cacert", str(ca.ensure().cert), "--http2",
                                "https://server.test/single-1m/img1.jpg"], capture_output=True, text=True, timeout=60)
             assert r.returncode == 0, r.stderr
@@ -122,7 +123,7 @@ def _raw(addr: str, port: int, data: bytes, timeout: float = 5.0) -> bytes:
 def test_bad_requests_neither_crash_nor_wedge(generated_pages, tmp_path: Path) -> None:
     out, _ = generated_pages
     with Testbed(TestbedSpec(link=load_profile("wire"), seed=1)) as tb:
-        with Server(out, tmp_path, ServerOptions(idle_timeout_s=2), host=tb.server) as srv:
+        with Server(out, tmp_path, ServerOptions(), idle_timeout_s=2, host=tb.server) as srv:
             script = tmp_path / "bad.py"
             script.write_text(f"""
 import socket, sys, time, json
@@ -201,7 +202,7 @@ def test_satbench_serve_runs_on_its_own(generated_pages, tmp_path: Path) -> None
 
 
 def test_shell_serve_starts_the_server_on_the_server_host(generated_pages, tmp_path: Path) -> None:
-    from .conftest import run_cli
+    from ..helpers import run_cli
 
     out, _ = generated_pages
     p = run_cli("shell", "--link", "lan", "--serve", str(out), "--cc", "bbr", "--server-logs", str(tmp_path),
@@ -218,7 +219,7 @@ def test_shell_serve_starts_the_server_on_the_server_host(generated_pages, tmp_p
 def test_tcp_initial_window_from_the_route(generated_pages, tmp_path: Path, initcwnd: int) -> None:
     out, _ = generated_pages
     with Testbed(TestbedSpec(link=load_profile("geo"), seed=1)) as tb:
-        with Server(out, tmp_path, ServerOptions(cc="cubic", tcp_initcwnd=initcwnd), host=tb.server) as srv:
+        with Server(out, tmp_path, ServerOptions(tcp_initcwnd=initcwnd), cc="cubic", host=tb.server) as srv:
             r = tb.client.run(["curl", "-sS", "-o", "/dev/null", "http://server.test/single-100k/img1.jpg"],
                               capture_output=True, text=True, timeout=60)
             assert r.returncode == 0, r.stderr
@@ -243,7 +244,7 @@ def test_loader_fetches_over_h3_byte_exact(served, tmp_path: Path) -> None:
 
 
 def test_server_benchmark_runs_every_protocol() -> None:
-    from .conftest import run_cli
+    from ..helpers import run_cli
 
     p = run_cli("bench", "server", "--quick", "--json", timeout=300)
     assert p.returncode == 0, p.stderr
@@ -276,7 +277,7 @@ def test_quic_pacing_really_happens(generated_pages, tmp_path: Path) -> None:
     for pacing in (True, False):
         d = tmp_path / str(pacing)
         with Testbed(TestbedSpec(link=load_profile("wire", ["delay_ms=20"]), seed=1, pcap_dir=d)) as tb:
-            with Server(out, d / "logs", ServerOptions(cc="bbr", pacing=pacing), host=tb.server) as srv:
+            with Server(out, d / "logs", ServerOptions(pacing=pacing), cc="bbr", host=tb.server) as srv:
                 p = tb.client.run([str(loader_binary()), "https://server.test/single-500k/img1.jpg", "--protocol", "h3",
                                    "--single", "--repeat", "3", "--cacert", str(ca.ensure().cert)],
                                   capture_output=True, text=True, timeout=60)

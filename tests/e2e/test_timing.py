@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
 import pytest
 
-from satbench import Testbed, TestbedSpec, load_profile, pages
-from satbench.serve import Server, ServerOptions
+from satbench import Testbed, TestbedSpec, load_profile
+from satbench.endpoints import pages
+from satbench.endpoints.options import ServerOptions
+from satbench.endpoints.satbench_server import SatbenchServer as Server
 
-pytestmark = pytest.mark.e2e
 RTT = 0.100
 
 
@@ -23,7 +23,7 @@ def bed(tmp_path_factory):  # type: ignore[no-untyped-def]
     pages.bulk_file(root, 1_000_000)
     link = load_profile("wire", ["delay_ms=50", "rate_mbps=100", "queue_ms=200"])
     with Testbed(TestbedSpec(link=link, dns=True, seed=1)) as tb:
-        with Server(root, tmp_path_factory.mktemp("logs"), ServerOptions(cc="cubic"), host=tb.server):
+        with Server(root, tmp_path_factory.mktemp("logs"), ServerOptions(), cc="cubic", host=tb.server):
             yield tb
 
 

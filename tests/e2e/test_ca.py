@@ -13,10 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from satbench import Testbed, TestbedSpec, ca, load_profile
+from satbench import Testbed, TestbedSpec, load_profile
+from satbench.endpoints import ca
 from satbench.prereq import REPO
 
-from .conftest import run_cli
+from ..helpers import run_cli
 
 
 @pytest.fixture(scope="module")

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from satbench import pages
+from satbench.endpoints import pages
 from satbench.errors import InputError
 
-from .conftest import run_cli
+from ..helpers import run_cli
 
 REFERENCE_KB = {  # ../shared/REFERENCE.md, study A
     ("single", "100k"): [100], ("single", "500k"): [500], ("single", "1m"): [1000], ("single", "2m"): [2000],

@@ -12,15 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from satbench import Testbed, TestbedSpec, ca, load_profile
-from satbench.thirdparty import ThirdPartyServer, caddy_binary
+from satbench import Testbed, TestbedSpec, load_profile
+from satbench.endpoints import ca
+from satbench.endpoints.thirdparty import CaddyServer, NginxServer, caddy_binary
 
-from .conftest import curl_all, page_urls
+from ..helpers import curl_all, page_urls
 
-pytestmark = pytest.mark.e2e
 needs_caddy = pytest.mark.skipif(not caddy_binary().exists(),
                                  reason="caddy not built (scripts/setup builds it when Go 1.26 or newer is present)")
 H3CLIENT = Path(__file__).with_name("h3client.py")
+KINDS = {"nginx": NginxServer, "caddy": CaddyServer}
 
 
 def _subset(generated_pages):  # type: ignore[no-untyped-def]
@@ -33,7 +34,7 @@ def _subset(generated_pages):  # type: ignore[no-untyped-def]
 def test_pages_byte_exact_over_tcp(generated_pages, tmp_path: Path, kind: str) -> None:
     out, rows = _subset(generated_pages)
     with Testbed(TestbedSpec(link=load_profile("wire", ["delay_ms=1"]), seed=1)) as tb:
-        with ThirdPartyServer(kind, out, tmp_path / "logs", tb.server) as srv:
+        with KINDS[kind](out, tmp_path / "logs", tb.server) as srv:
             for proto in ("http/1.1", "https/1.1", "h2"):
                 d = tmp_path / proto.replace("/", "_")
                 d.mkdir()
@@ -52,7 +53,7 @@ def test_pages_byte_exact_over_tcp(generated_pages, tmp_path: Path, kind: str) -
 def test_caddy_serves_http3(generated_pages, tmp_path: Path) -> None:
     out, rows = _subset(generated_pages)
     with Testbed(TestbedSpec(link=load_profile("wire", ["delay_ms=1"]), seed=1)) as tb:
-        with ThirdPartyServer("caddy", out, tmp_path / "logs", tb.server) as srv:
+        with CaddyServer(out, tmp_path / "logs", tb.server) as srv:
             p = tb.client.run([sys.executable, str(H3CLIENT), "server.test", "443", str(ca.ensure().cert),
                                "server.test", str(tmp_path / "h3"), *[r[0] for r in rows]],
                               capture_output=True, text=True, timeout=300)
@@ -70,7 +71,7 @@ def test_route_sets_tcp_congestion_control(generated_pages, tmp_path: Path, kind
     out, _ = generated_pages
     seen: set[str] = set()
     with Testbed(TestbedSpec(link=load_profile("lan"), seed=1)) as tb:
-        with ThirdPartyServer(kind, out, tmp_path / "logs", tb.server, cc=cc):
+        with KINDS[kind](out, tmp_path / "logs", tb.server, cc=cc):
             t = threading.Thread(target=lambda: tb.client.run(
                 ["curl", "-sS", "-o", "/dev/null", "http://server.test/single-2m/img1.jpg"], timeout=60))
             t.start()

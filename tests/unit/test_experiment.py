@@ -8,11 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from satbench import experiment
 from satbench.errors import ProfileError
-from satbench.stats import jain, mann_whitney_p, median_diff_ci
+from satbench.experiment import design, estimate, spec
+from satbench.experiment.plan import Plan
+from satbench.link import profile
+from satbench.link.spec import resolve
+from satbench.results.stats import jain, mann_whitney_p, median_diff_ci
 
-from .conftest import run_cli
+from ..helpers import run_cli
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -37,18 +40,20 @@ def write(tmp_path: Path, text: str) -> Path:
 
 
 def test_cross_product_repetitions_and_seeded_order(tmp_path: Path) -> None:
-    e = experiment.load(write(tmp_path, GOOD))
+    e = spec.load(write(tmp_path, GOOD))
     assert len(e.trials) == 3 * 2 * 2
     assert e.varied == ["protocol", "cc"]
     assert len({t.key for t in e.trials}) == len(e.trials)
     # The order is random but fixed by the seed, and the same for the same file.
-    again = experiment.load(write(tmp_path, GOOD))
+    again = spec.load(write(tmp_path, GOOD))
     assert [t.key for t in again.trials] == [t.key for t in e.trials]
-    other = experiment.reorder(e, 10)
-    assert sorted(t.key for t in other.trials) == sorted(t.key for t in e.trials)
-    assert [t.key for t in other.trials] != [t.key for t in e.trials]
-    seq = experiment.load(write(tmp_path, GOOD.replace("seed = 9", 'order = "sequential"')))
-    assert [t.factors["protocol"] for t in seq.trials][:4] == ["h1", "h1", "h1", "h1"]
+    ordered = [t.key for t in e.run_order().trials]
+    assert [t.key for t in again.run_order().trials] == ordered
+    other = design.run_order(e.trials, "random", 10)
+    assert sorted(t.key for t in other.trials) == sorted(ordered)
+    assert [t.key for t in other.trials] != ordered
+    seq = spec.load(write(tmp_path, GOOD.replace("seed = 9", 'order = "sequential"')))
+    assert [t.factors["protocol"] for t in seq.run_order().trials][:4] == ["h1", "h1", "h1", "h1"]
     # Defaults are filled in and recorded.
     t = e.trials[0]
     assert t.factors["server"] == "satbench" and t.factors["connections"] == 6 and t.factors["access"] == "none"
@@ -65,12 +70,12 @@ name = "b"
 protocol = "h2"
 repetitions = 3
 """
-    e = experiment.load(write(tmp_path, text))
+    e = spec.load(write(tmp_path, text))
     # a: 3 protocols x bbr x 2 reps; b: h2 x 2 cc x 3 reps; shared: h2 bbr reps 1-2.
     assert len(e.trials) == 6 + 6 - 2
     shared = [t for t in e.trials if t.factors["protocol"] == "h2" and t.factors["cc"] == "bbr" and t.rep <= 2]
     assert all(t.scenarios == ["a", "b"] for t in shared)
-    listed = experiment.load(write(tmp_path, GOOD.replace('protocol = ["h1", "h2", "h3"]\ncc = ["cubic", "bbr"]\n', "")
+    listed = spec.load(write(tmp_path, GOOD.replace('protocol = ["h1", "h2", "h3"]\ncc = ["cubic", "bbr"]\n', "")
                                    + '\n[[trial]]\nprotocol = "h2"\n\n[[trial]]\nprotocol = "h3"\ncc = "bbr"\n'))
     assert sorted((t.factors["protocol"], t.factors["cc"], t.rep) for t in listed.trials) == [
         ("h2", "cubic", 1), ("h2", "cubic", 2), ("h3", "bbr", 1), ("h3", "bbr", 2)]
@@ -81,7 +86,7 @@ repetitions = 3
     (('page = "uniform-100k"', 'page = "nosuch"'), 10, ["factors.page", "unknown page"]),
     (('cc = ["cubic", "bbr"]', 'cc = ["cubic", "vegas"]'), 9, ["factors.cc", "cubic, bbr, reno", "vegas"]),
     (('client = "loader"', 'client = "loader"\ncolour = ["red"]'), 12, ["factors.colour", "unknown factor"]),
-    (("repetitions = 2", "repetitions = 0"), 3, ["experiment.repetitions", ">= 1"]),
+    (("repetitions = 2", "repetitions = 0"), 3, ["experiment.repetitions", "from 1 to"]),
     (("seed = 9", "seeds = 9"), 4, ["experiment.seeds", "unknown key"]),
     (('link = "wire"', 'link = "nosuch"'), 7, ["link", "nosuch"]),
     (('client = "loader"', 'client = "loader"\n"link.delay_ms" = [-5]'), 12, ["delay_ms"]),
@@ -97,7 +102,7 @@ def test_malformed_files_name_file_line_and_field(tmp_path: Path, change: tuple,
     assert text != GOOD
     p = write(tmp_path, text)
     with pytest.raises(ProfileError) as ei:
-        experiment.load(p)
+        spec.load(p)
     msg = str(ei.value)
     assert msg.startswith(str(p)), msg
     if line is not None:
@@ -108,9 +113,9 @@ def test_malformed_files_name_file_line_and_field(tmp_path: Path, change: tuple,
 
 def test_missing_required_factor_and_missing_table(tmp_path: Path) -> None:
     with pytest.raises(ProfileError, match="factor 'page' is required"):
-        experiment.load(write(tmp_path, GOOD.replace('page = "uniform-100k"\n', "")))
+        spec.load(write(tmp_path, GOOD.replace('page = "uniform-100k"\n', "")))
     with pytest.raises(ProfileError, match=r"missing \[experiment\]"):
-        experiment.load(write(tmp_path, "[factors]" + GOOD.split("[factors]")[1]))
+        spec.load(write(tmp_path, "[factors]" + GOOD.split("[factors]")[1]))
 
 
 def test_run_and_plan_reject_a_bad_file_and_run_nothing(tmp_path: Path) -> None:
@@ -135,12 +140,12 @@ def test_plan_prints_trials_and_estimate_without_running(tmp_path: Path) -> None
 
 @pytest.mark.parametrize("name", ["demo.toml", "geo-study-a.toml", "study-e-timing.toml"])
 def test_presets_are_valid(name: str) -> None:
-    e = experiment.load(REPO / "experiments" / name)
-    assert e.trials and experiment.estimate_s(e) > 0
+    e = spec.load(REPO / "experiments" / name)
+    assert e.trials and Plan(e, e.run_order(), frozenset()).estimate_s() > 0
 
 
 def test_geo_study_has_the_three_scenarios_on_both_links() -> None:
-    e = experiment.load(REPO / "experiments" / "geo-study-a.toml")
+    e = spec.load(REPO / "experiments" / "geo-study-a.toml")
     names = {s for t in e.trials for s in t.scenarios}
     assert names == {"parallel-streams", "congestion-control", "page-structure"}
     assert {t.factors["link"] for t in e.trials} == {"geo", "lan"}
@@ -151,7 +156,7 @@ def test_geo_study_has_the_three_scenarios_on_both_links() -> None:
 
 
 def test_demo_is_small() -> None:
-    e = experiment.load(REPO / "experiments" / "demo.toml")
+    e = spec.load(REPO / "experiments" / "demo.toml")
     assert len(e.trials) == 18
     assert {(t.factors["protocol"], t.factors["cc"]) for t in e.trials} == {
         (p, c) for p in ("h1", "h2", "h3") for c in ("cubic", "bbr")}
@@ -159,9 +164,10 @@ def test_demo_is_small() -> None:
 
 def test_estimate_follows_rtt_rate_and_size() -> None:
     f = {"link": "geo", "protocol": "h2", "page": "uniform-2m", "client": "loader", "clients": 1, "connections": 6}
-    big = experiment.estimate_trial_s(f)
-    small = experiment.estimate_trial_s({**f, "page": "uniform-100k"})
-    lan = experiment.estimate_trial_s({**f, "link": "lan"})
+    geo, lan_link = resolve(profile.load("geo")), resolve(profile.load("lan"))
+    big = estimate.trial_s(f, geo)
+    small = estimate.trial_s({**f, "page": "uniform-100k"}, geo)
+    lan = estimate.trial_s(f, lan_link)
     # 2 MB at 10 Mbit/s is 1.6 s of transfer plus round trips of 530 ms.
     assert 1.6 + 4 * 0.53 < big < 1.6 + 12 * 0.53 + 1
     assert small < big and lan < small
@@ -180,7 +186,7 @@ def test_statistics() -> None:
 def test_page_sizes_in_the_estimate_are_the_generated_ones(generated_pages) -> None:  # type: ignore[no-untyped-def]
     _, manifests = generated_pages
     for name, m in manifests.items():
-        total, objects = experiment.page_bytes(name)
+        total, objects = estimate.page_bytes(name)
         assert objects == len(m.objects), name
         # Study A's pages are their object sizes by definition; the HTML adds under 1 %.
         assert abs(total - m.total_bytes) <= 0.01 * m.total_bytes, (name, total, m.total_bytes)

@@ -13,11 +13,7 @@ import subprocess
 import time
 from pathlib import Path
 
-import pytest
-
-from .conftest import SATBENCH, run_cli, satbench_leftovers
-
-pytestmark = pytest.mark.e2e
+from ..helpers import SATBENCH, run_cli, satbench_leftovers
 
 
 def write(tmp_path: Path, name: str, body: str) -> Path:
@@ -58,7 +54,7 @@ def test_two_trials_in_chromium_into_sqlite_export_and_report(tmp_path: Path) ->
         objs = rows(db, f"SELECT protocol, url FROM objects WHERE trial_id = {tid}")
         assert len([u for _, u in objs if u.endswith(".jpg")]) == 8 and {o[0] for o in objs} == {f["protocol"]}
     # The pandas API and the exports.
-    from satbench.store import open_results
+    from satbench import open_results
 
     df = open_results(db).trials("two")
     assert sorted(df["protocol"]) == ["h2", "h3"] and df["plt_ms"].notna().all()

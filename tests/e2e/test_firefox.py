@@ -11,11 +11,10 @@ from pathlib import Path
 import pytest
 
 from satbench import Testbed, TestbedSpec, load_profile
-from satbench.serve import Server, ServerOptions
+from satbench.endpoints.options import ServerOptions
+from satbench.endpoints.satbench_server import SatbenchServer as Server
 
-from .conftest import client_json, run_cli
-
-pytestmark = pytest.mark.e2e
+from ..helpers import client_json, run_cli
 
 
 def firefox(tb, url: str, protocol: str, connections: int = 6) -> dict:  # type: ignore[no-untyped-def]

@@ -8,9 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import SATBENCH, netns_now, run_cli, satbench_leftovers
-
-pytestmark = pytest.mark.e2e
+from ..helpers import SATBENCH, netns_now, run_cli, satbench_leftovers
 
 
 def assert_one_line_error(p: subprocess.CompletedProcess[str], *words: str) -> None:

@@ -1,0 +1,10 @@
+"""Benchmarks: figures of satbench's own speed and error, each a ``run``
+(measure, return a JSON-able dict) and a ``format_report`` (its text).
+
+- :mod:`.link`: the emulator's throughput, CPU, RTT error and goodput;
+- :mod:`.server`: the test server's throughput per protocol;
+- :mod:`.loader`: the synthetic loader's CPU with many clients;
+- :mod:`.harness`: the overhead per trial and the plan's accuracy.
+"""
+
+BENCHES = ("link", "server", "loader", "harness")

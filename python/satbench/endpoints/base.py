@@ -1,0 +1,120 @@
+"""The two interfaces of the endpoints: a :class:`Client` loads a page (or
+fetches a URL) from a testbed host and judges the load; a :class:`Server`
+serves the test pages from a testbed host and says what its telemetry saw.
+
+A new kind of client or server is one module with one class implementing
+its interface, plus one line in the registry (:mod:`satbench.endpoints`).
+The runner knows only these interfaces.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Self
+
+from ..model import ClientKind, ClientOutcome, CongestionControl, Protocol, ServerKind, ServerSummary
+from ..testbed.host import Host
+from .options import ServerOptions
+
+#: What an impossible combination of factors is: (the factor to blame, why).
+Problem = tuple[str, str]
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoadRequest:
+    """One load a client is asked for."""
+
+    url: str
+    protocol: Protocol
+    #: Where the client runs (its network namespace).
+    host: Host
+    timeout_s: float
+    #: Concurrent clients (each on its own connections).
+    clients: int = 1
+    #: HTTP/1.1 connections per host.
+    connections: int = 6
+    #: Fetch only the URL (a bulk file), with a curl-style breakdown.
+    single: bool = False
+    #: The trial's artefact folder, and which optional artefacts to keep there.
+    artefacts: Path | None = None
+    keep: frozenset[str] = frozenset()
+
+
+class Client(ABC):
+    """A kind of client. One object serves a whole sweep (a browser driver is
+    started once); every :meth:`load` is fresh (no cache, no connections kept)."""
+
+    kind: ClassVar[ClientKind]
+    #: The optional artefacts it can write (besides its own output).
+    artefacts: ClassVar[frozenset[str]] = frozenset()
+
+    @classmethod
+    def check(cls, factors: Mapping[str, Any]) -> Problem | None:
+        """Why this client cannot run a trial with these factors (None if it can)."""
+        return None
+
+    @classmethod
+    def version(cls) -> str | None:
+        """The client's version, for the trial's environment (None: no separate program)."""
+        return None
+
+    @abstractmethod
+    def load(self, req: LoadRequest) -> ClientOutcome:
+        """Run one load; a problem of the load is an invalid outcome, a problem
+        of the harness an exception."""
+
+    def close(self) -> None:
+        """Release what the sweep shared (a browser driver)."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServeRequest:
+    """How to start an origin on a testbed host."""
+
+    root: Path
+    log_dir: Path
+    host: Host
+    cc: CongestionControl
+    options: ServerOptions = field(default_factory=ServerOptions)
+    #: Per-connection telemetry (TCP_INFO samples, qlog) where the server has it.
+    telemetry: bool = True
+
+
+class Server(ABC):
+    """A running origin; a context manager that stops it."""
+
+    kind: ClassVar[ServerKind]
+    protocols: ClassVar[frozenset[Protocol]] = frozenset(Protocol)
+
+    @classmethod
+    def check(cls, factors: Mapping[str, Any]) -> Problem | None:
+        """Why this server cannot run a trial with these factors (None if it can)."""
+        return None
+
+    @classmethod
+    @abstractmethod
+    def start(cls, req: ServeRequest) -> "Server":
+        """Start serving; return once the server listens."""
+
+    @abstractmethod
+    def stop(self) -> None:
+        """Stop serving (idempotent)."""
+
+    @abstractmethod
+    def summary(self) -> ServerSummary:
+        """What the server's telemetry says happened (call after :meth:`stop`)."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,165 @@
+"""What both browsers share: the load options, the result of a load, the
+scripts that read the page's own performance APIs, the wait for LCP to
+settle, the metrics and the judgement of a load, and its conversion into the
+runner's :class:`~satbench.model.ClientOutcome`.
+
+Metrics come from the page's own performance APIs:
+
+- PLT = loadEventEnd - startTime (of the navigation entry);
+- TTFB = responseStart;
+- DOMContentLoaded = domContentLoadedEventEnd;
+- FCP = the first-contentful-paint entry;
+- LCP = the last largest-contentful-paint entry. The observer is installed
+  before any page script runs, and the load waits until no new LCP entry has
+  come for ``lcp_settle_ms``, since FCP and LCP can come after the load event.
+
+A load in which any response used another protocol than the one asked for
+is **invalid**, and the result says why.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from ..errors import InputError
+from ..model import ClientOutcome, ClientResult, ObjectTiming, Protocol, TrialStatus, choices
+
+#: How long after the load event a page may take to paint at all.
+FCP_GRACE_S = 3.0
+
+_OBSERVER = """
+window.__satbench = {lcp: []};
+new PerformanceObserver((list) => {
+  for (const e of list.getEntries()) {
+    window.__satbench.lcp.push({t: e.startTime, size: e.size, url: e.url || null,
+                                element: e.element ? e.element.tagName.toLowerCase() : null});
+  }
+}).observe({type: 'largest-contentful-paint', buffered: true});
+"""
+
+_COLLECT = """() => {
+  const nav = performance.getEntriesByType('navigation')[0];
+  const fcp = performance.getEntriesByName('first-contentful-paint')[0];
+  const lcp = window.__satbench ? window.__satbench.lcp : [];
+  return {
+    nav: nav ? {startTime: nav.startTime, responseStart: nav.responseStart, domContentLoadedEventEnd:
+                nav.domContentLoadedEventEnd, loadEventEnd: nav.loadEventEnd, nextHopProtocol: nav.nextHopProtocol,
+                transferSize: nav.transferSize, responseEnd: nav.responseEnd, connectStart: nav.connectStart,
+                connectEnd: nav.connectEnd, requestStart: nav.requestStart} : null,
+    fcp: fcp ? fcp.startTime : null,
+    lcp: lcp,
+    resources: performance.getEntriesByType('resource').map(r => ({
+      name: r.name, nextHopProtocol: r.nextHopProtocol, transferSize: r.transferSize,
+      encodedBodySize: r.encodedBodySize, startTime: r.startTime, responseStart: r.responseStart,
+      responseEnd: r.responseEnd, initiatorType: r.initiatorType, connectStart: r.connectStart,
+      connectEnd: r.connectEnd, requestStart: r.requestStart})),
+  };
+}"""
+
+
+@dataclass(kw_only=True)
+class BrowseOptions:
+    protocol: str
+    timeout_s: float = 120.0
+    lcp_settle_ms: int = 300
+    viewport: tuple[int, int] = (1280, 720)
+    har: Path | None = None
+    netlog: Path | None = None
+
+    def validate(self) -> None:
+        if self.protocol not in choices(Protocol):
+            raise InputError(f"--protocol: must be one of {', '.join(choices(Protocol))}, got {self.protocol!r}")
+
+
+@dataclass
+class LoadResult:
+    url: str
+    protocol: str
+    valid: bool
+    invalid_reason: str | None
+    plt_ms: float | None = None
+    fcp_ms: float | None = None
+    lcp_ms: float | None = None
+    lcp_element: str | None = None
+    lcp_url: str | None = None
+    ttfb_ms: float | None = None
+    dcl_ms: float | None = None
+    connections: int = 0
+    bytes_received: int = 0
+    resources: list[dict[str, Any]] = field(default_factory=list)
+    browser: str = ""
+    wall_s: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def settle(collect: Callable[[], dict[str, Any]], opts: BrowseOptions, pause: Callable[[], Any]) -> dict[str, Any]:
+    """After the load event, collect the page's metrics until LCP settles: FCP
+    and LCP can come after the load event. A page that paints nothing (blank)
+    gets FCP_GRACE_S to do so, and then counts as unpainted."""
+    data: dict[str, Any] = {}
+    t_load = time.monotonic()
+    last_n, last_change = -1, t_load
+    while time.monotonic() < t_load + opts.timeout_s:
+        data = collect()
+        n = len(data["lcp"])
+        now = time.monotonic()
+        if n != last_n:
+            last_n, last_change = n, now
+        elif now - last_change >= opts.lcp_settle_ms / 1e3 and (
+                data["fcp"] is not None or now - t_load >= FCP_GRACE_S):
+            break
+        pause()
+    return data
+
+
+def page_metrics(res: LoadResult, data: dict[str, Any]) -> None:
+    """PLT, TTFB, DOMContentLoaded, FCP and LCP from what ``_COLLECT`` returned (any browser)."""
+    nav = data.get("nav") or {}
+    res.plt_ms = nav.get("loadEventEnd", 0) - nav.get("startTime", 0) if nav else None
+    res.ttfb_ms = nav.get("responseStart")
+    res.dcl_ms = nav.get("domContentLoadedEventEnd")
+    res.fcp_ms = data.get("fcp")
+    if data.get("lcp"):
+        last = data["lcp"][-1]
+        res.lcp_ms, res.lcp_element, res.lcp_url = last["t"], last["element"], last["url"]
+
+
+def judge(res: LoadResult, want: str, failed: dict[str, str] | None = None) -> None:
+    """Mark the load invalid, with the reason, if any response used another
+    protocol than ``want``, any request failed, or nothing was loaded or painted."""
+    wrong = [r for r in res.resources if r["protocol"] != want]
+    if wrong:
+        r = wrong[0]
+        res.valid = False
+        res.invalid_reason = (f"{len(wrong)} of {len(res.resources)} responses used another protocol than {want}; "
+                              f"first: {r['url']} over {r['protocol'] or 'nothing (failed)'}")
+    elif failed:
+        res.valid = False
+        res.invalid_reason = f"{len(failed)} requests failed; first: {next(iter(failed.values()))}"
+    elif res.plt_ms is None or res.fcp_ms is None:
+        res.valid = False
+        res.invalid_reason = "no load event or no first contentful paint"
+
+
+
+
+def outcome(r: LoadResult) -> ClientOutcome:
+    """A browser's load as the runner's outcome."""
+    status = TrialStatus.VALID if r.valid else TrialStatus.INVALID
+    metrics: dict[str, float | None] = {
+        "plt_ms": r.plt_ms, "fcp_ms": r.fcp_ms, "lcp_ms": r.lcp_ms, "ttfb_ms": r.ttfb_ms, "dcl_ms": r.dcl_ms,
+        "connections_opened": r.connections, "bytes_received": r.bytes_received, "responses": len(r.resources),
+        "browser_wall_s": r.wall_s}
+    objects = [ObjectTiming(client=0, url=x["url"], protocol=x["protocol"], status=x["status"], bytes=x["bytes"],
+                            start_ms=x["start_ms"], ttfb_ms=x["response_start_ms"], end_ms=x["end_ms"])
+               for x in r.resources]
+    client = ClientResult(client=0, valid=r.valid, reason=r.invalid_reason, plt_ms=r.plt_ms, fcp_ms=r.fcp_ms,
+                          lcp_ms=r.lcp_ms, ttfb_ms=r.ttfb_ms, bytes=r.bytes_received,
+                          throughput_mbps=r.bytes_received * 8 / r.plt_ms / 1e3 if r.plt_ms else None)
+    return ClientOutcome(status=status, reason=r.invalid_reason, metrics=metrics, objects=objects, clients=[client],
+                         raw=r.to_json(), load_s=None if r.plt_ms is None else r.plt_ms / 1e3)

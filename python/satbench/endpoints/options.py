@@ -1,0 +1,90 @@
+"""Server options, defined once.
+
+Each field of :class:`ServerOptions` is an option with its default, its help
+text, its command-line flag and the server kinds it applies to. The
+``satbench serve`` and ``satbench shell`` flags and the experiment keys
+``server.NAME`` are derived from these fields; nothing else lists them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import InputError
+from ..model import ServerKind
+
+SATBENCH_ONLY = frozenset({ServerKind.SATBENCH})
+
+
+def option(default: Any, help: str, *, flag: str | None = None, metavar: str | None = None,
+           servers: frozenset[ServerKind] = SATBENCH_ONLY, lo: int = 1, hi: int = 1 << 30,
+           experiment: bool = True) -> Any:
+    """A server option: a dataclass field carrying how it is offered."""
+    return dataclasses.field(default=default, metadata={
+        "help": help, "flag": flag, "metavar": metavar, "servers": servers, "lo": lo, "hi": hi,
+        "experiment": experiment})
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServerOptions:
+    """How the origin server runs, besides its congestion control (a factor of its own)."""
+
+    h3: bool = option(True, "serve HTTP/3 and advertise it with Alt-Svc", flag="--no-h3",
+                      servers=frozenset({ServerKind.SATBENCH, ServerKind.CADDY}))
+    tfo: bool = option(False, "TCP Fast Open on the server's listeners")
+    resumption: bool = option(True, "TLS session resumption over TCP", flag="--no-resumption")
+    zero_rtt: bool = option(True, "QUIC 0-RTT", flag="--no-0rtt")
+    pacing: bool = option(True, "QUIC pacing", flag="--no-pacing")
+    sndbuf: int | None = option(None, "server socket send buffer", metavar="BYTES")
+    rcvbuf: int | None = option(None, "server socket receive buffer", metavar="BYTES")
+    quic_initcwnd: int | None = option(None, "QUIC initial congestion window", metavar="PACKETS", hi=10_000)
+    tcp_initcwnd: int | None = option(None, "TCP initial congestion window, on the server host's route "
+                                            "(testbed servers only)", metavar="SEGMENTS", hi=1000)
+    keylog: bool = option(False, "write TLS keys (SSLKEYLOGFILE format) to the log folder", experiment=False)
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            problem = check_value(f.name, v)
+            if problem:
+                raise InputError(f"{flag_of(f)}: {problem}")
+
+    def given(self) -> dict[str, Any]:
+        """The options that differ from their defaults."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if getattr(self, f.name) != f.default}
+
+
+def fields() -> tuple[dataclasses.Field[Any], ...]:
+    return dataclasses.fields(ServerOptions)
+
+
+def experiment_keys() -> dict[str, dataclasses.Field[Any]]:
+    """The options an experiment may set or vary, as ``server.NAME``."""
+    return {f.name: f for f in fields() if f.metadata["experiment"]}
+
+
+def flag_of(f: dataclasses.Field[Any]) -> str:
+    return str(f.metadata["flag"] or "--" + f.name.replace("_", "-"))
+
+
+def is_bool(f: dataclasses.Field[Any]) -> bool:
+    return isinstance(f.default, bool)
+
+
+def check_value(name: str, v: Any) -> str | None:
+    """Why ``v`` is no value for option ``name`` (None if it is)."""
+    f = {x.name: x for x in fields()}[name]
+    if is_bool(f):
+        return None if isinstance(v, bool) else f"must be true or false, got {v!r}"
+    if v is None:
+        return None
+    lo, hi = f.metadata["lo"], f.metadata["hi"]
+    if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+        return f"must be a whole number from {lo} to {hi}, got {v!r}"
+    return None
+
+
+def servers_of(name: str) -> frozenset[ServerKind]:
+    return frozenset({x.name: x for x in fields()}[name].metadata["servers"])

@@ -1,0 +1,105 @@
+"""Trials, their identity and their run order, each decided here and only here.
+
+- A trial is its factors, its repetition and its resolved links (the
+  satellite link and any link a path element needs). Its **key** is a hash of
+  the factors that identify it (:func:`satbench.experiment.factors.keyed`),
+  the repetition and the links' canonical hashes: a profile edited between
+  two runs is a different trial, never mixed under one key.
+- The **run order** is a seeded shuffle of the trials in a canonical order
+  (or the order the file lists them, for ``order = "sequential"``). The seed is the file's, or
+  the one stored by the first run of the study, or a fresh one: see
+  :func:`run_order`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import secrets
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..link.spec import LinkSpec
+from ..model import ClientKind, CongestionControl, Protocol, ServerKind
+from .factors import FACTORS, REQUIRED, keyed
+
+
+def trial_key(factors: dict[str, Any], rep: int, links: dict[str, LinkSpec] | dict[str, str]) -> str:
+    """The stable identity of a trial (16 hex digits)."""
+    hashes = {role: (s.hash if isinstance(s, LinkSpec) else s) for role, s in links.items()}
+    blob = json.dumps({"f": keyed(factors), "r": rep, "l": hashes}, sort_keys=True, default=str)
+    return hashlib.sha1(blob.encode()).hexdigest()[:16]
+
+
+def trial_key_v1(factors: dict[str, Any], rep: int) -> str:
+    """The key satbench 0.1 gave a trial (factors and repetition only)."""
+    blob = json.dumps({"f": factors, "r": rep}, sort_keys=True, default=str)
+    return hashlib.sha1(blob.encode()).hexdigest()[:16]
+
+
+@dataclass
+class Trial:
+    factors: dict[str, Any]
+    rep: int
+    links: dict[str, LinkSpec]
+    scenarios: list[str] = field(default_factory=list)
+    key: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.key:
+            self.key = trial_key(self.factors, self.rep, self.links)
+
+    @property
+    def protocol(self) -> Protocol:
+        return Protocol(self.factors["protocol"])
+
+    @property
+    def cc(self) -> CongestionControl:
+        return CongestionControl(self.factors["cc"])
+
+    @property
+    def client(self) -> ClientKind:
+        return ClientKind(self.factors["client"])
+
+    @property
+    def server(self) -> ServerKind:
+        return ServerKind(self.factors["server"])
+
+    @property
+    def link(self) -> LinkSpec:
+        return self.links["link"]
+
+    def label(self, only: list[str] | None = None) -> str:
+        keys = only if only else [k for k, v in self.factors.items()
+                                  if k not in FACTORS or v != FACTORS[k].default or k in REQUIRED]
+        return " ".join(f"{k}={self.factors[k]}" for k in keys if k in self.factors)
+
+
+def canonical_order(trials: list[Trial]) -> list[Trial]:
+    """Trials sorted by their identifying factors and repetition."""
+    return sorted(trials, key=lambda t: (json.dumps(keyed(t.factors), sort_keys=True, default=str), t.rep))
+
+
+@dataclass(frozen=True)
+class RunOrder:
+    seed: int
+    trials: list[Trial]
+
+
+def run_order(trials: list[Trial], order: str, file_seed: int | None, stored_seed: int | None = None) -> RunOrder:
+    """The order the trials (listed as the file gives them) run in, and its
+    seed: the file's seed if it gives one, else the seed the study's first
+    run stored (a resumed run keeps its order), else a fresh one (recorded
+    by the run)."""
+    seed = file_seed if file_seed is not None else stored_seed if stored_seed is not None else secrets.randbits(31)
+    ordered = list(trials)
+    if order == "random":
+        ordered = canonical_order(trials)
+        random.Random(seed).shuffle(ordered)
+    return RunOrder(seed=seed, trials=ordered)
+
+
+def trial_seed(order_seed: int, key: str) -> int:
+    """The emulator's seed for a trial, from the order seed and the trial's key."""
+    return int(hashlib.sha1(f"{order_seed}:{key}".encode()).hexdigest()[:15], 16)

@@ -1,0 +1,102 @@
+"""How long a trial will take: a model for planning, good to tens of percent.
+
+The link's numbers are the emulator's own (:class:`~satbench.link.spec.LinkSpec`):
+its base RTT, its long-run forward rate and the probability that it loses a
+full-size packet. The model adds the harness's overhead, handshakes and
+requests in round trips, slow start from an initial window of 10 segments
+up to the bandwidth-delay product, the transfer at the rate, and for
+loss-based senders the Mathis rate under random loss, blended in by the
+expected number of losses (a few losses hardly shrink the window).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ..endpoints import pages
+from ..link.spec import LinkSpec
+
+#: Harness overhead per trial (testbed build and teardown, server start, client
+#: start), without the LCP wait, as measured on a 2-core machine: `satbench bench
+#: harness` for the browsers (1.04-1.43 s and 2.7-3.05 s with the wait) and the
+#: loader (0.23-0.27 s), stored trials' `overhead_s` for curl (0.20 s).
+OVERHEAD_S = {"chromium": 0.85, "firefox": 2.6, "loader": 0.25, "curl": 0.2}
+#: Browsers wait this long after the load for LCP to settle.
+LCP_SETTLE_S = 0.3
+
+#: Sizes of the pages that are not study A's exact ones, as the generator
+#: makes them (seed 1): (total bytes with the HTML, objects). A test checks
+#: them against freshly generated pages.
+GENERATED_PAGES = {"blank": (115, 0), "flags": (72_342, 200), "images640": (672_841, 640), "shop": (2_464_106, 173)}
+
+#: Loss response per sender, as the constant C of the Mathis et al. rate
+#: C * MSS / (RTT * sqrt(p)), fitted to trials over GEO with BER 1e-5
+#: (`satbench bench harness` checks the plan against real trials). Linux BBR
+#: (v1) does not slow down for random loss: None.
+MATHIS_C = {("tcp", "cubic"): 1.22, ("tcp", "reno"): 1.22, ("tcp", "bbr"): None,
+            ("quic", "cubic"): 2.5, ("quic", "reno"): 2.5, ("quic", "bbr"): 9.8}
+
+MSS = 1448
+
+
+def page_bytes(page: str) -> tuple[int, int]:
+    """(total bytes, objects after the HTML) of a page, from its definition."""
+    if page.startswith("bulk:"):
+        return pages.parse_size(page[5:]), 0
+    if page in pages.STUDY_A:
+        structure, label = page.split("-")
+        total = {"100k": 100_000, "500k": 500_000, "1m": 1_000_000, "2m": 2_000_000}[label]
+        return total, 1 if structure == "single" else 8
+    return GENERATED_PAGES[page]
+
+
+def trial_s(factors: dict[str, Any], link: LinkSpec) -> float:
+    """A model of one trial's duration over ``link``."""
+    rtt = link.base_rtt_ms / 1000
+    rate = link.forward.mean_mbps
+    p_loss = link.forward.packet_loss_1500
+    total, n_objects = page_bytes(str(factors["page"]))
+    client = factors.get("client", "chromium")
+    proto = factors.get("protocol", "h2")
+    clients = int(factors.get("clients", 1))
+    handshake = 1 if proto == "h3" else 2
+    rounds = handshake + 1  # + the HTML request
+    conns = 1
+    if n_objects:
+        conns = 1 if proto != "h1" else min(n_objects, int(factors.get("connections", 6)))
+        if proto == "h1":
+            rounds += math.ceil(n_objects / conns)  # one request per object per connection
+            if conns > 1:
+                rounds += handshake
+        else:
+            rounds += 1
+    cwnd_bytes = 10 * MSS * conns
+    bits = total * clients * 8
+    # Slow start doubles the window each round trip up to the path's
+    # bandwidth-delay product (shared by the clients); the rest goes at the rate.
+    bdp = rate * 1e6 * rtt / 8 / clients if rate else float("inf")
+    ss_bytes = min(total, bdp)
+    ss_rounds = math.ceil(math.log2(ss_bytes / cwnd_bytes + 1)) if ss_bytes > cwnd_bytes else 0
+    transfer = ss_rounds * rtt + (max(0.0, total - 2 * ss_bytes) * clients * 8 / (rate * 1e6) if rate else 0.0)
+    if rate:
+        transfer = max(transfer, bits / (rate * 1e6))
+    c = MATHIS_C.get(("quic" if proto == "h3" else "tcp", str(factors.get("cc", "cubic"))))
+    if p_loss > 0 and rtt > 0:
+        if c is None:
+            # Losses are repaired a round trip later; the last ones cost a tail-loss probe,
+            # and with many losses recovery rounds add up.
+            expected = total / MSS * p_loss
+            rounds += 2 + math.ceil(expected / 40) if expected >= 1 else 0
+        else:
+            # The Mathis rate is a steady state: it holds once losses are many.
+            # With few, the window hardly shrinks; blend by the expected count.
+            mathis = c * MSS * 8 / (rtt * math.sqrt(p_loss)) * conns * clients
+            after_first_window = max(0.0, bits - cwnd_bytes * 8 * clients)
+            lossy = after_first_window / min(mathis, rate * 1e6 if rate else mathis)
+            w = min(1.0, total / MSS * p_loss / 10)
+            transfer = max(transfer, (1 - w) * transfer + w * lossy)
+    t = rounds * rtt + transfer + OVERHEAD_S.get(str(client), 0.5)
+    if client in ("chromium", "firefox"):
+        t += LCP_SETTLE_S
+    return t

@@ -1,0 +1,121 @@
+"""The factors an experiment may set or vary, defined once.
+
+A factor has a check (why a value is no level of it), a default (None: the
+factor is required), and its meaning. The core factors are below; path
+elements bring their own (:mod:`satbench.path`); two families are open:
+``link.KEY`` (any link-profile key, as ``--set``) and ``server.OPTION``
+(any option of :class:`~satbench.endpoints.options.ServerOptions`).
+
+Factors added after satbench 0.1 set ``keyed=False``: at their default they
+are left out of a trial's key, so that a study stored before they existed is
+still recognised when it resumes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from ..endpoints import options as server_options
+from ..endpoints import pages
+from ..errors import SatbenchError
+from ..link.profile import KEYS as LINK_KEYS
+from ..model import ClientKind, CongestionControl, Protocol, ServerKind, choices
+from ..path import ELEMENTS, element_class
+
+Check = Callable[[Any], "str | None"]
+
+
+@dataclass(frozen=True)
+class Factor:
+    name: str
+    check: Check
+    #: The value a trial gets when the experiment does not set it; None: required.
+    default: Any
+    meaning: str
+    #: In the trial's key even at its default (the factors of satbench 0.1).
+    keyed: bool = True
+
+
+def one_of(values: tuple[str, ...]) -> Check:
+    return lambda v: None if v in values else f"must be one of {', '.join(values)}, got {v!r}"
+
+
+def whole(lo: int, hi: int) -> Check:
+    def check(v: Any) -> str | None:
+        if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+            return f"must be a whole number from {lo} to {hi}, got {v!r}"
+        return None
+    return check
+
+
+def page_check(v: Any) -> str | None:
+    if not isinstance(v, str):
+        return f"must be a page name, got {v!r}"
+    if v.startswith("bulk:"):
+        try:
+            pages.parse_size(v[5:])
+        except SatbenchError:
+            return f"bulk:SIZE needs a size such as bulk:1M or bulk:100M, got {v!r}"
+        return None
+    if v not in pages.ALL_PAGES:
+        return f"unknown page {v!r} (available: {', '.join(pages.ALL_PAGES)}, bulk:SIZE)"
+    return None
+
+
+def nonempty_string(v: Any) -> str | None:
+    return None if isinstance(v, str) and v else f"must be a non-empty string, got {v!r}"
+
+
+CORE: tuple[Factor, ...] = (
+    Factor("link", nonempty_string, None, "link profile name or .toml file"),
+    Factor("protocol", one_of(choices(Protocol)), None, "HTTP version"),
+    Factor("cc", one_of(choices(CongestionControl)), "cubic", "the server's congestion control (TCP and QUIC)"),
+    Factor("page", page_check, None, "test page, or bulk:SIZE for one file"),
+    Factor("client", one_of(choices(ClientKind)), "chromium",
+           "chromium or firefox (real browsers), loader (satbench-load), curl (timing)"),
+    Factor("clients", whole(1, 200), 1, "concurrent clients (loader)"),
+    Factor("connections", whole(1, 64), 6, "HTTP/1.1 connections per host (loader, firefox)"),
+    Factor("server", one_of(choices(ServerKind)), "satbench", "the origin server"),
+)
+
+
+def _path_factor(name: str) -> Factor:
+    cls = element_class(name)
+
+    def check(v: Any) -> str | None:
+        return cls.check(v, {})
+
+    # The access link is satbench 0.1's; elements added since are keyed only when present.
+    return Factor(name, check, cls.default, cls.meaning, keyed=name == "access")
+
+
+def _path_factors() -> tuple[Factor, ...]:
+    return tuple(_path_factor(name) for name in ELEMENTS)
+
+
+#: Every named factor, in the order trials list them.
+FACTORS: dict[str, Factor] = {f.name: f for f in (*CORE[:1], *_path_factors(), *CORE[1:])}
+REQUIRED = tuple(f.name for f in FACTORS.values() if f.default is None)
+
+
+def check_of(name: str) -> Check | None:
+    """The check of a factor or of a family member (None: no such factor)."""
+    if name in FACTORS:
+        return FACTORS[name].check
+    if name.startswith("link.") and name[5:].rpartition(".")[2] in LINK_KEYS:
+        return lambda v: None if isinstance(v, (int, float, str)) and not isinstance(v, bool) \
+            else f"must be a number or string, got {v!r}"
+    if name.startswith("server.") and name[7:] in server_options.experiment_keys():
+        return lambda v: server_options.check_value(name[7:], v)
+    return None
+
+
+def known() -> str:
+    return ", ".join([*FACTORS, "link.KEY", "server.OPTION"])
+
+
+def keyed(factors: dict[str, Any]) -> dict[str, Any]:
+    """The factors that identify a trial: all but the later ones at their default."""
+    return {k: v for k, v in factors.items()
+            if not (k in FACTORS and not FACTORS[k].keyed and v == FACTORS[k].default)}

@@ -1,0 +1,65 @@
+"""A study's plan: its trials in run order, what is already done, and how
+long the rest will take (:mod:`.estimate`). Nothing here runs a trial."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .design import RunOrder, Trial
+from .estimate import trial_s
+from .spec import Experiment
+
+
+def trial_estimate(t: Trial) -> float:
+    return trial_s(t.factors, t.link)
+
+
+@dataclass(frozen=True)
+class Plan:
+    experiment: Experiment
+    order: RunOrder
+    done: frozenset[str]
+
+    @property
+    def todo(self) -> list[Trial]:
+        return [t for t in self.order.trials if t.key not in self.done]
+
+    def estimate_s(self) -> float:
+        """Seconds to run what is left, with the warm-up trials."""
+        todo = self.todo
+        warm = sum(trial_estimate(t) for t in todo[:self.experiment.warmup])
+        return warm + sum(trial_estimate(t) for t in todo)
+
+    def to_json(self) -> dict[str, Any]:
+        e = self.experiment
+        return {**e.spec_json(self.order.seed), "estimate_s": self.estimate_s(),
+                "links": {h: s.to_json() for h, s in e.links.items()},
+                "trials": [{"key": t.key, "rep": t.rep, "factors": t.factors, "scenarios": t.scenarios,
+                            "links": {r: s.hash for r, s in t.links.items()}, "done": t.key in self.done,
+                            "estimate_s": trial_estimate(t)} for t in self.order.trials]}
+
+    def format(self, limit: int | None = None) -> str:
+        e = self.experiment
+        trials = self.order.trials
+        lines = [f"experiment {e.name}: {len(trials)} trials ({e.repetitions} repetitions), "
+                 f"order {e.order} (seed {self.order.seed}), {e.warmup} warm-up, timeout {e.timeout_s:g} s",
+                 f"  varied: {', '.join(e.varied) or 'nothing'}",
+                 f"  fixed: {' '.join(f'{k}={v}' for k, v in trials[0].factors.items() if k not in e.varied)}",
+                 "  links: " + "; ".join(f"{s.label} [{h}] base RTT {s.base_rtt_ms:g} ms"
+                                          for h, s in e.links.items()),
+                 f"  to run: {len(self.todo)} trials, estimated {format_duration(self.estimate_s())}"]
+        for i, t in enumerate(trials[:limit] if limit else trials, 1):
+            mark = "done" if t.key in self.done else f"~{trial_estimate(t):.1f} s"
+            lines.append(f"  {i:4d}. [{t.key}] rep {t.rep}  {t.label(e.varied)}  ({mark})")
+        if limit and len(trials) > limit:
+            lines.append(f"  ... {len(trials) - limit} more")
+        return "\n".join(lines)
+
+
+def format_duration(s: float) -> str:
+    if s < 120:
+        return f"{s:.0f} s"
+    if s < 7200:
+        return f"{s / 60:.1f} min"
+    return f"{s / 3600:.1f} h"

@@ -1,0 +1,163 @@
+"""The resolved link: what the emulator will run, decided once.
+
+:func:`resolve` hands a profile's configuration to ``satbench-link --check``,
+the one place where link values are range-checked and traces are parsed. The
+emulator answers with the canonical configuration (every default filled in,
+a trace's delivery opportunities inline) and the numbers it derives (mean
+rate, delays, per-packet loss, queue limits). That answer is a
+:class:`LinkSpec`: a trial runs exactly it (a profile edited in the middle of
+a study changes nothing already resolved), stores it, and its hash is part of
+the trial's key.
+
+A value the emulator refuses comes back naming the profile key, file and line
+(or the ``--set`` override) that gave it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import subprocess
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import prereq
+from ..errors import PrerequisiteError, ProfileError
+from .profile import SCALE, LinkProfile, Origin
+
+
+@dataclass(frozen=True, kw_only=True)
+class DirectionNumbers:
+    """What the emulator derives of one direction."""
+
+    mean_bps: float | None  # None: unlimited
+    min_delay_ms: float
+    max_delay_ms: float
+    packet_loss_1500: float  # probability that a 1500-byte packet is lost
+    queue_limit_bytes: int | None
+    queue_limit_packets: int | None
+    trace_opportunity_bytes: int
+
+    @classmethod
+    def parse(cls, d: dict[str, Any]) -> "DirectionNumbers":
+        return cls(mean_bps=None if d.get("mean_bps") is None else float(d["mean_bps"]),
+                   min_delay_ms=float(d["min_delay_ms"]), max_delay_ms=float(d["max_delay_ms"]),
+                   packet_loss_1500=float(d["packet_loss_1500"]),
+                   queue_limit_bytes=d.get("queue_limit_bytes"), queue_limit_packets=d.get("queue_limit_packets"),
+                   trace_opportunity_bytes=int(d.get("trace_opportunity_bytes", 1504)))
+
+    @property
+    def mean_mbps(self) -> float | None:
+        return None if self.mean_bps is None else self.mean_bps / 1e6
+
+
+@dataclass(frozen=True, kw_only=True)
+class LinkSpec:
+    """A resolved link, immutable. Equal specs are the same link."""
+
+    name: str
+    label: str
+    description: str
+    config: dict[str, Any] = field(compare=False, hash=False)
+    forward: DirectionNumbers = field(compare=False)
+    ret: DirectionNumbers = field(compare=False)
+    base_rtt_ms: float = field(compare=False)
+    #: sha256 of the canonical configuration (16 hex digits): the link's identity.
+    hash: str
+
+    def emulator_config(self, seed: int) -> dict[str, Any]:
+        return {"seed": seed, **self.config}
+
+    def to_json(self) -> dict[str, Any]:
+        """The stored form (the results database keeps one per link)."""
+        return {"name": self.name, "label": self.label, "description": self.description, "hash": self.hash,
+                "config": self.config, "derived": {"base_rtt_ms": self.base_rtt_ms,
+                                                   "forward": self.forward.__dict__, "return": self.ret.__dict__}}
+
+    @classmethod
+    def from_check(cls, answer: dict[str, Any], *, name: str, label: str, description: str) -> "LinkSpec":
+        config = answer["config"]
+        d = answer["derived"]
+        return cls(name=name, label=label, description=description, config=config,
+                   forward=DirectionNumbers.parse(d["forward"]), ret=DirectionNumbers.parse(d["return"]),
+                   base_rtt_ms=float(d["base_rtt_ms"]), hash=config_hash(config))
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "LinkSpec":
+        spec = cls.from_check(d, name=d["name"], label=d.get("label", d["name"]), description=d.get("description", ""))
+        if spec.hash != d.get("hash", spec.hash):
+            raise ValueError(f"stored link {d.get('hash')} does not match its configuration ({spec.hash})")
+        return spec
+
+
+def config_hash(config: dict[str, Any]) -> str:
+    """The identity of a canonical configuration (seed excluded)."""
+    body = {k: v for k, v in config.items() if k != "seed"}
+    blob = json.dumps(body, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def check(config: dict[str, Any]) -> dict[str, Any]:
+    """``satbench-link --check`` on a configuration: its answer as JSON
+    (``ok`` with ``config`` and ``derived``, or ``ok: false`` with ``field``
+    and ``message``)."""
+    binary = prereq.link_binary()
+    if not binary.is_file():
+        raise PrerequisiteError([f"no emulator binary at {binary}: run 'cargo build --release' (scripts/setup does)"])
+    try:
+        blob = json.dumps(config, allow_nan=False)
+    except ValueError:
+        raise ProfileError("a value is not a finite number", field="config") from None
+    p = subprocess.run([str(binary), "--check", "--config", "-"], input=blob, capture_output=True, text=True,
+                       timeout=60)
+    try:
+        answer = json.loads(p.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        raise ProfileError(f"the emulator's check failed ({p.returncode}): {p.stderr.strip()[-300:]}",
+                           field="config") from None
+    if not isinstance(answer, dict) or "ok" not in answer:
+        raise ProfileError(f"the emulator's check gave no answer: {p.stdout[-300:]!r}", field="config")
+    return answer
+
+
+def resolve(profile: LinkProfile) -> LinkSpec:
+    """The link a profile describes, checked and resolved by the emulator."""
+    config, made = profile.config_with_origins()
+    answer = check(config)
+    if not answer["ok"]:
+        raise _blame(profile, made, config, str(answer.get("field", "config")), str(answer.get("message", "")),
+                     answer)
+    return LinkSpec.from_check(answer, name=profile.name, label=profile.label, description=profile.description)
+
+
+def _blame(profile: LinkProfile, made: dict[str, tuple[str, Origin]], config: dict[str, Any], cfield: str,
+           message: str, answer: dict[str, Any]) -> ProfileError:
+    """The profile key, file and line behind a configuration field the emulator refused."""
+    best = ""
+    for path in made:
+        if (cfield == path or cfield.startswith(path + ".") or cfield.startswith(path + "[")) and len(path) > len(best):
+            best = path
+    if not best:
+        return profile.origin.error(cfield, message)
+    key, origin = made[best]
+    # A trace: the emulator read the file and names its line.
+    m = re.match(r"^(?:.*?: )?line (\d+): (.*)$", message)
+    if key.endswith(".trace") and m:
+        path = config[key.split(".")[0]]["rate"].get("path", "")
+        return ProfileError(m.group(2), file=path, line=int(m.group(1)))
+    if key.endswith(".trace"):
+        path = config[key.split(".")[0]]["rate"].get("path", "")
+        return ProfileError(re.sub(r"^" + re.escape(path) + r":\s*", "", message), file=path)
+    leaf = key.split(".", 1)[1]
+    scale = SCALE.get(leaf)
+    lo, hi, got = answer.get("min"), answer.get("max"), answer.get("value")
+    if scale and isinstance(lo, (int, float)) and isinstance(hi, (int, float)) and isinstance(got, (int, float)):
+        message = (f"must be from {lo / scale:g} to {hi / scale:g} Mbit/s"
+                   + (" (or 0 for an outage)" if leaf == "rate_schedule" else "") + f", got {got / scale:g}")
+        where = re.match(r"^.*?points\[(\d+)\]", cfield)
+        if where:
+            message = f"point {where.group(1)}: " + message
+    elif m := re.match(r".*?points\[(\d+)\]", cfield):
+        message = f"point {m.group(1)}: {message}"
+    return origin.error(key, message)

@@ -1,0 +1,254 @@
+"""The vocabulary of satbench, defined once: the enums every layer speaks and
+the typed records that cross its boundaries.
+
+Names are parsed into these types once, where they enter (an experiment
+file, a command-line flag, a binary's JSON output), and every layer after
+that passes the types, never the raw strings:
+
+    Protocol            h1, h2, h3 (and the ALPN each stands for)
+    CongestionControl   cubic, bbr, reno (plus the implementation, in its own field)
+    TrialStatus         valid, invalid, failed
+    ClientKind          chromium, firefox, loader, curl
+    ServerKind          satbench, nginx, caddy
+
+    ObjectTiming        one response of a page load
+    ClientResult        one client's load
+    ClientOutcome       what a client run reports to the runner
+    DirectionCounters   one direction of an emulated link, as the emulator counted
+    LinkCounters        both directions, with the emulator's seed and duration
+    ServerSummary       what the server's own telemetry says happened
+"""
+
+from __future__ import annotations
+
+import enum
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class Protocol(enum.StrEnum):
+    """An HTTP version, as experiments and commands name it."""
+
+    H1 = "h1"
+    H2 = "h2"
+    H3 = "h3"
+
+    @property
+    def alpn(self) -> str:
+        """The ALPN token (and what browsers report per response)."""
+        return {"h1": "http/1.1", "h2": "h2", "h3": "h3"}[self.value]
+
+    @property
+    def http_version(self) -> str:
+        """The version as curl reports it."""
+        return {"h1": "1.1", "h2": "2", "h3": "3"}[self.value]
+
+    @property
+    def quic(self) -> bool:
+        return self is Protocol.H3
+
+
+class CongestionControl(enum.StrEnum):
+    """A congestion control algorithm by its family name. The implementation
+    (Linux's BBRv1, quiche's BBRv2 ``bbr2_gcongestion``) is recorded apart."""
+
+    CUBIC = "cubic"
+    BBR = "bbr"
+    RENO = "reno"
+
+    @classmethod
+    def canonical(cls, name: str) -> "CongestionControl | None":
+        """The family of an implementation's own name (``bbr2_gcongestion`` is bbr)."""
+        n = name.strip().lower()
+        for prefix, cc in (("bbr", cls.BBR), ("cubic", cls.CUBIC), ("reno", cls.RENO), ("newreno", cls.RENO)):
+            if n.startswith(prefix):
+                return cc
+        return None
+
+
+class TrialStatus(enum.StrEnum):
+    VALID = "valid"  # a measurement of the path
+    INVALID = "invalid"  # the client ran, but the load does not count (wrong protocol, error, timeout)
+    FAILED = "failed"  # the harness could not complete the trial
+
+
+class ClientKind(enum.StrEnum):
+    CHROMIUM = "chromium"
+    FIREFOX = "firefox"
+    LOADER = "loader"
+    CURL = "curl"
+
+    @property
+    def browser(self) -> bool:
+        return self in (ClientKind.CHROMIUM, ClientKind.FIREFOX)
+
+
+class ServerKind(enum.StrEnum):
+    SATBENCH = "satbench"
+    NGINX = "nginx"
+    CADDY = "caddy"
+
+
+def choices(e: type[enum.StrEnum]) -> tuple[str, ...]:
+    """The values of an enum, in definition order (for messages and CLI choices)."""
+    return tuple(m.value for m in e)
+
+
+# -- records -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class ObjectTiming:
+    """One response of a load, in ms from the client's start."""
+
+    client: int
+    url: str
+    protocol: str | None  # as the client observed it (ALPN form: http/1.1, h2, h3)
+    status: int | None
+    bytes: int | None
+    start_ms: float | None
+    ttfb_ms: float | None
+    end_ms: float | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClientResult:
+    """One client's load."""
+
+    client: int
+    valid: bool
+    reason: str | None
+    plt_ms: float | None
+    fcp_ms: float | None
+    lcp_ms: float | None
+    ttfb_ms: float | None
+    bytes: int | None
+    throughput_mbps: float | None
+
+
+@dataclass(kw_only=True)
+class ClientOutcome:
+    """What a client reports to the runner: a judgement (valid, or invalid with
+    its reason), page metrics, per-object timings, per-client results and the
+    client's raw output (kept as an artefact)."""
+
+    status: TrialStatus
+    reason: str | None = None
+    metrics: dict[str, float | None] = field(default_factory=dict)
+    objects: list[ObjectTiming] = field(default_factory=list)
+    clients: list[ClientResult] = field(default_factory=list)
+    raw: Any = None
+    #: Seconds the load itself took (the trial's time minus this is the harness's overhead).
+    load_s: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.status is TrialStatus.FAILED:
+            raise ValueError("a client outcome is valid or invalid; a failed trial is the harness's")
+
+    def median(self, key: str) -> float | None:
+        xs = [getattr(c, key) for c in self.clients if getattr(c, key) is not None]
+        return statistics.median(xs) if xs else None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Tally:
+    packets: int
+    bytes: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class DirectionCounters:
+    """One direction of an emulated link as the emulator counted it."""
+
+    offered: Tally
+    delivered: Tally
+    dropped: dict[str, Tally]  # by cause: queue, aqm, loss, outage
+    raw: dict[str, Any]
+
+    @property
+    def dropped_packets(self) -> int:
+        return sum(t.packets for t in self.dropped.values())
+
+    @classmethod
+    def parse(cls, d: dict[str, Any]) -> "DirectionCounters":
+        def tally(x: dict[str, Any]) -> Tally:
+            return Tally(packets=int(x["packets"]), bytes=int(x["bytes"]))
+
+        return cls(offered=tally(d["offered"]), delivered=tally(d["delivered"]),
+                   dropped={k: tally(v) for k, v in d["dropped"].items()}, raw=d)
+
+
+@dataclass(frozen=True, kw_only=True)
+class LinkCounters:
+    """The emulator's report of one link: both directions, its seed, its
+    duration and the TUN devices' kernel counters."""
+
+    seed: int
+    duration_s: float
+    forward: DirectionCounters
+    ret: DirectionCounters
+    raw: dict[str, Any]
+
+    @classmethod
+    def parse(cls, d: dict[str, Any]) -> "LinkCounters":
+        return cls(seed=int(d["seed"]), duration_s=float(d["duration_s"]),
+                   forward=DirectionCounters.parse(d["forward"]), ret=DirectionCounters.parse(d["return"]), raw=d)
+
+    @property
+    def wire_bytes(self) -> int:
+        return self.forward.delivered.bytes + self.ret.delivered.bytes
+
+    @property
+    def drops_outside_model(self) -> int:
+        """Packets the kernel could not queue to the emulator (its TUN queue was full)."""
+        return sum(int((d or {}).get("tx_dropped", 0)) for d in self.raw.get("devices", {}).values())
+
+    def metrics(self, page_bytes: int) -> dict[str, float | None]:
+        """The trial metrics of the link: bytes on the wire each way, drops, overhead."""
+        f, r = self.forward, self.ret
+        return {"wire_bytes_forward": f.delivered.bytes, "wire_bytes_return": r.delivered.bytes,
+                "wire_bytes": self.wire_bytes, "wire_packets": f.delivered.packets + r.delivered.packets,
+                "link_drops": f.dropped_packets + r.dropped_packets, "page_bytes": page_bytes,
+                "overhead_pct": (self.wire_bytes - page_bytes) / page_bytes * 100 if page_bytes else None}
+
+
+@dataclass(kw_only=True)
+class ServerSummary:
+    """What the origin's own telemetry says happened: connections, the
+    protocols and congestion control its sockets really used, and TCP_INFO
+    extremes. Third-party servers report only their kind."""
+
+    kind: ServerKind
+    connections: int | None = None
+    requests: int | None = None
+    protocols: list[str] | None = None
+    #: Families of the congestion controls really used (an unknown name as it is).
+    cc: list[str] | None = None
+    cc_impl: list[str] | None = None
+    bytes_served: int | None = None
+    tcp_total_retrans: int | None = None
+    tcp_max_cwnd: int | None = None
+    tcp_min_rtt_ms: float | None = None
+    qlogs: int | None = None
+    #: The congestion control the testbed's routes give TCP sockets that choose none.
+    tcp_cc_route: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The stored form (the keys of satbench 0.1's summary; absent values left out)."""
+        out: dict[str, Any] = {"kind": self.kind.value}
+        for k in ("connections", "requests", "protocols", "cc", "cc_impl", "bytes_served", "tcp_total_retrans",
+                  "tcp_max_cwnd", "tcp_min_rtt_ms", "qlogs"):
+            v = getattr(self, k)
+            if v is not None:
+                out[k] = v
+        out["tcp_cc_route"] = self.tcp_cc_route
+        return out
+
+
+def jain(xs: "list[float] | tuple[float, ...]") -> float | None:
+    """Jain's fairness index (sum x)^2 / (n sum x^2): 1 when all are equal, 1/n when one takes all."""
+    v = [float(x) for x in xs if x is not None]
+    if not v or sum(x * x for x in v) == 0:
+        return None
+    return sum(v) ** 2 / (len(v) * sum(x * x for x in v))

@@ -1,0 +1,85 @@
+"""Elements on the path between the clients and the servers, besides the
+satellite link: today the access link behind the terminal; PEPs, tunnels,
+proxies and a terrestrial segment plug in the same way.
+
+An element is placed by one experiment factor (``access = "wifi"``). Its
+class says which link profiles the value needs (resolved once, at plan time,
+with the trial's other links, so that they are part of the trial's key),
+shapes the testbed before it is built (:meth:`PathElement.configure`), and
+may start processes once it stands (:meth:`PathElement.start`).
+
+Adding an element: one module with one :class:`PathElement` subclass and one
+line in :data:`ELEMENTS`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from abc import ABC
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from ..link.profile import LinkProfile
+from ..link.spec import LinkSpec
+
+if TYPE_CHECKING:
+    from ..testbed.testbed import Testbed, TestbedSpec
+
+
+class PathElement(ABC):
+    """One element on the path, for one trial."""
+
+    #: The experiment factor that places it, its default (absent) and its meaning.
+    factor: ClassVar[str]
+    default: ClassVar[Any] = "none"
+    meaning: ClassVar[str] = ""
+
+    def __init__(self, value: Any, links: Mapping[str, LinkSpec]):
+        self.value, self.links = value, dict(links)
+
+    @classmethod
+    def check(cls, value: Any, factors: Mapping[str, Any]) -> str | None:
+        """Why ``value`` (with the trial's other factors) cannot be (None if it can)."""
+        return None
+
+    @classmethod
+    def profiles(cls, value: Any) -> dict[str, LinkProfile]:
+        """The link profiles the value needs, by role (resolved at plan time)."""
+        return {}
+
+    def configure(self, spec: "TestbedSpec") -> None:
+        """Shape the testbed before it is built."""
+
+    @contextmanager
+    def start(self, tb: "Testbed", artefacts: Path) -> Iterator[None]:
+        """Run what the element needs while the trial runs."""
+        yield
+
+    def summary(self) -> dict[str, Any]:
+        """What the element did, for the trial's record."""
+        return {}
+
+
+#: factor -> "module:Class"
+ELEMENTS: dict[str, str] = {
+    "access": "satbench.path.access:AccessLink",
+}
+
+
+def element_class(factor: str) -> type[PathElement]:
+    module, _, name = ELEMENTS[factor].partition(":")
+    cls: type[PathElement] = getattr(importlib.import_module(module), name)
+    return cls
+
+
+def elements(factors: Mapping[str, Any], links: Mapping[str, LinkSpec]) -> list[PathElement]:
+    """The path elements a trial's factors place (absent ones left out)."""
+    out = []
+    for factor in ELEMENTS:
+        cls = element_class(factor)
+        value = factors.get(factor, cls.default)
+        if value != cls.default:
+            out.append(cls(value, {r: links[r] for r in cls.profiles(value)}))
+    return out

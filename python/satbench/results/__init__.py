@@ -1,0 +1,3 @@
+"""The results database: its schema (:mod:`.schema`), writing (:mod:`.store`),
+reading and export (:mod:`.read`), statistics (:mod:`.stats`) and the HTML
+report (:mod:`.report`)."""

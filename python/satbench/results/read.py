@@ -1,0 +1,146 @@
+"""Reading a results database as pandas DataFrames, read-only: a database of
+any schema this satbench knows opens as it is (nothing is migrated by
+reading), and the export to CSV or Parquet."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ..errors import InputError
+from . import schema
+from .store import is_sqlite
+
+
+class Results:
+    """Read access to a results database as pandas DataFrames."""
+
+    def __init__(self, path: str | Path):
+        p = Path(path)
+        if not p.is_file():
+            raise InputError(f"{p}: no such results database (run an experiment with 'satbench run FILE --db {p}')")
+        if not is_sqlite(p):
+            raise InputError(f"{p}: not a satbench results database (not an SQLite file)")
+        self.path = p
+        try:
+            self.db = sqlite3.connect(f"file:{p}?mode=ro", uri=True, timeout=30)
+            self.version = schema.version(self.db)
+            names = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        except sqlite3.DatabaseError as e:
+            raise InputError(f"{p}: not a satbench results database ({e})") from None
+        if not {"experiments", "trials"} <= names:
+            self.db.close()
+            raise InputError(f"{p}: an SQLite database, but not satbench's (no trials table)")
+        if self.version > schema.VERSION:
+            self.db.close()
+            raise InputError(f"{p}: results database of schema {self.version}, newer than this satbench's "
+                             f"{schema.VERSION}; upgrade satbench to read it")
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self) -> "Results":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def experiments(self) -> list[str]:
+        return [r[0] for r in self.db.execute("SELECT name FROM experiments ORDER BY id")]
+
+    def spec(self, experiment: str) -> dict[str, Any]:
+        row = self.db.execute("SELECT spec FROM experiments WHERE name = ?", (experiment,)).fetchone()
+        return dict(json.loads(row[0] or "{}")) if row else {}
+
+    def _where(self, experiment: str | None) -> tuple[str, tuple[Any, ...]]:
+        if experiment is None:
+            return "", ()
+        if experiment not in self.experiments():
+            found = ", ".join(self.experiments())
+            raise InputError(f"{self.path}: no experiment named {experiment!r} (found: {found})")
+        return " WHERE e.name = ?", (experiment,)
+
+    def trials(self, experiment: str | None = None) -> pd.DataFrame:
+        """One row per trial: identity, status, every factor as a column, every metric as a column."""
+        where, args = self._where(experiment)
+        links = "t.links" if self.version >= 2 else "NULL"
+        rows = self.db.execute(
+            "SELECT t.id, e.name, t.key, t.rep, t.seq, t.status, t.reason, t.started, t.duration_s, t.overhead_s, "
+            f"t.seed, t.factors, t.scenarios, t.artefacts, t.env, {links} FROM trials t JOIN experiments e "
+            "ON e.id = t.experiment_id" + where + " ORDER BY t.id", args).fetchall()
+        recs = []
+        for r in rows:
+            env = json.loads(r[14])
+            hashes = json.loads(r[15]) if r[15] else {}
+            rec = {"trial_id": r[0], "experiment": r[1], "key": r[2], "rep": r[3], "seq": r[4], "status": r[5],
+                   "reason": r[6], "started": r[7], "duration_s": r[8], "overhead_s": r[9], "seed": r[10],
+                   "scenarios": ",".join(json.loads(r[12])), "artefacts": r[13],
+                   "satbench_commit": env.get("commit"), "kernel": env.get("kernel"), "browser": env.get("browser"),
+                   "link_hash": hashes.get("link")}
+            rec.update({f: v for f, v in json.loads(r[11]).items()})
+            recs.append(rec)
+        df = pd.DataFrame(recs)
+        if df.empty:
+            return df
+        m = self.metrics(experiment)
+        if not m.empty:
+            wide = m.pivot_table(index="trial_id", columns="name", values="value", aggfunc="first")
+            df = df.merge(wide, left_on="trial_id", right_index=True, how="left")
+        return df
+
+    def metrics(self, experiment: str | None = None) -> pd.DataFrame:
+        where, args = self._where(experiment)
+        return pd.read_sql_query(
+            "SELECT m.trial_id, m.name, m.value FROM metrics m JOIN trials t ON t.id = m.trial_id "
+            "JOIN experiments e ON e.id = t.experiment_id" + where, self.db, params=args)
+
+    def objects(self, experiment: str | None = None) -> pd.DataFrame:
+        where, args = self._where(experiment)
+        return pd.read_sql_query(
+            "SELECT o.* FROM objects o JOIN trials t ON t.id = o.trial_id "
+            "JOIN experiments e ON e.id = t.experiment_id" + where, self.db, params=args)
+
+    def clients(self, experiment: str | None = None) -> pd.DataFrame:
+        where, args = self._where(experiment)
+        return pd.read_sql_query(
+            "SELECT c.* FROM clients c JOIN trials t ON t.id = c.trial_id "
+            "JOIN experiments e ON e.id = t.experiment_id" + where, self.db, params=args)
+
+    def links(self) -> dict[str, dict[str, Any]]:
+        """Every resolved link stored (schema 2 on), by hash."""
+        if self.version < 2:
+            return {}
+        return {h: json.loads(s) for h, s in self.db.execute("SELECT hash, spec FROM links")}
+
+
+def open_results(path: str | Path) -> Results:
+    """The results in ``path`` as DataFrames: ``.trials()``, ``.metrics()``, ``.objects()``, ``.clients()``."""
+    return Results(path)
+
+
+def export(path: str | Path, out: str | Path, fmt: str = "csv", experiment: str | None = None) -> list[Path]:
+    """Write trials (wide), metrics, objects and clients as CSV or Parquet files into ``out``."""
+    if fmt not in ("csv", "parquet"):
+        raise InputError(f"--format: csv or parquet, got {fmt!r}")
+    o = Path(out)
+    with Results(path) as r:
+        try:
+            o.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise InputError(f"{o}: cannot create the output folder: {e.strerror}") from None
+        written = []
+        tables: list[tuple[str, pd.DataFrame]] = [
+            ("trials", r.trials(experiment)), ("metrics", r.metrics(experiment)),
+            ("objects", r.objects(experiment)), ("clients", r.clients(experiment))]
+        for name, df in tables:
+            p = o / f"{name}.{fmt}"
+            if fmt == "csv":
+                df.to_csv(p, index=False)
+            else:
+                df.to_parquet(p, index=False)
+            written.append(p)
+    return written

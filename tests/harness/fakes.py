@@ -1,0 +1,113 @@
+"""A fake lab for the runner: a testbed that builds nothing, a client that
+"loads" a page in a time computed from the trial's link, a server that
+reports what it was asked. Nothing needs root; a trial takes microseconds."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from satbench.endpoints.base import Client, LoadRequest, ServeRequest, Server
+from satbench.errors import TestbedError
+from satbench.experiment.runner import Lab
+from satbench.model import (ClientKind, ClientOutcome, ClientResult, LinkCounters, ObjectTiming, ServerKind,
+                            ServerSummary, TrialStatus)
+from satbench.testbed.host import Host
+from satbench.testbed.testbed import TestbedSpec, as_spec
+
+
+def counters(wire_bytes: int, seed: int) -> dict[str, Any]:
+    """An emulator report as satbench-link writes it (the fields the runner reads)."""
+    def direction(b: int) -> dict[str, Any]:
+        t = {"packets": b // 1500 + 1, "bytes": b}
+        zero = {"packets": 0, "bytes": 0}
+        return {"offered": t, "delivered": t, "dropped": {"queue": zero, "aqm": zero, "loss": zero, "outage": zero}}
+
+    return {"seed": seed, "duration_s": 1.0, "forward": direction(wire_bytes), "return": direction(wire_bytes // 20)}
+
+
+class FakeTestbed:
+    built: list[TestbedSpec] = []
+
+    def __init__(self, spec: TestbedSpec):
+        self.spec = spec
+        self.link = as_spec(spec.link)
+        self.client = Host("c1", "fake-c1", "198.18.1.10", ["client.test"])
+        self.server = Host("s1", "fake-s1", "198.18.3.10", ["server.test"])
+        self.effective_tcp_cc = "cubic"
+        self._counters: dict[str, Any] | None = None
+
+    def __enter__(self) -> "FakeTestbed":
+        FakeTestbed.built.append(self.spec)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._counters = counters(120_000, self.spec.seed or 0)
+
+    @property
+    def link_counters(self) -> LinkCounters | None:
+        return None if self._counters is None else LinkCounters.parse(self._counters)
+
+
+class FakeServer(Server):
+    kind = ServerKind.SATBENCH
+    #: The congestion control the fake reports (None: the one asked for).
+    report_cc: str | None = None
+
+    def __init__(self, req: ServeRequest):
+        self.req = req
+        req.log_dir.mkdir(parents=True, exist_ok=True)
+
+    @classmethod
+    def start(cls, req: ServeRequest) -> "FakeServer":
+        return cls(req)
+
+    def stop(self) -> None:
+        pass
+
+    def summary(self) -> ServerSummary:
+        return ServerSummary(kind=ServerKind.SATBENCH, connections=1, requests=9, protocols=["h2"],
+                             cc=[self.report_cc or self.req.cc.value])
+
+
+class FakeLoader(Client):
+    """PLT = the link's base RTT times 4 plus 10 ms per client: a deterministic number per trial."""
+
+    kind = ClientKind.LOADER
+    #: Raise this for the next load (a harness failure), then reset.
+    fail_next: Exception | None = None
+    loads: list[LoadRequest] = []
+
+    def load(self, req: LoadRequest) -> ClientOutcome:
+        FakeLoader.loads.append(req)
+        if FakeLoader.fail_next is not None:
+            e, FakeLoader.fail_next = FakeLoader.fail_next, None
+            raise e
+        plt = 4 * self.rtt_ms + 10 * req.clients
+        clients = [ClientResult(client=i, valid=True, reason=None, plt_ms=plt + i, fcp_ms=plt / 2, lcp_ms=plt,
+                                ttfb_ms=self.rtt_ms, bytes=100_000, throughput_mbps=0.8 / (plt / 1000))
+                   for i in range(req.clients)]
+        objects = [ObjectTiming(client=0, url=req.url + f"img{k}.jpg", protocol=req.protocol.alpn, status=200,
+                                bytes=12_500, start_ms=self.rtt_ms, ttfb_ms=2 * self.rtt_ms, end_ms=plt)
+                   for k in range(8)]
+        out = ClientOutcome(status=TrialStatus.VALID, objects=objects, clients=clients, raw={"fake": True},
+                            load_s=plt / 1000)
+        out.metrics = {k: out.median(k) for k in ("plt_ms", "fcp_ms", "lcp_ms", "ttfb_ms")}
+        return out
+
+    rtt_ms: float = 0.0
+
+
+def lab() -> Lab:
+    """A lab whose testbeds, loader and server are the fakes above."""
+    def client(kind: ClientKind) -> type[Client]:
+        if kind is not ClientKind.LOADER:
+            raise TestbedError(f"the fake lab has no {kind}")
+        return FakeLoader
+
+    def testbed(spec: TestbedSpec) -> FakeTestbed:
+        tb = FakeTestbed(spec)
+        FakeLoader.rtt_ms = tb.link.base_rtt_ms
+        return tb
+
+    return Lab(testbed=testbed, client=client, server=lambda kind: FakeServer, prerequisites=lambda: None,
+               cleanup=lambda: [])

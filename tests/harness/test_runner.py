@@ -1,0 +1,186 @@
+"""The runner, the store and the report against a fake lab: the whole
+sweep's logic (resolved links, keys, run order, resume, failures, the
+judgement of what the server did, migrations) without root, in seconds."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from satbench.errors import InputError, TestbedError
+from satbench.experiment import runner, spec
+from satbench.model import TrialStatus
+from satbench.results.read import Results
+from satbench.results.report import write_report
+
+from ..helpers import FIXTURES
+from . import fakes
+
+
+def exp(name: str = "fake", **factors: object) -> spec.Experiment:
+    f: dict[str, object] = {"link": "wire", "link.delay_ms": [10, 50], "protocol": ["h1", "h2"],
+                            "page": "uniform-100k", "client": "loader"}
+    f.update(factors)
+    return spec.build(name, f, repetitions=2, seed=5, timeout_s=30)
+
+
+def events(e: spec.Experiment, db: Path, **kw: object) -> tuple[runner.RunSummary, list[runner.Event]]:
+    seen: list[runner.Event] = []
+    s = runner.run(e, db, progress=seen.append, lab=fakes.lab(), pages_root=db.parent / "pages",
+                   **kw)  # type: ignore[arg-type]
+    return s, seen
+
+
+@pytest.fixture(autouse=True)
+def _reset() -> None:
+    fakes.FakeLoader.fail_next = None
+    fakes.FakeLoader.loads.clear()
+    fakes.FakeServer.report_cc = None
+    fakes.FakeTestbed.built.clear()
+
+
+def test_every_trial_is_stored_once_with_its_link(tmp_path: Path) -> None:
+    db = tmp_path / "r.sqlite"
+    s, seen = events(exp(), db)
+    assert (s.ran, s.valid, s.failed) == (8, 8, 0)
+    done = [e for e in seen if isinstance(e, runner.TrialDone)]
+    assert [e.done for e in done] == list(range(1, 9)) and done[-1].eta_s == 0
+    with Results(db) as r:
+        df = r.trials("fake")
+        links = r.links()
+    assert len(df) == 8 and df["key"].is_unique and set(df["status"]) == {"valid"}
+    # Two links (10 and 50 ms one way), stored once each, and each trial names its own.
+    assert len(links) == 2 == df["link_hash"].nunique()
+    for _, row in df.iterrows():
+        spec_json = links[row["link_hash"]]
+        assert spec_json["derived"]["forward"]["min_delay_ms"] == row["link.delay_ms"]
+        # The fake loader's PLT is 4 base RTTs + 10 ms: the link the trial ran is the one it was given.
+        assert row["plt_ms"] == pytest.approx(4 * 2 * row["link.delay_ms"] + 10)
+    # Seeds: the emulator's seed derives from the order seed and the trial's key.
+    assert {b.seed for b in fakes.FakeTestbed.built} == set(df["seed"])
+
+
+def test_resume_runs_only_what_is_missing_and_keeps_the_order(tmp_path: Path) -> None:
+    db = tmp_path / "r.sqlite"
+    e = exp()
+    order = [t.key for t in e.run_order().trials]
+    fakes.FakeLoader.fail_next = TestbedError("the emulator died")
+    s, _ = events(e, db)
+    assert (s.ran, s.failed) == (8, 1)
+    with Results(db) as r:
+        df = r.trials("fake")
+    failed = df[df.status == "failed"]
+    assert list(failed.reason) == ["TestbedError: the emulator died"]
+    # The failed trial runs again, alone; the rest are recognised.
+    s2, seen = events(e, db)
+    assert (s2.already, s2.ran, s2.failed) == (7, 1, 0)
+    assert [x.trial.key for x in seen if isinstance(x, runner.TrialDone)] == list(failed.key)
+    with Results(db) as r:
+        df2 = r.trials("fake")
+    assert len(df2) == 8 and set(df2.status) == {"valid"}
+    # The run order is the seed's: the same on every resume.
+    assert [t.key for t in e.run_order(999).trials] == order  # the file's seed wins over a stored one
+
+
+def test_no_seed_in_the_file_keeps_the_first_runs_order(tmp_path: Path) -> None:
+    db = tmp_path / "r.sqlite"
+    e = spec.build("noseed", {"link": "wire", "protocol": ["h1", "h2", "h3"], "page": "blank", "client": "loader"},
+                   repetitions=3)
+    _, seen = events(e, db)
+    first = next(x for x in seen if isinstance(x, runner.Started)).seed
+    again = spec.build("noseed", {"link": "wire", "protocol": ["h1", "h2", "h3"], "page": "blank",
+                                  "client": "loader"}, repetitions=3)
+    assert again.seed is None
+    _, seen2 = events(again, db)
+    assert next(x for x in seen2 if isinstance(x, runner.Started)).seed == first
+
+
+def test_a_server_with_another_congestion_control_makes_the_trial_invalid(tmp_path: Path) -> None:
+    fakes.FakeServer.report_cc = "bbr"
+    s, _ = events(exp(cc="cubic"), tmp_path / "r.sqlite")
+    assert s.invalid == 8 and set(s.reasons) == {"the server used bbr, not cubic"}
+
+
+def test_an_edited_profile_is_a_different_trial(tmp_path: Path) -> None:
+    prof = tmp_path / "mine.toml"
+    prof.write_text('name = "mine"\n[forward]\ndelay_ms = 20\n[return]\ndelay_ms = 20\n')
+    f = {"link": str(prof), "protocol": "h2", "page": "blank", "client": "loader"}
+    db = tmp_path / "r.sqlite"
+    a = spec.build("edit", f, repetitions=2, seed=1)
+    events(a, db)
+    prof.write_text('name = "mine"\n[forward]\ndelay_ms = 30\n[return]\ndelay_ms = 20\n')
+    b = spec.build("edit", f, repetitions=2, seed=1)
+    assert {t.key for t in a.trials}.isdisjoint(t.key for t in b.trials)
+    s, _ = events(b, db)
+    assert (s.already, s.ran) == (0, 2)
+    # The loaded experiment kept the link it resolved: nothing re-reads the profile.
+    assert {t.link.base_rtt_ms for t in a.trials} == {40}
+
+
+def test_report_of_a_fake_study(tmp_path: Path) -> None:
+    db = tmp_path / "r.sqlite"
+    events(exp(), db)
+    html = write_report(db, tmp_path / "rep").read_text()
+    assert "Experiment fake" in html and "Mann-Whitney" in html and "h1 vs h2" in html
+    assert len(list((tmp_path / "rep" / "figures").glob("*.svg"))) >= 4
+
+
+def test_v1_database_opens_reports_and_resumes(tmp_path: Path) -> None:
+    """A database written by satbench 0.1 (committed as a fixture) keeps its
+    measurements: it reads as it is, reports, and a resumed run migrates it,
+    recognises every stored trial and runs only what the file adds."""
+    db = tmp_path / "v1.sqlite"
+    shutil.copy(FIXTURES / "v1-results.sqlite", db)
+    before = sqlite3.connect(db).execute("SELECT id, key, status, started FROM trials ORDER BY id").fetchall()
+    with Results(db) as r:
+        assert r.version == 1
+        assert len(r.trials("v1")) == 10
+    assert "Experiment v1" in write_report(db, tmp_path / "rep").read_text()
+    e = spec.load(FIXTURES / "v1-experiment.toml")
+    s, seen = events(e, db)
+    started = next(x for x in seen if isinstance(x, runner.Started))
+    assert started.migrated_from == 1 and (s.already, s.ran) == (10, 0)
+    con = sqlite3.connect(db)
+    assert con.execute("PRAGMA user_version").fetchone() == (2,)
+    after = con.execute("SELECT id, key_v1, status, started FROM trials ORDER BY id").fetchall()
+    assert [(i, k, st, t) for i, k, st, t in before] == after  # nothing measured is lost
+    # The stored link is the one the emulator reported with its counters.
+    (spec_json,) = [json.loads(x) for (x,) in con.execute("SELECT spec FROM links")]
+    assert spec_json["config"]["forward"]["delay"] == {"kind": "constant", "ms": 20.0}
+    # A new repetition runs only the new trials.
+    more = spec.build("v1", {"link": "wire", "link.delay_ms": 20, "protocol": ["h1", "h2", "h3"],
+                             "page": "uniform-100k", "client": "loader"}, repetitions=3, seed=3, timeout_s=60)
+    s2, _ = events(more, db)
+    assert (s2.already, s2.ran) == (6, 3)
+
+
+def test_a_database_from_the_future_or_not_ours_is_refused(tmp_path: Path) -> None:
+    future = tmp_path / "future.sqlite"
+    shutil.copy(FIXTURES / "v1-results.sqlite", future)
+    con = sqlite3.connect(future)
+    con.execute("PRAGMA user_version = 99")
+    con.commit()
+    con.close()
+    with pytest.raises(InputError, match="schema 99"):
+        Results(future)
+    with pytest.raises(InputError, match="schema 99"):
+        events(exp(), future)
+    other = tmp_path / "other.sqlite"
+    con = sqlite3.connect(other)
+    con.execute("CREATE TABLE t (x)")
+    con.commit()
+    con.close()
+    data = other.read_bytes()
+    with pytest.raises(InputError, match="not satbench's"):
+        events(exp(), other)
+    assert other.read_bytes() == data
+    text = tmp_path / "text.sqlite"
+    text.write_text("hello")
+    with pytest.raises(InputError, match="not an SQLite file"):
+        Results(text)
+    assert text.read_text() == "hello"
+    assert TrialStatus.VALID.value == "valid"
