@@ -29,6 +29,8 @@ fn die(msg: &str) -> ! {
     std::process::exit(2);
 }
 
+/// The command line.
+#[derive(Debug)]
 struct Args {
     url: String,
     proto: Option<Proto>,
@@ -43,88 +45,141 @@ struct Args {
     timeout: f64,
 }
 
-fn parse() -> Args {
-    let mut a = Args {
-        url: String::new(),
-        proto: None,
-        clients: 1,
-        connections: 6,
-        cacert: None,
-        connect_to: None,
-        single: false,
-        bulk: false,
-        repeat: 1,
-        output: None,
-        timeout: 120.0,
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(x) = it.next() {
-        let mut val = || {
-            it.next()
-                .unwrap_or_else(|| die(&format!("{x} needs a value")))
-        };
-        let count = |v: String, what: &str| -> usize {
-            v.parse()
-                .ok()
-                .filter(|n| *n >= 1)
-                .unwrap_or_else(|| die(&format!("{what}: must be a whole number >= 1, got {v:?}")))
-        };
-        match x.as_str() {
-            "--protocol" => {
-                let v = val();
-                a.proto = Some(
-                    Proto::parse(&v)
-                        .unwrap_or_else(|| die(&format!("--protocol: h1, h2 or h3, not {v:?}"))),
-                )
+impl Default for Args {
+    fn default() -> Args {
+        Args {
+            url: String::new(),
+            proto: None,
+            clients: 1,
+            connections: 6,
+            cacert: None,
+            connect_to: None,
+            single: false,
+            bulk: false,
+            repeat: 1,
+            output: None,
+            timeout: 120.0,
+        }
+    }
+}
+
+const USAGE: &str = "usage: satbench-load URL --protocol h1|h2|h3 [--clients C] \
+                     [--connections K] [--cacert PEM] [--connect-to ADDR:PORT] \
+                     [--single|--bulk [--repeat N] [-o FILE]] [--timeout S]";
+
+/// What the command line asks for.
+#[derive(Debug)]
+enum Command {
+    /// `-h` or `--help`: print the usage line and exit 0.
+    Help,
+    Load(Args),
+}
+
+/// A command line that cannot be used; printed as `satbench-load: <message>`, exit 2.
+#[derive(Debug, thiserror::Error)]
+enum ArgError {
+    /// An option that takes a value came last.
+    #[error("{0} needs a value")]
+    MissingValue(String),
+    /// An option this program does not have.
+    #[error("unknown option {0}")]
+    UnknownOption(String),
+    /// A second positional argument.
+    #[error("one URL only (also got {0:?})")]
+    SecondUrl(String),
+    /// A count below 1 or no whole number.
+    #[error("{flag}: must be a whole number >= 1, got {value:?}")]
+    BadCount { flag: &'static str, value: String },
+    #[error("--protocol: h1, h2 or h3, not {0:?}")]
+    BadProtocol(String),
+    #[error("--connect-to: ADDR:PORT, not {0:?}")]
+    BadConnectTo(String),
+    #[error("--timeout: seconds > 0, not {0:?}")]
+    BadTimeout(String),
+    #[error("no URL")]
+    NoUrl,
+    #[error("--repeat and -o need --single or --bulk")]
+    RepeatWithoutSingle,
+    #[error("-o writes one body: it needs --clients 1")]
+    OutputWithClients,
+    #[error("--protocol is required (h1, h2 or h3)")]
+    NoProtocol,
+    /// Anything else lexopt reports (a value given to a flag, non-UTF-8 text).
+    #[error(transparent)]
+    Other(lexopt::Error),
+}
+
+impl From<lexopt::Error> for ArgError {
+    fn from(e: lexopt::Error) -> ArgError {
+        match e {
+            lexopt::Error::MissingValue { option: Some(o) } => ArgError::MissingValue(o),
+            lexopt::Error::UnexpectedOption(o) => ArgError::UnknownOption(o),
+            other => ArgError::Other(other),
+        }
+    }
+}
+
+fn count(flag: &'static str, p: &mut lexopt::Parser) -> Result<usize, ArgError> {
+    use lexopt::ValueExt;
+    let value = p.value()?.string()?;
+    match value.parse() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(ArgError::BadCount { flag, value }),
+    }
+}
+
+/// Parse the arguments after the program name.
+fn parse<I>(args: I) -> Result<Command, ArgError>
+where
+    I: IntoIterator,
+    I::Item: Into<std::ffi::OsString>,
+{
+    use lexopt::prelude::*;
+    let mut a = Args::default();
+    let mut p = lexopt::Parser::from_args(args);
+    while let Some(arg) = p.next()? {
+        match arg {
+            Long("protocol") => {
+                let v = p.value()?.string()?;
+                a.proto = Some(Proto::parse(&v).ok_or(ArgError::BadProtocol(v))?);
             }
-            "--clients" => a.clients = count(val(), "--clients"),
-            "--connections" => a.connections = count(val(), "--connections"),
-            "--cacert" => a.cacert = Some(val()),
-            "--connect-to" => {
-                let v = val();
-                a.connect_to = Some(
-                    v.parse()
-                        .unwrap_or_else(|_| die(&format!("--connect-to: ADDR:PORT, not {v:?}"))),
-                )
+            Long("clients") => a.clients = count("--clients", &mut p)?,
+            Long("connections") => a.connections = count("--connections", &mut p)?,
+            Long("cacert") => a.cacert = Some(p.value()?.string()?),
+            Long("connect-to") => {
+                let v = p.value()?.string()?;
+                a.connect_to = Some(v.parse().map_err(|_| ArgError::BadConnectTo(v))?);
             }
-            "--single" => a.single = true,
-            "--bulk" => a.bulk = true,
-            "--repeat" => a.repeat = count(val(), "--repeat"),
-            "-o" | "--output" => a.output = Some(val()),
-            "--timeout" => {
-                let v = val();
-                a.timeout = v
-                    .parse()
-                    .ok()
-                    .filter(|t: &f64| *t > 0.0)
-                    .unwrap_or_else(|| die(&format!("--timeout: seconds > 0, not {v:?}")))
+            Long("single") => a.single = true,
+            Long("bulk") => a.bulk = true,
+            Long("repeat") => a.repeat = count("--repeat", &mut p)?,
+            Short('o') | Long("output") => a.output = Some(p.value()?.string()?),
+            Long("timeout") => {
+                let v = p.value()?.string()?;
+                match v.parse::<f64>() {
+                    Ok(t) if t > 0.0 => a.timeout = t,
+                    _ => return Err(ArgError::BadTimeout(v)),
+                }
             }
-            "-h" | "--help" => {
-                println!(
-                    "usage: satbench-load URL --protocol h1|h2|h3 [--clients C] [--connections K] \
-                     [--cacert PEM] [--connect-to ADDR:PORT] [--single|--bulk [--repeat N] \
-                     [-o FILE]] [--timeout S]"
-                );
-                std::process::exit(0);
-            }
-            s if s.starts_with('-') => die(&format!("unknown option {s}")),
-            s if a.url.is_empty() => a.url = s.to_string(),
-            s => die(&format!("one URL only (also got {s:?})")),
+            Short('h') | Long("help") => return Ok(Command::Help),
+            Value(v) if a.url.is_empty() => a.url = v.string()?,
+            Value(v) => return Err(ArgError::SecondUrl(v.string()?)),
+            other => return Err(other.unexpected().into()),
         }
     }
     if a.url.is_empty() {
-        die("no URL");
+        return Err(ArgError::NoUrl);
     }
     if (a.repeat > 1 || a.output.is_some()) && !(a.single || a.bulk) {
-        die("--repeat and -o need --single or --bulk");
+        return Err(ArgError::RepeatWithoutSingle);
     }
     if a.output.is_some() && a.clients > 1 {
-        die("-o writes one body: it needs --clients 1");
+        return Err(ArgError::OutputWithClients);
     }
     if a.proto.is_none() {
-        die("--protocol is required (h1, h2 or h3)");
+        return Err(ArgError::NoProtocol);
     }
-    a
+    Ok(Command::Load(a))
 }
 
 /// The TLS client configuration: the roots of `cacert`, or none for a
@@ -164,7 +219,14 @@ fn cpu_seconds() -> f64 {
 }
 
 fn main() {
-    let a = parse();
+    let a = match parse(std::env::args_os().skip(1)) {
+        Ok(Command::Load(a)) => a,
+        Ok(Command::Help) => {
+            println!("{USAGE}");
+            return;
+        }
+        Err(e) => die(&e.to_string()),
+    };
     let url = Url::parse(&a.url).unwrap_or_else(|e| die(&e.to_string()));
     let proto = a.proto.expect("checked");
     if proto != Proto::H1 && !url.https {
@@ -216,4 +278,98 @@ fn main() {
             "clients": results.iter().map(page::PageResult::to_json).collect::<Vec<_>>(),
         })
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(args: &[&str]) -> Args {
+        match parse(args.iter().copied()).unwrap() {
+            Command::Load(a) => a,
+            Command::Help => panic!("help"),
+        }
+    }
+
+    fn err(args: &[&str]) -> String {
+        parse(args.iter().copied()).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn parses_options_as_before() {
+        let a = load(&[
+            "https://a/",
+            "--protocol",
+            "h3",
+            "--clients",
+            "4",
+            "--cacert",
+            "ca.pem",
+        ]);
+        assert_eq!(
+            (a.url.as_str(), a.proto, a.clients, a.connections),
+            ("https://a/", Some(Proto::H3), 4, 6)
+        );
+        let a = load(&[
+            "http://a/",
+            "--protocol",
+            "h1",
+            "--single",
+            "--repeat",
+            "3",
+            "-o",
+            "f",
+        ]);
+        assert_eq!(
+            (a.single, a.repeat, a.output.as_deref(), a.timeout),
+            (true, 3, Some("f"), 120.0)
+        );
+        assert!(matches!(parse(["--help"]), Ok(Command::Help)));
+        assert!(matches!(parse(["http://a/", "-h"]), Ok(Command::Help)));
+    }
+
+    #[test]
+    fn messages_as_before() {
+        assert_eq!(err(&[]), "no URL");
+        assert_eq!(err(&["--bogus"]), "unknown option --bogus");
+        assert_eq!(err(&["http://a/"]), "--protocol is required (h1, h2 or h3)");
+        assert_eq!(
+            err(&["http://a/", "http://b/"]),
+            "one URL only (also got \"http://b/\")"
+        );
+        assert_eq!(
+            err(&["u", "--protocol", "h4"]),
+            "--protocol: h1, h2 or h3, not \"h4\""
+        );
+        assert_eq!(
+            err(&["u", "--protocol", "h1", "--clients", "0"]),
+            "--clients: must be a whole number >= 1, got \"0\""
+        );
+        assert_eq!(
+            err(&["u", "--protocol", "h1", "--timeout", "-1"]),
+            "--timeout: seconds > 0, not \"-1\""
+        );
+        assert_eq!(
+            err(&["u", "--protocol", "h1", "--repeat", "2"]),
+            "--repeat and -o need --single or --bulk"
+        );
+        assert_eq!(err(&["u", "--protocol"]), "--protocol needs a value");
+        assert_eq!(
+            err(&["u", "--protocol", "h1", "--connect-to", "x"]),
+            "--connect-to: ADDR:PORT, not \"x\""
+        );
+        assert_eq!(
+            err(&[
+                "u",
+                "--protocol",
+                "h1",
+                "-o",
+                "f",
+                "--clients",
+                "2",
+                "--single"
+            ]),
+            "-o writes one body: it needs --clients 1"
+        );
+    }
 }

@@ -18,7 +18,10 @@ fn die(msg: &str) -> ! {
     exit(2);
 }
 
+/// The options of both commands, with their defaults.
+#[derive(Debug, PartialEq)]
 struct Opts {
+    /// Positional arguments after the command (`ping`'s HOST:PORT).
     rest: Vec<String>,
     port: u16,
     duration_s: f64,
@@ -28,38 +31,97 @@ struct Opts {
     wait_ms: f64,
 }
 
-fn parse(args: &[String]) -> Opts {
-    let mut o = Opts {
-        rest: vec![],
-        port: 9000,
-        duration_s: 60.0,
-        count: 100,
-        interval_ms: 10.0,
-        size: 64,
-        wait_ms: 2000.0,
-    };
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        let mut num = |name: &str| -> f64 {
-            it.next()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or_else(|| die(&format!("{name} needs a number")))
+impl Default for Opts {
+    fn default() -> Opts {
+        Opts {
+            rest: vec![],
+            port: 9000,
+            duration_s: 60.0,
+            count: 100,
+            interval_ms: 10.0,
+            size: 64,
+            wait_ms: 2000.0,
+        }
+    }
+}
+
+/// A command line that cannot be used; printed as `satbench-probe: <message>`, exit 2.
+#[derive(Debug, thiserror::Error)]
+enum ArgError {
+    /// No command at all.
+    #[error("usage: satbench-probe echo|ping ...")]
+    NoCommand,
+    /// A command other than `echo` and `ping`.
+    #[error("unknown command {0:?} (echo, ping)")]
+    UnknownCommand(String),
+    /// An option missing its value, or with one that is no number.
+    #[error("{0} needs a number")]
+    NotANumber(&'static str),
+    /// An option this program does not have.
+    #[error("unknown option {0}")]
+    UnknownOption(String),
+    /// `--size` below the 12 bytes of sequence number and timestamp.
+    #[error("--size must be at least 12 bytes")]
+    SizeTooSmall,
+    /// Anything else lexopt reports (a value given to a flag, non-UTF-8 text).
+    #[error(transparent)]
+    Other(#[from] lexopt::Error),
+}
+
+/// Parse the arguments after the command. Numbers are read as decimals and
+/// converted as before (`--port 9000.7` is port 9000).
+fn parse<I>(args: I) -> Result<Opts, ArgError>
+where
+    I: IntoIterator,
+    I::Item: Into<std::ffi::OsString>,
+{
+    use lexopt::prelude::*;
+    let mut o = Opts::default();
+    let mut p = lexopt::Parser::from_args(args);
+    while let Some(arg) = p.next()? {
+        let name = match arg {
+            Long("port") => "--port",
+            Long("duration-s") => "--duration-s",
+            Long("count") => "--count",
+            Long("interval-ms") => "--interval-ms",
+            Long("size") => "--size",
+            Long("wait-ms") => "--wait-ms",
+            Long(other) => return Err(ArgError::UnknownOption(format!("--{other}"))),
+            Short(c) => return Err(ArgError::UnknownOption(format!("-{c}"))),
+            Value(v) => {
+                o.rest.push(v.string()?);
+                continue;
+            }
         };
-        match a.as_str() {
-            "--port" => o.port = num("--port") as u16,
-            "--duration-s" => o.duration_s = num("--duration-s"),
-            "--count" => o.count = num("--count") as u32,
-            "--interval-ms" => o.interval_ms = num("--interval-ms"),
-            "--size" => o.size = num("--size") as usize,
-            "--wait-ms" => o.wait_ms = num("--wait-ms"),
-            s if s.starts_with("--") => die(&format!("unknown option {s}")),
-            s => o.rest.push(s.to_string()),
+        let v: f64 = match p.value() {
+            Ok(v) => v.parse().map_err(|_| ArgError::NotANumber(name))?,
+            Err(_) => return Err(ArgError::NotANumber(name)),
+        };
+        match name {
+            "--port" => o.port = v as u16,
+            "--duration-s" => o.duration_s = v,
+            "--count" => o.count = v as u32,
+            "--interval-ms" => o.interval_ms = v,
+            "--size" => o.size = v as usize,
+            _ => o.wait_ms = v,
         }
     }
     if o.size < 12 {
-        die("--size must be at least 12 bytes");
+        return Err(ArgError::SizeTooSmall);
     }
-    o
+    Ok(o)
+}
+
+/// The command and its options: the command is the first argument.
+fn parse_command(args: Vec<std::ffi::OsString>) -> Result<(String, Opts), ArgError> {
+    let mut it = args.into_iter();
+    let cmd = it.next().ok_or(ArgError::NoCommand)?;
+    let o = parse(it)?;
+    let cmd = cmd.to_string_lossy().into_owned();
+    match cmd.as_str() {
+        "echo" | "ping" => Ok((cmd, o)),
+        _ => Err(ArgError::UnknownCommand(cmd)),
+    }
 }
 
 fn echo(o: &Opts) {
@@ -157,14 +219,65 @@ fn ping(o: &Opts) {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let Some(cmd) = args.first() else {
-        die("usage: satbench-probe echo|ping ...")
-    };
-    let o = parse(&args[1..]);
-    match cmd.as_str() {
-        "echo" => echo(&o),
-        "ping" => ping(&o),
-        other => die(&format!("unknown command {other:?} (echo, ping)")),
+    let (cmd, o) = parse_command(std::env::args_os().skip(1).collect())
+        .unwrap_or_else(|e| die(&e.to_string()));
+    if cmd == "echo" {
+        echo(&o)
+    } else {
+        ping(&o)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cmd(args: &[&str]) -> Result<(String, Opts), ArgError> {
+        parse_command(args.iter().map(Into::into).collect())
+    }
+
+    fn err(args: &[&str]) -> String {
+        cmd(args).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn parses_options_as_before() {
+        let (c, o) = cmd(&[
+            "ping",
+            "h:1",
+            "--count",
+            "5",
+            "--interval-ms",
+            "2.5",
+            "--size",
+            "100",
+        ])
+        .unwrap();
+        assert_eq!(c, "ping");
+        assert_eq!(o.rest, ["h:1"]);
+        assert_eq!(
+            (o.count, o.interval_ms, o.size, o.wait_ms),
+            (5, 2.5, 100, 2000.0)
+        );
+        let (_, o) = cmd(&["echo", "--port", "9000.7", "--duration-s", "3"]).unwrap();
+        assert_eq!((o.port, o.duration_s), (9000, 3.0));
+        assert_eq!(cmd(&["echo"]).unwrap().1, Opts::default());
+    }
+
+    #[test]
+    fn messages_as_before() {
+        assert_eq!(err(&[]), "usage: satbench-probe echo|ping ...");
+        assert_eq!(err(&["bogus"]), "unknown command \"bogus\" (echo, ping)");
+        assert_eq!(
+            err(&["--port", "5", "echo"]),
+            "unknown command \"--port\" (echo, ping)"
+        );
+        assert_eq!(err(&["echo", "--bogus"]), "unknown option --bogus");
+        assert_eq!(err(&["echo", "--port"]), "--port needs a number");
+        assert_eq!(err(&["echo", "--port", "x"]), "--port needs a number");
+        assert_eq!(
+            err(&["ping", "--size", "5"]),
+            "--size must be at least 12 bytes"
+        );
     }
 }

@@ -55,86 +55,137 @@ fn usage(msg: &str) -> ! {
     std::process::exit(2);
 }
 
-fn parse() -> Options {
-    let mut o = Options {
-        root: String::new(),
-        cert: None,
-        key: None,
-        cc: None,
-        bind: "0.0.0.0".into(),
-        http_port: 80,
-        https_port: 443,
-        h3: true,
-        alt_svc: true,
-        access_log: None,
-        tcp_info: None,
-        qlog_dir: None,
-        tfo: false,
-        resumption: true,
-        zero_rtt: true,
-        sndbuf: None,
-        rcvbuf: None,
-        quic_initcwnd: None,
-        idle_timeout_s: 30,
-        pacing: true,
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(a) = it.next() {
-        let mut val = || {
-            it.next()
-                .unwrap_or_else(|| usage(&format!("{a} needs a value")))
-        };
-        fn num<T: std::str::FromStr>(flag: &str, v: String) -> T {
-            v.parse()
-                .unwrap_or_else(|_| usage(&format!("{flag}: not a valid number: {v:?}")))
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            root: String::new(),
+            cert: None,
+            key: None,
+            cc: None,
+            bind: "0.0.0.0".into(),
+            http_port: 80,
+            https_port: 443,
+            h3: true,
+            alt_svc: true,
+            access_log: None,
+            tcp_info: None,
+            qlog_dir: None,
+            tfo: false,
+            resumption: true,
+            zero_rtt: true,
+            sndbuf: None,
+            rcvbuf: None,
+            quic_initcwnd: None,
+            idle_timeout_s: 30,
+            pacing: true,
         }
-        match a.as_str() {
-            "--root" => o.root = val(),
-            "--cert" => o.cert = Some(val()),
-            "--key" => o.key = Some(val()),
-            "--cc" => {
-                let v = val();
+    }
+}
+
+/// A command line that cannot be used; printed as `satbench-server: <message>`, exit 2.
+#[derive(Debug, thiserror::Error)]
+pub enum ArgError {
+    /// An option that takes a value came last.
+    #[error("{0} needs a value")]
+    MissingValue(String),
+    /// An option or positional argument this program does not have.
+    #[error("unknown argument {0:?}")]
+    Unknown(String),
+    /// A numeric option whose value does not parse.
+    #[error("{flag}: not a valid number: {value:?}")]
+    NotANumber { flag: &'static str, value: String },
+    /// `--cc` other than cubic, bbr or reno.
+    #[error("--cc: must be cubic, bbr or reno, got {0:?}")]
+    BadCc(String),
+    /// No `--root`.
+    #[error("--root is required")]
+    NoRoot,
+    /// Only one of `--cert` and `--key`.
+    #[error("--cert and --key go together")]
+    CertWithoutKey,
+    /// Anything else lexopt reports (a value given to a flag, non-UTF-8 text).
+    #[error(transparent)]
+    Other(lexopt::Error),
+}
+
+impl From<lexopt::Error> for ArgError {
+    fn from(e: lexopt::Error) -> ArgError {
+        match e {
+            lexopt::Error::MissingValue { option: Some(o) } => ArgError::MissingValue(o),
+            lexopt::Error::UnexpectedOption(o) => ArgError::Unknown(o),
+            lexopt::Error::UnexpectedArgument(a) => {
+                ArgError::Unknown(a.to_string_lossy().into_owned())
+            }
+            other => ArgError::Other(other),
+        }
+    }
+}
+
+fn num<T: std::str::FromStr>(flag: &'static str, p: &mut lexopt::Parser) -> Result<T, ArgError> {
+    use lexopt::ValueExt;
+    let value = p.value()?.string()?;
+    value
+        .parse()
+        .map_err(|_| ArgError::NotANumber { flag, value })
+}
+
+/// Parse the arguments after the program name.
+fn parse<I>(args: I) -> Result<Options, ArgError>
+where
+    I: IntoIterator,
+    I::Item: Into<std::ffi::OsString>,
+{
+    use lexopt::prelude::*;
+    let mut o = Options::default();
+    let mut p = lexopt::Parser::from_args(args);
+    while let Some(arg) = p.next()? {
+        match arg {
+            Long("root") => o.root = p.value()?.string()?,
+            Long("cert") => o.cert = Some(p.value()?.string()?),
+            Long("key") => o.key = Some(p.value()?.string()?),
+            Long("cc") => {
+                let v = p.value()?.string()?;
                 if !["cubic", "bbr", "reno"].contains(&v.as_str()) {
-                    usage(&format!("--cc: must be cubic, bbr or reno, got {v:?}"));
+                    return Err(ArgError::BadCc(v));
                 }
                 o.cc = Some(v);
             }
-            "--bind" => o.bind = val(),
-            "--http-port" => o.http_port = num("--http-port", val()),
-            "--https-port" => o.https_port = num("--https-port", val()),
-            "--no-h3" => {
+            Long("bind") => o.bind = p.value()?.string()?,
+            Long("http-port") => o.http_port = num("--http-port", &mut p)?,
+            Long("https-port") => o.https_port = num("--https-port", &mut p)?,
+            Long("no-h3") => {
                 o.h3 = false;
                 o.alt_svc = false;
             }
-            "--access-log" => o.access_log = Some(val()),
-            "--tcp-info" => o.tcp_info = Some(val()),
-            "--qlog-dir" => o.qlog_dir = Some(val()),
-            "--tfo" => o.tfo = true,
-            "--no-resumption" => o.resumption = false,
-            "--no-0rtt" => o.zero_rtt = false,
-            "--no-pacing" => o.pacing = false,
-            "--sndbuf" => o.sndbuf = Some(num("--sndbuf", val())),
-            "--rcvbuf" => o.rcvbuf = Some(num("--rcvbuf", val())),
-            "--quic-initcwnd" => o.quic_initcwnd = Some(num("--quic-initcwnd", val())),
-            "--idle-timeout-s" => o.idle_timeout_s = num("--idle-timeout-s", val()),
-            other => usage(&format!("unknown argument {other:?}")),
+            Long("access-log") => o.access_log = Some(p.value()?.string()?),
+            Long("tcp-info") => o.tcp_info = Some(p.value()?.string()?),
+            Long("qlog-dir") => o.qlog_dir = Some(p.value()?.string()?),
+            Long("tfo") => o.tfo = true,
+            Long("no-resumption") => o.resumption = false,
+            Long("no-0rtt") => o.zero_rtt = false,
+            Long("no-pacing") => o.pacing = false,
+            Long("sndbuf") => o.sndbuf = Some(num("--sndbuf", &mut p)?),
+            Long("rcvbuf") => o.rcvbuf = Some(num("--rcvbuf", &mut p)?),
+            Long("quic-initcwnd") => o.quic_initcwnd = Some(num("--quic-initcwnd", &mut p)?),
+            Long("idle-timeout-s") => o.idle_timeout_s = num("--idle-timeout-s", &mut p)?,
+            other => return Err(other.unexpected().into()),
         }
     }
     if o.root.is_empty() {
-        usage("--root is required");
+        return Err(ArgError::NoRoot);
     }
     if o.cert.is_some() != o.key.is_some() {
-        usage("--cert and --key go together");
+        return Err(ArgError::CertWithoutKey);
     }
     if o.cert.is_none() {
         o.h3 = false;
         o.alt_svc = false;
     }
-    o
+    Ok(o)
 }
 
 fn main() {
-    let opts = parse();
+    let opts = parse(std::env::args_os().skip(1)).unwrap_or_else(|e| usage(&e.to_string()));
     let root = files::Root::new(std::path::Path::new(&opts.root))
         .unwrap_or_else(|e| usage(&format!("--root {}: {e}", opts.root)));
     let open = |p: &Option<String>, flag: &str| {
@@ -228,5 +279,56 @@ fn main() {
     stop.store(true, Ordering::Relaxed);
     if let Some(q) = quic {
         let _ = q.join();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(args: &[&str]) -> String {
+        parse(args.iter().copied()).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn parses_options_as_before() {
+        let o = parse(["--root", "/srv", "--cert", "c", "--key", "k", "--cc", "bbr"]).unwrap();
+        assert!(o.h3 && o.alt_svc && o.cc.as_deref() == Some("bbr"));
+        let o = parse([
+            "--root",
+            "/srv",
+            "--http-port",
+            "0",
+            "--sndbuf",
+            "4096",
+            "--no-pacing",
+        ])
+        .unwrap();
+        assert_eq!(
+            (o.http_port, o.sndbuf, o.pacing, o.h3),
+            (0, Some(4096), false, false)
+        );
+        assert_eq!(parse(["--root", "/srv"]).unwrap().idle_timeout_s, 30);
+    }
+
+    #[test]
+    fn messages_as_before() {
+        assert_eq!(err(&[]), "--root is required");
+        assert_eq!(err(&["--bogus"]), "unknown argument \"--bogus\"");
+        assert_eq!(err(&["pos"]), "unknown argument \"pos\"");
+        assert_eq!(err(&["-h"]), "unknown argument \"-h\"");
+        assert_eq!(err(&["--root"]), "--root needs a value");
+        assert_eq!(
+            err(&["--root", "/", "--cc", "foo"]),
+            "--cc: must be cubic, bbr or reno, got \"foo\""
+        );
+        assert_eq!(
+            err(&["--root", "/", "--http-port", "x"]),
+            "--http-port: not a valid number: \"x\""
+        );
+        assert_eq!(
+            err(&["--root", "/", "--cert", "a"]),
+            "--cert and --key go together"
+        );
     }
 }

@@ -14,6 +14,7 @@
 //! SIGTERM/SIGINT/SIGHUP it stops, writes the counters to `--stats`, exits 0.
 //! Configuration errors exit 2 with one line naming the field.
 
+mod args;
 mod sys;
 
 use satlink::config::LinkConfig;
@@ -31,69 +32,9 @@ use std::thread;
 type Frame = Vec<u8>;
 type Capture = Option<Arc<Mutex<PcapWriter<BufWriter<File>>>>>;
 
-struct Args {
-    config: String,
-    terminal: Option<(String, String)>,
-    gateway: Option<(String, String)>,
-    stats: Option<String>,
-    pcap_dir: Option<String>,
-    parent_pid: Option<i32>,
-    check: bool,
-}
-
 fn usage_exit(msg: &str) -> ! {
     eprintln!("satbench-link: {msg}");
     std::process::exit(2);
-}
-
-fn parse_args() -> Args {
-    let mut a = Args {
-        config: String::new(),
-        terminal: None,
-        gateway: None,
-        stats: None,
-        pcap_dir: None,
-        parent_pid: None,
-        check: false,
-    };
-    let mut it = std::env::args().skip(1);
-    let side = |v: String, flag: &str| -> (String, String) {
-        match v.rsplit_once(':') {
-            Some((ns, dev)) if !ns.is_empty() && !dev.is_empty() => {
-                (ns.to_string(), dev.to_string())
-            }
-            _ => usage_exit(&format!("{flag} expects NETNS_PATH:DEVICE, got {v:?}")),
-        }
-    };
-    while let Some(flag) = it.next() {
-        let mut val = || {
-            it.next()
-                .unwrap_or_else(|| usage_exit(&format!("{flag} needs a value")))
-        };
-        match flag.as_str() {
-            "--config" => a.config = val(),
-            "--terminal" => a.terminal = Some(side(val(), "--terminal")),
-            "--gateway" => a.gateway = Some(side(val(), "--gateway")),
-            "--stats" => a.stats = Some(val()),
-            "--pcap-dir" => a.pcap_dir = Some(val()),
-            "--parent-pid" => {
-                a.parent_pid = Some(
-                    val()
-                        .parse()
-                        .unwrap_or_else(|_| usage_exit("--parent-pid expects a number")),
-                )
-            }
-            "--check" => a.check = true,
-            other => usage_exit(&format!("unknown argument {other:?}")),
-        }
-    }
-    if a.config.is_empty() {
-        usage_exit("--config is required");
-    }
-    if !a.check && (a.terminal.is_none() || a.gateway.is_none()) {
-        usage_exit("--terminal and --gateway are required");
-    }
-    a
 }
 
 /// What one direction's thread reports when it stops.
@@ -391,7 +332,8 @@ fn open_capture(dir: &Option<String>, name: &str) -> Capture {
 }
 
 fn main() {
-    let args = parse_args();
+    let args =
+        args::parse(std::env::args_os().skip(1)).unwrap_or_else(|e| usage_exit(&e.to_string()));
     let text = std::fs::read_to_string(&args.config)
         .unwrap_or_else(|e| usage_exit(&format!("cannot read {}: {e}", args.config)));
     let config = LinkConfig::from_json(&text)

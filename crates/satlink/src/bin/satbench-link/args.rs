@@ -1,0 +1,160 @@
+//! The command line (lexopt). Errors are printed as one line
+//! `satbench-link: <message>` and exit 2.
+
+use std::ffi::OsString;
+
+/// What the command line asks for.
+#[derive(Debug, Default, PartialEq)]
+pub struct Args {
+    /// The link configuration (JSON); `-` is standard input.
+    pub config: String,
+    /// Network namespace path and TUN device of the terminal side.
+    pub terminal: Option<(String, String)>,
+    /// Network namespace path and TUN device of the gateway side.
+    pub gateway: Option<(String, String)>,
+    /// Where to write the counters on exit (stdout if absent).
+    pub stats: Option<String>,
+    /// Directory for `terminal.pcap` and `gateway.pcap`.
+    pub pcap_dir: Option<String>,
+    /// Exit at once if the parent is no longer this process.
+    pub parent_pid: Option<i32>,
+    /// Only check the configuration and print the resolved link.
+    pub check: bool,
+}
+
+/// A command line that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ArgError {
+    /// An option that takes a value came last.
+    #[error("{0} needs a value")]
+    MissingValue(String),
+    /// An option or positional argument this program does not have.
+    #[error("unknown argument {0:?}")]
+    Unknown(String),
+    /// `--terminal` or `--gateway` without `NETNS:DEV`.
+    #[error("{flag} expects NETNS_PATH:DEVICE, got {value:?}")]
+    BadSide { flag: &'static str, value: String },
+    /// `--parent-pid` that is no number.
+    #[error("--parent-pid expects a number")]
+    BadPid,
+    /// No `--config`.
+    #[error("--config is required")]
+    NoConfig,
+    /// A run (not `--check`) without both devices.
+    #[error("--terminal and --gateway are required")]
+    NoDevices,
+    /// Anything else lexopt reports (a value given to a flag, non-UTF-8 text).
+    #[error(transparent)]
+    Other(lexopt::Error),
+}
+
+impl From<lexopt::Error> for ArgError {
+    fn from(e: lexopt::Error) -> ArgError {
+        match e {
+            lexopt::Error::MissingValue { option: Some(o) } => ArgError::MissingValue(o),
+            lexopt::Error::UnexpectedOption(o) => ArgError::Unknown(o),
+            lexopt::Error::UnexpectedArgument(a) => {
+                ArgError::Unknown(a.to_string_lossy().into_owned())
+            }
+            other => ArgError::Other(other),
+        }
+    }
+}
+
+fn side(flag: &'static str, v: String) -> Result<(String, String), ArgError> {
+    match v.rsplit_once(':') {
+        Some((ns, dev)) if !ns.is_empty() && !dev.is_empty() => {
+            Ok((ns.to_string(), dev.to_string()))
+        }
+        _ => Err(ArgError::BadSide { flag, value: v }),
+    }
+}
+
+/// Parse the arguments after the program name.
+pub fn parse<I>(args: I) -> Result<Args, ArgError>
+where
+    I: IntoIterator,
+    I::Item: Into<OsString>,
+{
+    use lexopt::prelude::*;
+    let mut a = Args::default();
+    let mut p = lexopt::Parser::from_args(args);
+    while let Some(arg) = p.next()? {
+        match arg {
+            Long("config") => a.config = p.value()?.string()?,
+            Long("terminal") => a.terminal = Some(side("--terminal", p.value()?.string()?)?),
+            Long("gateway") => a.gateway = Some(side("--gateway", p.value()?.string()?)?),
+            Long("stats") => a.stats = Some(p.value()?.string()?),
+            Long("pcap-dir") => a.pcap_dir = Some(p.value()?.string()?),
+            Long("parent-pid") => {
+                a.parent_pid = Some(p.value()?.parse().map_err(|_| ArgError::BadPid)?)
+            }
+            Long("check") => a.check = true,
+            other => return Err(other.unexpected().into()),
+        }
+    }
+    if a.config.is_empty() {
+        return Err(ArgError::NoConfig);
+    }
+    if !a.check && (a.terminal.is_none() || a.gateway.is_none()) {
+        return Err(ArgError::NoDevices);
+    }
+    Ok(a)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(args: &[&str]) -> String {
+        parse(args.iter().copied()).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn parses_a_run() {
+        let a = parse([
+            "--config",
+            "l.json",
+            "--terminal",
+            "/run/netns/t:tun0",
+            "--gateway",
+            "/run/netns/g:tun1",
+            "--stats",
+            "s.json",
+            "--pcap-dir",
+            "/tmp",
+            "--parent-pid",
+            "42",
+        ])
+        .unwrap();
+        assert_eq!(a.terminal, Some(("/run/netns/t".into(), "tun0".into())));
+        assert_eq!(a.gateway, Some(("/run/netns/g".into(), "tun1".into())));
+        assert_eq!(
+            (a.stats.as_deref(), a.parent_pid, a.check),
+            (Some("s.json"), Some(42), false)
+        );
+        let c = parse(["--check", "--config", "-"]).unwrap();
+        assert!(c.check && c.config == "-" && c.terminal.is_none());
+    }
+
+    #[test]
+    fn messages_as_before() {
+        assert_eq!(err(&[]), "--config is required");
+        assert_eq!(err(&["--check"]), "--config is required");
+        assert_eq!(err(&["--bogus"]), "unknown argument \"--bogus\"");
+        assert_eq!(err(&["pos"]), "unknown argument \"pos\"");
+        assert_eq!(err(&["--config"]), "--config needs a value");
+        assert_eq!(
+            err(&["--config", "f"]),
+            "--terminal and --gateway are required"
+        );
+        assert_eq!(
+            err(&["--terminal", "x"]),
+            "--terminal expects NETNS_PATH:DEVICE, got \"x\""
+        );
+        assert_eq!(
+            err(&["--parent-pid", "x", "--config", "f"]),
+            "--parent-pid expects a number"
+        );
+    }
+}
