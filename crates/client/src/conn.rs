@@ -2,9 +2,11 @@
 //! origin, one multiplexed HTTP/2 connection per origin (hyper over kernel
 //! TCP and rustls), and one HTTP/3 connection per origin (quiche, in
 //! `h3.rs`). Every fetch returns the object's timings; every connection its
-//! phases. Times are seconds since the page load's start.
+//! phases (records and clock in `session.rs`). Times are seconds since the
+//! page load's start.
 
-use crate::h3::H3Conn;
+use crate::h3::{H3Conn, H3Error};
+use crate::session::{keep_type, ConnInfo, Object, Progress, Proto, Session, Settings};
 use crate::url::Url;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
@@ -13,104 +15,86 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::sync::{OnceCell, Semaphore};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Proto {
-    H1,
-    H2,
-    H3,
-}
-
-impl Proto {
-    pub fn parse(s: &str) -> Option<Proto> {
-        match s {
-            "h1" => Some(Proto::H1),
-            "h2" => Some(Proto::H2),
-            "h3" => Some(Proto::H3),
-            _ => None,
-        }
-    }
-    /// The name browsers report as `nextHopProtocol`.
-    pub fn wire_name(self) -> &'static str {
-        match self {
-            Proto::H1 => "http/1.1",
-            Proto::H2 => "h2",
-            Proto::H3 => "h3",
-        }
-    }
-}
-
-/// What one request saw.
-#[derive(Debug, Default)]
-pub struct Object {
-    pub url: String,
-    pub protocol: String,
-    pub status: u16,
-    pub content_type: String,
-    pub bytes: u64,
-    pub conn: usize,
-    /// Asked for by the page (discovered).
-    pub queued_s: f64,
-    /// Request handed to its connection.
-    pub start_s: f64,
-    /// Response headers received.
-    pub ttfb_s: f64,
-    /// Last body byte received.
-    pub done_s: f64,
-    /// Kept for HTML and CSS, when asked, to find subresources.
-    pub body: Option<Vec<u8>>,
-}
-
-impl Object {
-    pub fn to_json(&self) -> serde_json::Value {
-        serde_json::json!({"url": self.url, "protocol": self.protocol, "status": self.status,
-            "content_type": self.content_type, "bytes": self.bytes, "conn": self.conn,
-            "queued_s": self.queued_s, "start_s": self.start_s, "ttfb_s": self.ttfb_s,
-            "done_s": self.done_s})
-    }
-}
-
-/// One connection's phases, cumulative from the page load's start as curl reports them.
-#[derive(Debug, Default, Clone)]
-pub struct ConnInfo {
-    pub id: usize,
-    pub origin: String,
-    pub protocol: String,
-    pub peer: String,
-    pub start_s: f64,
-    /// When the name was resolved (only the connection that resolved it).
-    pub dns_s: Option<f64>,
-    /// TCP connect done (none for QUIC).
-    pub connect_s: Option<f64>,
-    /// TLS or QUIC handshake done.
-    pub tls_s: Option<f64>,
-}
-
-impl ConnInfo {
-    pub fn to_json(&self) -> serde_json::Value {
-        serde_json::json!({"id": self.id, "origin": self.origin, "protocol": self.protocol,
-            "peer": self.peer, "start_s": self.start_s, "dns_s": self.dns_s,
-            "connect_s": self.connect_s, "tls_s": self.tls_s})
-    }
-}
-
-pub struct Settings {
-    pub proto: Proto,
-    /// HTTP/1.1 connections per origin.
-    pub connections: usize,
-    pub tls: Arc<rustls::ClientConfig>,
-    pub quic_cacert: Option<String>,
-    /// Resolve every name to this address instead (curl's --connect-to).
-    pub connect_to: Option<SocketAddr>,
-    /// Print progress of long bodies on stderr.
-    pub progress: bool,
-    /// Write the first response body here (single and bulk modes).
-    pub output: Option<std::path::PathBuf>,
-    pub client: usize,
+/// Why a fetch failed. The texts are the loader's `errors` and
+/// `invalid_reason`. Clone, because a connection's failure is the failure of
+/// every request waiting for it (library errors are shared behind `Arc`).
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum FetchError {
+    /// The name resolved to nothing.
+    #[error("{host}: no address")]
+    NoAddress { host: String },
+    /// The lookup failed.
+    #[error("cannot resolve {host}: {source}")]
+    Resolve {
+        host: String,
+        source: Arc<std::io::Error>,
+    },
+    /// TCP connect failed.
+    #[error("connect to {addr}: {source}")]
+    Connect {
+        addr: SocketAddr,
+        source: Arc<std::io::Error>,
+    },
+    /// The host is no name a certificate can be checked against.
+    #[error("{host}: not a TLS server name: {source}")]
+    ServerName {
+        host: String,
+        source: Arc<rustls::pki_types::InvalidDnsNameError>,
+    },
+    /// The TLS handshake failed (certificate, protocol).
+    #[error("TLS handshake with {host}: {source}")]
+    TlsHandshake {
+        host: String,
+        source: Arc<std::io::Error>,
+    },
+    /// The server chose another application protocol than asked for.
+    #[error("asked for {asked} but {host} negotiated {negotiated}")]
+    Alpn {
+        asked: String,
+        host: String,
+        negotiated: String,
+    },
+    /// The HTTP/1.1 or HTTP/2 handshake on a new connection failed.
+    #[error("{protocol} on connection {id}: {source}")]
+    Handshake {
+        protocol: &'static str,
+        id: usize,
+        source: Arc<hyper::Error>,
+    },
+    /// The connection can take no further request.
+    #[error("connection {id}: {source}")]
+    NotReady {
+        id: usize,
+        source: Arc<hyper::Error>,
+    },
+    /// The per-origin connection limit was closed (never happens while loading).
+    #[error("semaphore closed")]
+    PoolClosed,
+    /// The request could not be built from the URL.
+    #[error("{0}")]
+    BadRequest(Arc<hyper::http::Error>),
+    /// Sending the request or reading the response head failed.
+    #[error("{url}: {source}")]
+    Request {
+        url: String,
+        source: Arc<hyper::Error>,
+    },
+    /// Reading the body failed.
+    #[error("{url}: body: {source}")]
+    Body {
+        url: String,
+        source: Arc<hyper::Error>,
+    },
+    /// Writing the body to the `-o` file failed.
+    #[error("writing the body: {0}")]
+    Sink(Arc<std::io::Error>),
+    /// An HTTP/3 connection or request failed.
+    #[error(transparent)]
+    H3(#[from] H3Error),
 }
 
 trait Io: AsyncRead + AsyncWrite + Send + Unpin {}
@@ -124,50 +108,53 @@ enum OriginClient {
         permits: Semaphore,
         idle: Mutex<Vec<(usize, H1Sender)>>,
     },
-    H2(OnceCell<Result<(usize, H2Sender), String>>),
-    H3(OnceCell<Result<H3Conn, String>>),
+    H2(OnceCell<Result<(usize, H2Sender), FetchError>>),
+    H3(OnceCell<Result<H3Conn, FetchError>>),
 }
 
 struct Origin {
     url: Url,
-    addr: OnceCell<Result<(SocketAddr, f64), String>>,
+    addr: OnceCell<Result<(SocketAddr, f64), FetchError>>,
     dns_reported: Mutex<bool>,
     client: OriginClient,
 }
 
 /// The connections of one page load.
 pub struct Fetcher {
-    pub t0: Instant,
-    pub settings: Arc<Settings>,
+    session: Arc<Session>,
     origins: Mutex<HashMap<(bool, String, u16), Arc<Origin>>>,
-    conns: Mutex<Vec<ConnInfo>>,
 }
 
 impl Fetcher {
+    /// A page load starting now.
     pub fn new(settings: Arc<Settings>) -> Arc<Fetcher> {
         Arc::new(Fetcher {
-            t0: Instant::now(),
-            settings,
+            session: Arc::new(Session::new(settings)),
             origins: Mutex::default(),
-            conns: Mutex::default(),
         })
     }
 
+    /// Seconds since the page load's start.
     pub fn now(&self) -> f64 {
-        self.t0.elapsed().as_secs_f64()
+        self.session.now()
     }
 
+    pub fn settings(&self) -> &Settings {
+        &self.session.settings
+    }
+
+    /// Every connection opened so far.
     pub fn connections(&self) -> Vec<ConnInfo> {
-        self.conns.lock().expect("conns").clone()
+        self.session.connections()
     }
 
     fn origin(&self, url: &Url) -> Arc<Origin> {
         let mut m = self.origins.lock().expect("origins");
         m.entry(url.origin())
             .or_insert_with(|| {
-                let client = match self.settings.proto {
+                let client = match self.settings().proto {
                     Proto::H1 => OriginClient::H1 {
-                        permits: Semaphore::new(self.settings.connections),
+                        permits: Semaphore::new(self.settings().connections),
                         idle: Mutex::default(),
                     },
                     Proto::H2 => OriginClient::H2(OnceCell::new()),
@@ -184,25 +171,20 @@ impl Fetcher {
     }
 
     fn new_conn(&self, info: ConnInfo) -> usize {
-        let mut c = self.conns.lock().expect("conns");
-        let id = c.len();
-        c.push(ConnInfo { id, ..info });
-        id
+        self.session.new_conn(info)
     }
 
-    pub fn update_conn(&self, id: usize, f: impl FnOnce(&mut ConnInfo)) {
-        if let Some(c) = self.conns.lock().expect("conns").get_mut(id) {
-            f(c);
-        }
+    fn update_conn(&self, id: usize, f: impl FnOnce(&mut ConnInfo)) {
+        self.session.update_conn(id, f)
     }
 
     /// The origin's address, resolved once per page load (a fresh browser
     /// context has an empty host cache). The first connection reports the lookup.
-    async fn resolve(&self, o: &Origin) -> Result<(SocketAddr, Option<f64>), String> {
+    async fn resolve(&self, o: &Origin) -> Result<(SocketAddr, Option<f64>), FetchError> {
         let r = o
             .addr
             .get_or_init(|| async {
-                if let Some(a) = self.settings.connect_to {
+                if let Some(a) = self.settings().connect_to {
                     return Ok((a, self.now()));
                 }
                 let target = format!("{}:{}", o.url.host, o.url.port);
@@ -212,9 +194,14 @@ impl Fetcher {
                 match found {
                     Ok(first) => match first {
                         Some(a) => Ok((a, self.now())),
-                        None => Err(format!("{}: no address", o.url.host)),
+                        None => Err(FetchError::NoAddress {
+                            host: o.url.host.clone(),
+                        }),
                     },
-                    Err(e) => Err(format!("cannot resolve {}: {e}", o.url.host)),
+                    Err(e) => Err(FetchError::Resolve {
+                        host: o.url.host.clone(),
+                        source: Arc::new(e),
+                    }),
                 }
             })
             .await
@@ -226,7 +213,11 @@ impl Fetcher {
     }
 
     /// A TCP (and TLS) connection to the origin, ALPN `alpn`.
-    async fn connect_tcp(&self, o: &Origin, alpn: &[u8]) -> Result<(usize, Box<dyn Io>), String> {
+    async fn connect_tcp(
+        &self,
+        o: &Origin,
+        alpn: &[u8],
+    ) -> Result<(usize, Box<dyn Io>), FetchError> {
         let start_s = self.now();
         let (addr, dns_s) = self.resolve(o).await?;
         let origin = o.url.to_string().trim_end_matches(&o.url.path).to_string();
@@ -239,7 +230,10 @@ impl Fetcher {
         });
         let tcp = TcpStream::connect(addr)
             .await
-            .map_err(|e| format!("connect to {addr}: {e}"))?;
+            .map_err(|e| FetchError::Connect {
+                addr,
+                source: Arc::new(e),
+            })?;
         let _ = tcp.set_nodelay(true);
         let connect_s = self.now();
         if !o.url.https {
@@ -249,14 +243,21 @@ impl Fetcher {
             });
             return Ok((id, Box::new(tcp)));
         }
-        let mut cfg = (*self.settings.tls).clone();
+        let mut cfg = (*self.settings().tls).clone();
         cfg.alpn_protocols = vec![alpn.to_vec()];
-        let name = rustls::pki_types::ServerName::try_from(o.url.host.clone())
-            .map_err(|e| format!("{}: not a TLS server name: {e}", o.url.host))?;
+        let name = rustls::pki_types::ServerName::try_from(o.url.host.clone()).map_err(|e| {
+            FetchError::ServerName {
+                host: o.url.host.clone(),
+                source: Arc::new(e),
+            }
+        })?;
         let tls = tokio_rustls::TlsConnector::from(Arc::new(cfg))
             .connect(name, tcp)
             .await
-            .map_err(|e| format!("TLS handshake with {}: {e}", o.url.host))?;
+            .map_err(|e| FetchError::TlsHandshake {
+                host: o.url.host.clone(),
+                source: Arc::new(e),
+            })?;
         let negotiated = tls
             .get_ref()
             .1
@@ -275,12 +276,14 @@ impl Fetcher {
             .unwrap_or(b"http/1.1")
             != alpn
         {
-            return Err(format!(
-                "asked for {} but {} negotiated {}",
-                String::from_utf8_lossy(alpn),
-                o.url.host,
-                negotiated.as_deref().unwrap_or("no ALPN (HTTP/1.1)")
-            ));
+            return Err(FetchError::Alpn {
+                asked: String::from_utf8_lossy(alpn).into_owned(),
+                host: o.url.host.clone(),
+                negotiated: negotiated
+                    .as_deref()
+                    .unwrap_or("no ALPN (HTTP/1.1)")
+                    .to_string(),
+            });
         }
         Ok((id, Box::new(tls)))
     }
@@ -292,7 +295,7 @@ impl Fetcher {
         url: Url,
         queued_s: f64,
         keep: bool,
-    ) -> Result<Object, String> {
+    ) -> Result<Object, FetchError> {
         self.fetch_into(url, queued_s, keep, None).await
     }
 
@@ -302,7 +305,7 @@ impl Fetcher {
         queued_s: f64,
         keep: bool,
         sink: Option<std::fs::File>,
-    ) -> Result<Object, String> {
+    ) -> Result<Object, FetchError> {
         let o = self.origin(&url);
         let mut obj = Object {
             url: url.to_string(),
@@ -311,7 +314,10 @@ impl Fetcher {
         };
         match &o.client {
             OriginClient::H1 { permits, idle } => {
-                let _permit = permits.acquire().await.map_err(|e| e.to_string())?;
+                let _permit = permits
+                    .acquire()
+                    .await
+                    .map_err(|_| FetchError::PoolClosed)?;
                 let reuse = idle.lock().expect("idle").pop();
                 let (id, mut sender) = match reuse {
                     Some(s) => s,
@@ -320,15 +326,19 @@ impl Fetcher {
                         let (sender, conn) =
                             hyper::client::conn::http1::handshake(TokioIo::new(io))
                                 .await
-                                .map_err(|e| format!("HTTP/1.1 on connection {id}: {e}"))?;
+                                .map_err(|e| FetchError::Handshake {
+                                    protocol: "HTTP/1.1",
+                                    id,
+                                    source: Arc::new(e),
+                                })?;
                         tokio::spawn(conn);
                         (id, sender)
                     }
                 };
-                sender
-                    .ready()
-                    .await
-                    .map_err(|e| format!("connection {id}: {e}"))?;
+                sender.ready().await.map_err(|e| FetchError::NotReady {
+                    id,
+                    source: Arc::new(e),
+                })?;
                 let req = get_request(&url, false)?;
                 obj.conn = id;
                 obj.protocol = "http/1.1".into();
@@ -336,7 +346,10 @@ impl Fetcher {
                 let resp = sender
                     .send_request(req)
                     .await
-                    .map_err(|e| format!("{url}: {e}"))?;
+                    .map_err(|e| FetchError::Request {
+                        url: url.to_string(),
+                        source: Arc::new(e),
+                    })?;
                 self.read_body(resp, &mut obj, keep, sink).await?;
                 idle.lock().expect("idle").push((id, sender));
             }
@@ -351,17 +364,21 @@ impl Fetcher {
                                 .initial_connection_window_size(15 << 20)
                                 .handshake(TokioIo::new(io))
                                 .await
-                                .map_err(|e| format!("HTTP/2 on connection {id}: {e}"))?;
+                                .map_err(|e| FetchError::Handshake {
+                                    protocol: "HTTP/2",
+                                    id,
+                                    source: Arc::new(e),
+                                })?;
                         tokio::spawn(conn);
                         Ok((id, sender))
                     })
                     .await
                     .clone()?;
                 let mut sender = sender.clone();
-                sender
-                    .ready()
-                    .await
-                    .map_err(|e| format!("connection {id}: {e}"))?;
+                sender.ready().await.map_err(|e| FetchError::NotReady {
+                    id,
+                    source: Arc::new(e),
+                })?;
                 let req = get_request(&url, true)?;
                 obj.conn = id;
                 obj.protocol = "h2".into();
@@ -369,7 +386,10 @@ impl Fetcher {
                 let resp = sender
                     .send_request(req)
                     .await
-                    .map_err(|e| format!("{url}: {e}"))?;
+                    .map_err(|e| FetchError::Request {
+                        url: url.to_string(),
+                        source: Arc::new(e),
+                    })?;
                 self.read_body(resp, &mut obj, keep, sink).await?;
             }
             OriginClient::H3(cell) => {
@@ -386,7 +406,7 @@ impl Fetcher {
                             protocol: "h3".into(),
                             ..Default::default()
                         });
-                        H3Conn::connect(self.clone(), id, &o.url, addr).await
+                        Ok(H3Conn::connect(self.session.clone(), id, &o.url, addr).await?)
                     })
                     .await
                     .clone()?;
@@ -404,7 +424,7 @@ impl Fetcher {
         obj: &mut Object,
         keep: bool,
         mut sink: Option<std::fs::File>,
-    ) -> Result<(), String> {
+    ) -> Result<(), FetchError> {
         obj.ttfb_s = self.now();
         obj.status = resp.status().as_u16();
         obj.content_type = resp
@@ -415,18 +435,20 @@ impl Fetcher {
             .to_string();
         let keep = keep && keep_type(&obj.content_type);
         let mut body = if keep { Some(Vec::new()) } else { None };
-        let mut progress = Progress::new(self.settings.progress, self.settings.client);
+        let mut progress = Progress::new(self.settings().progress, self.settings().client);
         let mut b = resp.into_body();
         while let Some(frame) = b.frame().await {
-            let frame = frame.map_err(|e| format!("{}: body: {e}", obj.url))?;
+            let frame = frame.map_err(|e| FetchError::Body {
+                url: obj.url.clone(),
+                source: Arc::new(e),
+            })?;
             if let Some(d) = frame.data_ref() {
                 obj.bytes += d.len() as u64;
                 if let Some(v) = body.as_mut() {
                     v.extend_from_slice(d);
                 }
                 if let Some(f) = sink.as_mut() {
-                    std::io::Write::write_all(f, d)
-                        .map_err(|e| format!("writing the body: {e}"))?;
+                    std::io::Write::write_all(f, d).map_err(|e| FetchError::Sink(Arc::new(e)))?;
                 }
                 progress.tick(obj.bytes);
             }
@@ -439,7 +461,7 @@ impl Fetcher {
 
 /// A GET as a browser sends it: HTTP/1.1 with the path and a Host header,
 /// HTTP/2 with the absolute URL (hyper makes `:scheme` and `:authority` of it).
-fn get_request(url: &Url, absolute: bool) -> Result<Request<Empty<Bytes>>, String> {
+fn get_request(url: &Url, absolute: bool) -> Result<Request<Empty<Bytes>>, FetchError> {
     let b = if absolute {
         Request::get(url.to_string())
     } else {
@@ -448,49 +470,5 @@ fn get_request(url: &Url, absolute: bool) -> Result<Request<Empty<Bytes>>, Strin
     b.header("user-agent", "satbench-load")
         .header("accept", "*/*")
         .body(Empty::new())
-        .map_err(|e| e.to_string())
-}
-
-/// Whether a body of this type can name subresources.
-pub fn keep_type(content_type: &str) -> bool {
-    let t = content_type.to_ascii_lowercase();
-    t.starts_with("text/html") || t.starts_with("text/css")
-}
-
-/// A line on stderr each second for long transfers (bulk mode).
-pub struct Progress {
-    on: bool,
-    client: usize,
-    start: Instant,
-    last: Instant,
-    last_bytes: u64,
-}
-
-impl Progress {
-    pub fn new(on: bool, client: usize) -> Progress {
-        let now = Instant::now();
-        Progress {
-            on,
-            client,
-            start: now,
-            last: now,
-            last_bytes: 0,
-        }
-    }
-    pub fn tick(&mut self, bytes: u64) {
-        if !self.on || self.last.elapsed().as_secs_f64() < 1.0 {
-            return;
-        }
-        let dt = self.last.elapsed().as_secs_f64();
-        let rate = (bytes - self.last_bytes) as f64 * 8.0 / dt / 1e6;
-        eprintln!(
-            "satbench-load: client {} {:.1} MB in {:.1} s, {:.1} Mbit/s now",
-            self.client,
-            bytes as f64 / 1e6,
-            self.start.elapsed().as_secs_f64(),
-            rate
-        );
-        self.last = Instant::now();
-        self.last_bytes = bytes;
-    }
+        .map_err(|e| FetchError::BadRequest(Arc::new(e)))
 }

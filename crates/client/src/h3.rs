@@ -1,8 +1,9 @@
 //! HTTP/3 on quiche: one connection per origin driven by a task that owns
 //! the sans-IO `quiche::Connection`, feeds it datagrams and timer expiries,
 //! and serves requests sent to it over a channel, multiplexed on streams.
+//! It shares only the page load's [`Session`] with the HTTP/1.1-2 fetcher.
 
-use crate::conn::{keep_type, Fetcher, Object, Progress};
+use crate::session::{keep_type, Object, Progress, Session};
 use crate::url::Url;
 use quiche::h3::NameValue;
 use std::collections::{HashMap, VecDeque};
@@ -14,19 +15,116 @@ use tokio::net::UdpSocket;
 use tokio::sync::{mpsc, oneshot};
 
 const MAX_DATAGRAM: usize = 1350;
+
+/// Why an HTTP/3 connection or request failed. The texts are the loader's
+/// `errors`. Clone, because a connection's failure is reported to every
+/// request on it.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum H3Error {
+    /// quiche refused a transport setting.
+    #[error("{0}")]
+    Config(quiche::Error),
+    /// The CA file could not be loaded for QUIC.
+    #[error("{path}: {source}")]
+    CaFile { path: String, source: quiche::Error },
+    /// bind(2) of the UDP socket failed.
+    #[error("bind: {0}")]
+    Bind(Arc<std::io::Error>),
+    /// connect(2) of the UDP socket failed.
+    #[error("connect {peer}: {source}")]
+    Connect {
+        peer: SocketAddr,
+        source: Arc<std::io::Error>,
+    },
+    /// getsockname(2) failed.
+    #[error("{0}")]
+    LocalAddr(Arc<std::io::Error>),
+    /// No randomness for the connection id.
+    #[error("random")]
+    Random,
+    /// quiche refused to start the connection.
+    #[error("QUIC: {0}")]
+    Quic(quiche::Error),
+    /// The connection's task ended before the handshake.
+    #[error("HTTP/3 connection task ended")]
+    TaskEnded,
+    /// quiche refused the HTTP/3 settings.
+    #[error("{0}")]
+    H3Config(quiche::h3::Error),
+    /// No handshake within [`HANDSHAKE_TIMEOUT`].
+    #[error("no QUIC handshake with {authority} within {secs} s")]
+    HandshakeTimeout { authority: String, secs: u64 },
+    /// ICMP port unreachable: nothing listens on the UDP port.
+    #[error("{0}: UDP port unreachable (no HTTP/3 server)")]
+    PortUnreachable(String),
+    /// recv(2) failed.
+    #[error("recv: {0}")]
+    Recv(Arc<std::io::Error>),
+    /// HTTP/3 could not start on the established connection.
+    #[error("h3: {0}")]
+    H3Setup(quiche::h3::Error),
+    /// The server closed the connection with an error.
+    #[error("{authority} closed the QUIC connection: error {code:#x} {reason}")]
+    PeerClosed {
+        authority: String,
+        code: u64,
+        reason: String,
+    },
+    /// This side closed the connection with an error.
+    #[error("QUIC connection to {authority} failed: error {code:#x} {reason}")]
+    LocalClosed {
+        authority: String,
+        code: u64,
+        reason: String,
+    },
+    /// The idle timeout expired.
+    #[error("QUIC connection to {0} timed out")]
+    TimedOut(String),
+    /// Closed without an error.
+    #[error("QUIC connection to {0} closed")]
+    Closed(String),
+    /// The connection ended with no request left (the page load is over).
+    #[error("HTTP/3 connection closed")]
+    Finished,
+    /// Writing the body to the `-o` file failed.
+    #[error("writing the body: {0}")]
+    Sink(Arc<std::io::Error>),
+    /// quiche reported an HTTP/3 protocol error.
+    #[error("HTTP/3: {0}")]
+    Protocol(quiche::h3::Error),
+    /// A request on a connection whose task has gone.
+    #[error("{url}: the HTTP/3 connection has closed")]
+    ConnectionGone { url: String },
+    /// A request on a connection that failed.
+    #[error("{url}: {cause}")]
+    ConnectionFailed { url: String, cause: Box<H3Error> },
+    /// quiche refused to send the request.
+    #[error("{url}: request: {source}")]
+    Request {
+        url: String,
+        source: quiche::h3::Error,
+    },
+    /// The server reset the request's stream.
+    #[error("{url}: stream reset by the server (error {code})")]
+    StreamReset { url: String, code: u64 },
+}
+
 /// A handshake that has not finished by then means no HTTP/3 here.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The client's QUIC transport parameters: large windows, so flow control
 /// never limits a download, and one hundred streams as browsers allow.
-pub fn client_config(cacert: Option<&str>) -> Result<quiche::Config, String> {
-    let mut cfg = quiche::Config::new(quiche::PROTOCOL_VERSION).map_err(|e| e.to_string())?;
+pub fn client_config(cacert: Option<&str>) -> Result<quiche::Config, H3Error> {
+    let mut cfg = quiche::Config::new(quiche::PROTOCOL_VERSION).map_err(H3Error::Config)?;
     cfg.set_application_protos(quiche::h3::APPLICATION_PROTOCOL)
-        .map_err(|e| e.to_string())?;
+        .map_err(H3Error::Config)?;
     match cacert {
         Some(p) => cfg
             .load_verify_locations_from_file(p)
-            .map_err(|e| format!("{p}: {e}"))?,
+            .map_err(|source| H3Error::CaFile {
+                path: p.to_string(),
+                source,
+            })?,
         None => cfg.verify_peer(false),
     }
     cfg.set_max_idle_timeout(30_000);
@@ -46,7 +144,7 @@ struct Req {
     url: Url,
     keep: bool,
     sink: Option<std::fs::File>,
-    reply: oneshot::Sender<Result<Object, String>>,
+    reply: oneshot::Sender<Result<Object, H3Error>>,
     obj: Object,
 }
 
@@ -60,11 +158,11 @@ pub struct H3Conn {
 impl H3Conn {
     /// Connect and complete the handshake; an error if the server does not speak HTTP/3.
     pub async fn connect(
-        f: Arc<Fetcher>,
+        f: Arc<Session>,
         id: usize,
         url: &Url,
         peer: SocketAddr,
-    ) -> Result<H3Conn, String> {
+    ) -> Result<H3Conn, H3Error> {
         let bind = if peer.is_ipv4() {
             "0.0.0.0:0"
         } else {
@@ -72,11 +170,12 @@ impl H3Conn {
         };
         let sock = UdpSocket::bind(bind)
             .await
-            .map_err(|e| format!("bind: {e}"))?;
+            .map_err(|e| H3Error::Bind(Arc::new(e)))?;
         // Connected, so an ICMP port-unreachable comes back as an error.
-        sock.connect(peer)
-            .await
-            .map_err(|e| format!("connect {peer}: {e}"))?;
+        sock.connect(peer).await.map_err(|e| H3Error::Connect {
+            peer,
+            source: Arc::new(e),
+        })?;
         let big = 8i32 << 20;
         // SAFETY: setsockopt with a valid int.
         unsafe {
@@ -88,14 +187,16 @@ impl H3Conn {
                 4,
             )
         };
-        let local = sock.local_addr().map_err(|e| e.to_string())?;
+        let local = sock
+            .local_addr()
+            .map_err(|e| H3Error::LocalAddr(Arc::new(e)))?;
         let mut cfg = client_config(f.settings.quic_cacert.as_deref())?;
         let mut scid = [0u8; quiche::MAX_CONN_ID_LEN];
         ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut scid)
-            .map_err(|_| "random")?;
+            .map_err(|_| H3Error::Random)?;
         let scid = quiche::ConnectionId::from_ref(&scid);
         let conn = quiche::connect(Some(&url.host), &scid, local, peer, &mut cfg)
-            .map_err(|e| format!("QUIC: {e}"))?;
+            .map_err(H3Error::Quic)?;
         let (tx, rx) = mpsc::unbounded_channel();
         let (ready_tx, ready_rx) = oneshot::channel();
         let driver = Driver {
@@ -112,9 +213,7 @@ impl H3Conn {
             ready: Some(ready_tx),
         };
         tokio::spawn(driver.run(rx));
-        ready_rx
-            .await
-            .map_err(|_| "HTTP/3 connection task ended".to_string())??;
+        ready_rx.await.map_err(|_| H3Error::TaskEnded)??;
         Ok(H3Conn { id, tx })
     }
 
@@ -124,7 +223,7 @@ impl H3Conn {
         obj: &mut Object,
         keep: bool,
         sink: Option<std::fs::File>,
-    ) -> Result<(), String> {
+    ) -> Result<(), H3Error> {
         let (reply, rx) = oneshot::channel();
         let o = Object {
             url: obj.url.clone(),
@@ -141,10 +240,12 @@ impl H3Conn {
                 reply,
                 obj: o,
             })
-            .map_err(|_| format!("{url}: the HTTP/3 connection has closed"))?;
-        *obj = rx
-            .await
-            .map_err(|_| format!("{url}: the HTTP/3 connection has closed"))??;
+            .map_err(|_| H3Error::ConnectionGone {
+                url: url.to_string(),
+            })?;
+        *obj = rx.await.map_err(|_| H3Error::ConnectionGone {
+            url: url.to_string(),
+        })??;
         Ok(())
     }
 }
@@ -156,7 +257,7 @@ struct Stream {
 }
 
 struct Driver {
-    f: Arc<Fetcher>,
+    f: Arc<Session>,
     id: usize,
     sock: UdpSocket,
     local: SocketAddr,
@@ -166,7 +267,7 @@ struct Driver {
     streams: HashMap<u64, Stream>,
     backlog: VecDeque<Req>,
     authority: String,
-    ready: Option<oneshot::Sender<Result<(), String>>>,
+    ready: Option<oneshot::Sender<Result<(), H3Error>>>,
 }
 
 impl Driver {
@@ -174,19 +275,25 @@ impl Driver {
         let err = self.drive(&mut rx).await.err();
         let _ = self.conn.close(true, 0x100, b"");
         self.flush().await;
-        let msg = err.unwrap_or_else(|| "HTTP/3 connection closed".into());
+        let cause = err.unwrap_or(H3Error::Finished);
         if let Some(r) = self.ready.take() {
-            let _ = r.send(Err(msg.clone()));
+            let _ = r.send(Err(cause.clone()));
         }
+        let failed = |url: &Url| {
+            Err(H3Error::ConnectionFailed {
+                url: url.to_string(),
+                cause: Box::new(cause.clone()),
+            })
+        };
         for (_, s) in self.streams.drain() {
-            let _ = s.req.reply.send(Err(format!("{}: {msg}", s.req.url)));
+            let _ = s.req.reply.send(failed(&s.req.url));
         }
         rx.close();
         while let Ok(r) = rx.try_recv() {
-            let _ = r.reply.send(Err(format!("{}: {msg}", r.url)));
+            let _ = r.reply.send(failed(&r.url));
         }
         for r in self.backlog.drain(..) {
-            let _ = r.reply.send(Err(format!("{}: {msg}", r.url)));
+            let _ = r.reply.send(failed(&r.url));
         }
     }
 
@@ -202,9 +309,9 @@ impl Driver {
         }
     }
 
-    async fn drive(&mut self, rx: &mut mpsc::UnboundedReceiver<Req>) -> Result<(), String> {
+    async fn drive(&mut self, rx: &mut mpsc::UnboundedReceiver<Req>) -> Result<(), H3Error> {
         let mut buf = vec![0u8; 65_535];
-        let h3cfg = quiche::h3::Config::new().map_err(|e| e.to_string())?;
+        let h3cfg = quiche::h3::Config::new().map_err(H3Error::H3Config)?;
         let handshake_deadline = tokio::time::Instant::now() + HANDSHAKE_TIMEOUT;
         let mut rx_open = true;
         loop {
@@ -213,11 +320,10 @@ impl Driver {
                 return Err(self.close_reason());
             }
             if self.h3.is_none() && tokio::time::Instant::now() > handshake_deadline {
-                return Err(format!(
-                    "no QUIC handshake with {} within {} s",
-                    self.authority,
-                    HANDSHAKE_TIMEOUT.as_secs()
-                ));
+                return Err(H3Error::HandshakeTimeout {
+                    authority: self.authority.clone(),
+                    secs: HANDSHAKE_TIMEOUT.as_secs(),
+                });
             }
             if !rx_open && self.streams.is_empty() && self.backlog.is_empty() {
                 return Ok(());
@@ -232,9 +338,9 @@ impl Driver {
                 r = self.sock.recv(&mut buf) => {
                     let n = r.map_err(|e| match e.raw_os_error() {
                         Some(libc::ECONNREFUSED) => {
-                            format!("{}: UDP port unreachable (no HTTP/3 server)", self.authority)
+                            H3Error::PortUnreachable(self.authority.clone())
                         }
-                        _ => format!("recv: {e}"),
+                        _ => H3Error::Recv(Arc::new(e)),
                     })?;
                     let info = quiche::RecvInfo { from: self.peer, to: self.local };
                     let _ = self.conn.recv(&mut buf[..n], info);
@@ -254,7 +360,7 @@ impl Driver {
                 self.f.update_conn(self.id, |c| c.tls_s = Some(now));
                 self.h3 = Some(
                     quiche::h3::Connection::with_transport(&mut self.conn, &h3cfg)
-                        .map_err(|e| format!("h3: {e}"))?,
+                        .map_err(H3Error::H3Setup)?,
                 );
                 if let Some(r) = self.ready.take() {
                     let _ = r.send(Ok(()));
@@ -270,30 +376,31 @@ impl Driver {
         }
     }
 
-    fn close_reason(&self) -> String {
+    fn close_reason(&self) -> H3Error {
+        let authority = self.authority.clone();
         if let Some(e) = self.conn.peer_error() {
-            return format!(
-                "{} closed the QUIC connection: error {:#x} {}",
-                self.authority,
-                e.error_code,
-                String::from_utf8_lossy(&e.reason)
-            );
+            let reason = String::from_utf8_lossy(&e.reason).into_owned();
+            return H3Error::PeerClosed {
+                authority,
+                code: e.error_code,
+                reason,
+            };
         }
         if let Some(e) = self.conn.local_error() {
-            return format!(
-                "QUIC connection to {} failed: error {:#x} {}",
-                self.authority,
-                e.error_code,
-                String::from_utf8_lossy(&e.reason)
-            );
+            let reason = String::from_utf8_lossy(&e.reason).into_owned();
+            return H3Error::LocalClosed {
+                authority,
+                code: e.error_code,
+                reason,
+            };
         }
         if self.conn.is_timed_out() {
-            return format!("QUIC connection to {} timed out", self.authority);
+            return H3Error::TimedOut(authority);
         }
-        format!("QUIC connection to {} closed", self.authority)
+        H3Error::Closed(authority)
     }
 
-    fn send_requests(&mut self) -> Result<(), String> {
+    fn send_requests(&mut self) -> Result<(), H3Error> {
         let h3 = self.h3.as_mut().expect("h3");
         while let Some(mut r) = self.backlog.pop_front() {
             let hdrs = [
@@ -323,14 +430,15 @@ impl Driver {
                     break;
                 }
                 Err(e) => {
-                    let _ = r.reply.send(Err(format!("{}: request: {e}", r.url)));
+                    let url = r.url.to_string();
+                    let _ = r.reply.send(Err(H3Error::Request { url, source: e }));
                 }
             }
         }
         Ok(())
     }
 
-    fn poll_h3(&mut self) -> Result<(), String> {
+    fn poll_h3(&mut self) -> Result<(), H3Error> {
         let h3 = self.h3.as_mut().expect("h3");
         let mut body = [0u8; 65_536];
         loop {
@@ -367,7 +475,7 @@ impl Driver {
                             }
                             if let Some(f) = s.req.sink.as_mut() {
                                 if let Err(e) = std::io::Write::write_all(f, &body[..n]) {
-                                    return Err(format!("writing the body: {e}"));
+                                    return Err(H3Error::Sink(Arc::new(e)));
                                 }
                             }
                             s.progress.tick(s.req.obj.bytes);
@@ -383,15 +491,13 @@ impl Driver {
                 }
                 Ok((sid, quiche::h3::Event::Reset(e))) => {
                     if let Some(s) = self.streams.remove(&sid) {
-                        let _ = s.req.reply.send(Err(format!(
-                            "{}: stream reset by the server (error {e})",
-                            s.req.url
-                        )));
+                        let url = s.req.url.to_string();
+                        let _ = s.req.reply.send(Err(H3Error::StreamReset { url, code: e }));
                     }
                 }
                 Ok(_) => {}
                 Err(quiche::h3::Error::Done) => return Ok(()),
-                Err(e) => return Err(format!("HTTP/3: {e}")),
+                Err(e) => return Err(H3Error::Protocol(e)),
             }
         }
     }

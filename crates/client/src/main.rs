@@ -17,9 +17,11 @@ mod conn;
 mod discover;
 mod h3;
 mod page;
+mod session;
+mod tls;
 mod url;
 
-use conn::{Proto, Settings};
+use session::{Proto, Settings};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use url::Url;
@@ -182,34 +184,6 @@ where
     Ok(Command::Load(a))
 }
 
-/// The TLS client configuration: the roots of `cacert`, or none for a
-/// cleartext URL (a page may still name an https:// object, which then fails
-/// verification and makes the load invalid).
-fn tls_config(cacert: Option<&str>, https: bool) -> rustls::ClientConfig {
-    let mut roots = rustls::RootCertStore::empty();
-    match cacert {
-        Some(p) => {
-            let pem = std::fs::read(p).unwrap_or_else(|e| die(&format!("--cacert {p}: {e}")));
-            for c in rustls_pemfile::certs(&mut pem.as_slice()) {
-                let c = c.unwrap_or_else(|e| die(&format!("--cacert {p}: {e}")));
-                roots
-                    .add(c)
-                    .unwrap_or_else(|e| die(&format!("--cacert {p}: {e}")));
-            }
-            if roots.is_empty() {
-                die(&format!("--cacert {p}: no certificate in it"));
-            }
-        }
-        None if https => die("--cacert is required for https:// URLs (the test CA: satbench ca)"),
-        None => {}
-    }
-    rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()
-        .expect("TLS versions")
-        .with_root_certificates(roots)
-        .with_no_client_auth()
-}
-
 fn cpu_seconds() -> f64 {
     // SAFETY: getrusage fills the struct.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
@@ -235,7 +209,9 @@ fn main() {
             a.url
         ));
     }
-    let tls = Arc::new(tls_config(a.cacert.as_deref(), url.https));
+    let tls =
+        tls::client_config(a.cacert.as_deref(), url.https).unwrap_or_else(|e| die(&e.to_string()));
+    let tls = Arc::new(tls);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

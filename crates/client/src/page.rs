@@ -2,8 +2,9 @@
 //! as it is known (document order), then the `url()`s of its stylesheets,
 //! one level deep; and the page metrics with the studies' definitions.
 
-use crate::conn::{ConnInfo, Fetcher, Object, Settings};
+use crate::conn::{FetchError, Fetcher};
 use crate::discover::{css_refs, html_refs};
+use crate::session::{ConnInfo, Object, Settings};
 use crate::url::Url;
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -147,7 +148,7 @@ async fn run_page(
     errors: &mut Vec<String>,
 ) {
     if single > 0 {
-        let mut sink = match f.settings.output.as_ref() {
+        let mut sink = match f.settings().output.as_ref() {
             Some(p) => match std::fs::File::create(p) {
                 Ok(file) => Some(file),
                 Err(e) => {
@@ -167,7 +168,7 @@ async fn run_page(
             {
                 Ok(o) => objects.push(o),
                 Err(e) => {
-                    errors.push(e);
+                    errors.push(e.to_string());
                     return;
                 }
             }
@@ -177,7 +178,7 @@ async fn run_page(
     let html = match f.clone().fetch(url.clone(), 0.0, true).await {
         Ok(o) => o,
         Err(e) => {
-            errors.push(e);
+            errors.push(e.to_string());
             return;
         }
     };
@@ -189,7 +190,7 @@ async fn run_page(
         .unwrap_or_default();
     objects.push(html);
     let mut seen: HashSet<String> = HashSet::from([url.to_string()]);
-    let mut tasks: JoinSet<(bool, Result<Object, String>)> = JoinSet::new();
+    let mut tasks: JoinSet<(bool, Result<Object, FetchError>)> = JoinSet::new();
     let spawn =
         |tasks: &mut JoinSet<_>, base: &Url, r: &str, parse: bool, seen: &mut HashSet<String>| {
             if let Some(u) = base.join(r) {
@@ -218,7 +219,7 @@ async fn run_page(
                 o.body = None;
                 objects.push(o);
             }
-            Ok((_, Err(e))) => errors.push(e),
+            Ok((_, Err(e))) => errors.push(e.to_string()),
             Err(e) => errors.push(format!("fetch task: {e}")),
         }
     }

@@ -1,0 +1,191 @@
+//! What the parts of one page load share, so that the HTTP/1.1-2 fetcher
+//! (`conn.rs`) and the HTTP/3 connections (`h3.rs`) need not know each other:
+//! the loader's settings, the records of objects and connections, and the
+//! page load's clock ([`Session`]). Times are seconds since the page load's start.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Proto {
+    H1,
+    H2,
+    H3,
+}
+
+impl Proto {
+    pub fn parse(s: &str) -> Option<Proto> {
+        match s {
+            "h1" => Some(Proto::H1),
+            "h2" => Some(Proto::H2),
+            "h3" => Some(Proto::H3),
+            _ => None,
+        }
+    }
+    /// The name browsers report as `nextHopProtocol`.
+    pub fn wire_name(self) -> &'static str {
+        match self {
+            Proto::H1 => "http/1.1",
+            Proto::H2 => "h2",
+            Proto::H3 => "h3",
+        }
+    }
+}
+
+/// What one request saw.
+#[derive(Debug, Default)]
+pub struct Object {
+    pub url: String,
+    pub protocol: String,
+    pub status: u16,
+    pub content_type: String,
+    pub bytes: u64,
+    pub conn: usize,
+    /// Asked for by the page (discovered).
+    pub queued_s: f64,
+    /// Request handed to its connection.
+    pub start_s: f64,
+    /// Response headers received.
+    pub ttfb_s: f64,
+    /// Last body byte received.
+    pub done_s: f64,
+    /// Kept for HTML and CSS, when asked, to find subresources.
+    pub body: Option<Vec<u8>>,
+}
+
+impl Object {
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({"url": self.url, "protocol": self.protocol, "status": self.status,
+            "content_type": self.content_type, "bytes": self.bytes, "conn": self.conn,
+            "queued_s": self.queued_s, "start_s": self.start_s, "ttfb_s": self.ttfb_s,
+            "done_s": self.done_s})
+    }
+}
+
+/// One connection's phases, cumulative from the page load's start as curl reports them.
+#[derive(Debug, Default, Clone)]
+pub struct ConnInfo {
+    pub id: usize,
+    pub origin: String,
+    pub protocol: String,
+    pub peer: String,
+    pub start_s: f64,
+    /// When the name was resolved (only the connection that resolved it).
+    pub dns_s: Option<f64>,
+    /// TCP connect done (none for QUIC).
+    pub connect_s: Option<f64>,
+    /// TLS or QUIC handshake done.
+    pub tls_s: Option<f64>,
+}
+
+impl ConnInfo {
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({"id": self.id, "origin": self.origin, "protocol": self.protocol,
+            "peer": self.peer, "start_s": self.start_s, "dns_s": self.dns_s,
+            "connect_s": self.connect_s, "tls_s": self.tls_s})
+    }
+}
+
+pub struct Settings {
+    pub proto: Proto,
+    /// HTTP/1.1 connections per origin.
+    pub connections: usize,
+    pub tls: Arc<rustls::ClientConfig>,
+    pub quic_cacert: Option<String>,
+    /// Resolve every name to this address instead (curl's --connect-to).
+    pub connect_to: Option<SocketAddr>,
+    /// Print progress of long bodies on stderr.
+    pub progress: bool,
+    /// Write the first response body here (single and bulk modes).
+    pub output: Option<std::path::PathBuf>,
+    pub client: usize,
+}
+
+/// One page load's clock and connection records, shared by every connection.
+pub struct Session {
+    /// When the page load started.
+    t0: Instant,
+    pub settings: Arc<Settings>,
+    conns: Mutex<Vec<ConnInfo>>,
+}
+
+impl Session {
+    /// A page load starting now.
+    pub fn new(settings: Arc<Settings>) -> Session {
+        Session {
+            t0: Instant::now(),
+            settings,
+            conns: Mutex::default(),
+        }
+    }
+
+    /// Seconds since the page load's start.
+    pub fn now(&self) -> f64 {
+        self.t0.elapsed().as_secs_f64()
+    }
+
+    /// Every connection opened so far, in order of opening.
+    pub fn connections(&self) -> Vec<ConnInfo> {
+        self.conns.lock().expect("conns").clone()
+    }
+
+    /// Record a new connection; returns its id.
+    pub fn new_conn(&self, info: ConnInfo) -> usize {
+        let mut c = self.conns.lock().expect("conns");
+        let id = c.len();
+        c.push(ConnInfo { id, ..info });
+        id
+    }
+
+    /// Change the record of connection `id`.
+    pub fn update_conn(&self, id: usize, f: impl FnOnce(&mut ConnInfo)) {
+        if let Some(c) = self.conns.lock().expect("conns").get_mut(id) {
+            f(c);
+        }
+    }
+}
+
+/// Whether a body of this type can name subresources.
+pub fn keep_type(content_type: &str) -> bool {
+    let t = content_type.to_ascii_lowercase();
+    t.starts_with("text/html") || t.starts_with("text/css")
+}
+
+/// A line on stderr each second for long transfers (bulk mode).
+pub struct Progress {
+    on: bool,
+    client: usize,
+    start: Instant,
+    last: Instant,
+    last_bytes: u64,
+}
+
+impl Progress {
+    pub fn new(on: bool, client: usize) -> Progress {
+        let now = Instant::now();
+        Progress {
+            on,
+            client,
+            start: now,
+            last: now,
+            last_bytes: 0,
+        }
+    }
+    pub fn tick(&mut self, bytes: u64) {
+        if !self.on || self.last.elapsed().as_secs_f64() < 1.0 {
+            return;
+        }
+        let dt = self.last.elapsed().as_secs_f64();
+        let rate = (bytes - self.last_bytes) as f64 * 8.0 / dt / 1e6;
+        eprintln!(
+            "satbench-load: client {} {:.1} MB in {:.1} s, {:.1} Mbit/s now",
+            self.client,
+            bytes as f64 / 1e6,
+            self.start.elapsed().as_secs_f64(),
+            rate
+        );
+        self.last = Instant::now();
+        self.last_bytes = bytes;
+    }
+}
