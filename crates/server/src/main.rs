@@ -198,7 +198,7 @@ fn main() {
     }
     let tls = opts.cert.as_ref().map(|c| {
         let cfg = tcp::tls_config(c, opts.key.as_deref().expect("checked"), opts.resumption)
-            .unwrap_or_else(|e| usage(&e));
+            .unwrap_or_else(|e| usage(&e.to_string()));
         tokio_rustls::TlsAcceptor::from(Arc::new(cfg))
     });
     let bind = |port: u16| -> std::net::TcpListener {
@@ -219,7 +219,7 @@ fn main() {
             Arc::new(files::Root::new(root.path()).expect("root")),
             access.clone(),
         )
-        .unwrap_or_else(|e| usage(&e));
+        .unwrap_or_else(|e| usage(&e.to_string()));
         let st = stop.clone();
         Some(
             std::thread::Builder::new()

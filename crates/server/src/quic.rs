@@ -68,6 +68,41 @@ pub struct Server {
     keylog: Option<std::fs::File>,
 }
 
+/// Why the HTTP/3 server could not start; printed as `satbench-server: <message>`, exit 2.
+#[derive(Debug, thiserror::Error)]
+pub enum QuicError {
+    /// `--bind` and `--https-port` make no socket address.
+    #[error("{0}")]
+    Address(std::net::AddrParseError),
+    /// bind(2) of the UDP socket failed.
+    #[error("bind udp {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    /// The socket could not be made non-blocking (ioctl FIONBIO).
+    #[error("set_nonblocking: {0}")]
+    Nonblocking(std::io::Error),
+    /// A socket buffer size was refused.
+    #[error(transparent)]
+    Sock(#[from] crate::tcpinfo::SockError),
+    /// quiche refused a setting.
+    #[error("{0}")]
+    Config(quiche::Error),
+    /// quiche could not load the certificate or key file.
+    #[error("{path}: {source}")]
+    File { path: String, source: quiche::Error },
+    /// $SSLKEYLOGFILE could not be opened.
+    #[error("{path:?}: {source}")]
+    Keylog {
+        path: std::ffi::OsString,
+        source: std::io::Error,
+    },
+    /// quiche refused the HTTP/3 settings.
+    #[error("{0}")]
+    H3Config(quiche::h3::Error),
+}
+
 fn random_cid() -> Vec<u8> {
     let mut b = vec![0u8; quiche::MAX_CONN_ID_LEN];
     ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut b).expect("random");
@@ -75,12 +110,12 @@ fn random_cid() -> Vec<u8> {
 }
 
 impl Server {
-    pub fn new(opts: &Options, root: Arc<Root>, access: JsonLines) -> Result<Server, String> {
+    pub fn new(opts: &Options, root: Arc<Root>, access: JsonLines) -> Result<Server, QuicError> {
         let addr: SocketAddr = format!("{}:{}", opts.bind, opts.https_port)
             .parse()
-            .map_err(|e| format!("{e}"))?;
-        let sock = UdpSocket::bind(addr).map_err(|e| format!("bind udp {addr}: {e}"))?;
-        sock.set_nonblocking(true).map_err(|e| e.to_string())?;
+            .map_err(QuicError::Address)?;
+        let sock = UdpSocket::bind(addr).map_err(|source| QuicError::Bind { addr, source })?;
+        sock.set_nonblocking(true).map_err(QuicError::Nonblocking)?;
         let fd = sock.as_raw_fd();
         if let Some(n) = opts.sndbuf {
             crate::tcpinfo::set_int(
@@ -89,8 +124,7 @@ impl Server {
                 libc::SO_SNDBUFFORCE,
                 n as i32,
                 "SO_SNDBUFFORCE",
-            )
-            .map_err(|e| e.to_string())?;
+            )?;
         }
         let rcv = opts.rcvbuf.unwrap_or(8 << 20);
         crate::tcpinfo::set_int(
@@ -99,19 +133,24 @@ impl Server {
             libc::SO_RCVBUFFORCE,
             rcv as i32,
             "SO_RCVBUFFORCE",
-        )
-        .map_err(|e| e.to_string())?;
+        )?;
         let (cert, key) = (
             opts.cert.as_deref().unwrap_or(""),
             opts.key.as_deref().unwrap_or(""),
         );
-        let mut c = quiche::Config::new(quiche::PROTOCOL_VERSION).map_err(|e| e.to_string())?;
+        let mut c = quiche::Config::new(quiche::PROTOCOL_VERSION).map_err(QuicError::Config)?;
         c.load_cert_chain_from_pem_file(cert)
-            .map_err(|e| format!("{cert}: {e}"))?;
+            .map_err(|source| QuicError::File {
+                path: cert.to_string(),
+                source,
+            })?;
         c.load_priv_key_from_pem_file(key)
-            .map_err(|e| format!("{key}: {e}"))?;
+            .map_err(|source| QuicError::File {
+                path: key.to_string(),
+                source,
+            })?;
         c.set_application_protos(quiche::h3::APPLICATION_PROTOCOL)
-            .map_err(|e| e.to_string())?;
+            .map_err(QuicError::Config)?;
         c.set_max_idle_timeout(opts.idle_timeout_s * 1000);
         c.set_max_recv_udp_payload_size(MAX_DATAGRAM);
         c.set_max_send_udp_payload_size(MAX_DATAGRAM);
@@ -123,7 +162,7 @@ impl Server {
         c.set_initial_max_streams_uni(16);
         c.set_disable_active_migration(true);
         c.set_cc_algorithm_name(quiche_cc(opts.cc.as_deref().unwrap_or("cubic")))
-            .map_err(|e| e.to_string())?;
+            .map_err(QuicError::Config)?;
         c.enable_pacing(opts.pacing);
         if let Some(n) = opts.quic_initcwnd {
             c.set_initial_congestion_window_packets(n);
@@ -139,12 +178,15 @@ impl Server {
                         .create(true)
                         .append(true)
                         .open(&p)
-                        .map_err(|e| format!("{p:?}: {e}"))?,
+                        .map_err(|source| QuicError::Keylog {
+                            path: p.clone(),
+                            source,
+                        })?,
                 )
             }
             None => None,
         };
-        let h3_config = quiche::h3::Config::new().map_err(|e| e.to_string())?;
+        let h3_config = quiche::h3::Config::new().map_err(QuicError::H3Config)?;
         Ok(Server {
             sock,
             config: c,

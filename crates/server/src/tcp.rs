@@ -2,7 +2,7 @@
 
 use crate::files::{Resolved, Root};
 use crate::log::{unix_ns, JsonLines};
-use crate::tcpinfo;
+use crate::tcpinfo::{self, SockError};
 use crate::Options;
 use bytes::Bytes;
 use http_body_util::BodyExt;
@@ -203,15 +203,36 @@ async fn handle(
     Ok(b.body(body).expect("valid response"))
 }
 
+/// Why a listening socket could not be set up; printed as
+/// `satbench-server: <message>`, exit 1.
+#[derive(Debug, thiserror::Error)]
+pub enum ListenError {
+    /// socket(2), setsockopt(2) or listen(2) failed.
+    #[error(transparent)]
+    Sock(#[from] SockError),
+    /// The address is IPv6.
+    #[error("IPv4 only")]
+    NotIpv4,
+    /// bind(2) failed (port in use, no such address).
+    #[error("bind {addr}: {source}")]
+    Bind {
+        addr: std::net::SocketAddr,
+        source: std::io::Error,
+    },
+    /// The socket could not be made non-blocking (ioctl FIONBIO).
+    #[error("set_nonblocking: {0}")]
+    Nonblocking(std::io::Error),
+}
+
 /// Bind a listener with the options every accepted socket inherits.
 pub fn listener(
     addr: std::net::SocketAddr,
     opts: &Options,
-) -> std::io::Result<std::net::TcpListener> {
+) -> Result<std::net::TcpListener, ListenError> {
     // SAFETY: plain socket(2) call; the fd is owned right after.
     let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
     if fd < 0 {
-        return Err(std::io::Error::last_os_error());
+        return Err(SockError::last("socket", "AF_INET, SOCK_STREAM").into());
     }
     // SAFETY: fd is a fresh socket owned by no one else.
     let sock = unsafe { OwnedFd::from_raw_fd(fd) };
@@ -248,10 +269,7 @@ pub fn listener(
         )?;
     }
     let std::net::SocketAddr::V4(v4) = addr else {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            "IPv4 only",
-        ));
+        return Err(ListenError::NotIpv4);
     };
     let sa = libc::sockaddr_in {
         sin_family: libc::AF_INET as libc::sa_family_t,
@@ -270,15 +288,15 @@ pub fn listener(
         )
     } != 0
     {
-        let e = std::io::Error::last_os_error();
-        return Err(std::io::Error::new(e.kind(), format!("bind {addr}: {e}")));
+        let source = std::io::Error::last_os_error();
+        return Err(ListenError::Bind { addr, source });
     }
     // SAFETY: plain listen(2).
     if unsafe { libc::listen(raw, 1024) } != 0 {
-        return Err(std::io::Error::last_os_error());
+        return Err(SockError::last("listen", addr.to_string()).into());
     }
     let l = std::net::TcpListener::from(sock);
-    l.set_nonblocking(true)?;
+    l.set_nonblocking(true).map_err(ListenError::Nonblocking)?;
     Ok(l)
 }
 
@@ -426,9 +444,9 @@ async fn serve_conn(sh: Arc<Shared>, stream: TcpStream, tls: Option<tokio_rustls
             });
             tokio::select! {
                 r = builder.serve_connection(TokioIo::new(stream), svc) => {
-                    r.map_err(|e| e.to_string())
+                    r.map_err(ConnError::Http)
                 }
-                _ = &mut watch => Err("idle timeout".to_string()),
+                _ = &mut watch => Err(ConnError::Idle),
             }
         }
         Some(acc) => match tokio::time::timeout(idle, acc.accept(stream)).await {
@@ -454,17 +472,17 @@ async fn serve_conn(sh: Arc<Shared>, stream: TcpStream, tls: Option<tokio_rustls
                 });
                 tokio::select! {
                     r = builder.serve_connection(TokioIo::new(s), svc) => {
-                        r.map_err(|e| e.to_string())
+                        r.map_err(ConnError::Http)
                     }
-                    _ = &mut watch => Err("idle timeout".to_string()),
+                    _ = &mut watch => Err(ConnError::Idle),
                 }
             }
-            Ok(Err(e)) => Err(format!("tls: {e}")),
-            Err(_) => Err("tls: handshake timeout".into()),
+            Ok(Err(e)) => Err(ConnError::Tls(e)),
+            Err(_) => Err(ConnError::TlsTimeout),
         },
     };
     let _ = stop_tx.send(());
-    let error = result.err();
+    let error = result.err().map(|e| e.to_string());
     if let Some(mut rec) = sh.open.lock().expect("open lock").remove(&conn) {
         rec["t_close_unix_ns"] = unix_ns().into();
         rec["error"] = error.into();
@@ -488,23 +506,82 @@ pub async fn accept_loop(
     }
 }
 
+/// Why the TLS configuration could not be built; printed as
+/// `satbench-server: <message>`, exit 2.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsConfigError {
+    /// The certificate or key file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    /// A PEM block of the file is malformed.
+    #[error("{path}: {source}")]
+    Pem {
+        path: String,
+        source: std::io::Error,
+    },
+    /// The key file holds no private key.
+    #[error("{0}: no private key")]
+    NoKey(String),
+    /// rustls refused TLS 1.3 with this provider.
+    #[error("{0}")]
+    Versions(rustls::Error),
+    /// rustls refused the certificate chain or the key.
+    #[error("certificate: {0}")]
+    Certificate(rustls::Error),
+}
+
+/// How a TCP connection ended, when not cleanly: the access log's `error`.
+#[derive(Debug, thiserror::Error)]
+enum ConnError {
+    /// hyper's error serving HTTP/1.1 or HTTP/2.
+    #[error("{0}")]
+    Http(Box<dyn std::error::Error + Send + Sync>),
+    /// Nothing was read or written for the idle timeout.
+    #[error("idle timeout")]
+    Idle,
+    /// The TLS handshake failed.
+    #[error("tls: {0}")]
+    Tls(std::io::Error),
+    /// The TLS handshake took longer than the idle timeout.
+    #[error("tls: handshake timeout")]
+    TlsTimeout,
+}
+
 /// TLS 1.3 with ALPN h2 and http/1.1; session resumption unless disabled;
 /// keys logged to $SSLKEYLOGFILE when set.
-pub fn tls_config(cert: &str, key: &str, resumption: bool) -> Result<rustls::ServerConfig, String> {
-    let read = |p: &str| std::fs::read(p).map_err(|e| format!("cannot read {p}: {e}"));
+pub fn tls_config(
+    cert: &str,
+    key: &str,
+    resumption: bool,
+) -> Result<rustls::ServerConfig, TlsConfigError> {
+    let read = |p: &str| {
+        std::fs::read(p).map_err(|source| TlsConfigError::Read {
+            path: p.to_string(),
+            source,
+        })
+    };
     let certs = rustls_pemfile::certs(&mut &read(cert)?[..])
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("{cert}: {e}"))?;
+        .map_err(|source| TlsConfigError::Pem {
+            path: cert.to_string(),
+            source,
+        })?;
     let key = rustls_pemfile::private_key(&mut &read(key)?[..])
-        .map_err(|e| format!("{key}: {e}"))?
-        .ok_or(format!("{key}: no private key"))?;
+        .map_err(|source| TlsConfigError::Pem {
+            path: key.to_string(),
+            source,
+        })?
+        .ok_or_else(|| TlsConfigError::NoKey(key.to_string()))?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut c = rustls::ServerConfig::builder_with_provider(provider)
         .with_protocol_versions(&[&rustls::version::TLS13])
-        .map_err(|e| e.to_string())?
+        .map_err(TlsConfigError::Versions)?
         .with_no_client_auth()
         .with_single_cert(certs, key)
-        .map_err(|e| format!("certificate: {e}"))?;
+        .map_err(TlsConfigError::Certificate)?;
     c.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     c.key_log = Arc::new(rustls::KeyLogFile::new());
     if !resumption {

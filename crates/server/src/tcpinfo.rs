@@ -113,7 +113,34 @@ pub fn congestion(fd: RawFd) -> Option<String> {
     Some(String::from_utf8_lossy(&buf[..end]).into_owned())
 }
 
-fn setsockopt_bytes(fd: RawFd, level: i32, opt: i32, v: &[u8], what: &str) -> std::io::Result<()> {
+/// A failed socket call, naming the call and its subject: `setsockopt(SO_RCVBUF): ...`.
+#[derive(Debug, thiserror::Error)]
+#[error("{call}({what}): {source}")]
+pub struct SockError {
+    pub call: &'static str,
+    pub what: String,
+    #[source]
+    pub source: std::io::Error,
+}
+
+impl SockError {
+    /// The error of the call just made (errno).
+    pub fn last(call: &'static str, what: impl Into<String>) -> SockError {
+        SockError {
+            call,
+            what: what.into(),
+            source: std::io::Error::last_os_error(),
+        }
+    }
+}
+
+fn setsockopt_bytes(
+    fd: RawFd,
+    level: i32,
+    opt: i32,
+    v: &[u8],
+    what: &str,
+) -> Result<(), SockError> {
     // SAFETY: v is valid for v.len() bytes.
     let r = unsafe {
         libc::setsockopt(
@@ -125,20 +152,16 @@ fn setsockopt_bytes(fd: RawFd, level: i32, opt: i32, v: &[u8], what: &str) -> st
         )
     };
     if r != 0 {
-        let e = std::io::Error::last_os_error();
-        return Err(std::io::Error::new(
-            e.kind(),
-            format!("setsockopt({what}): {e}"),
-        ));
+        return Err(SockError::last("setsockopt", what));
     }
     Ok(())
 }
 
-pub fn set_int(fd: RawFd, level: i32, opt: i32, v: i32, what: &str) -> std::io::Result<()> {
+pub fn set_int(fd: RawFd, level: i32, opt: i32, v: i32, what: &str) -> Result<(), SockError> {
     setsockopt_bytes(fd, level, opt, &v.to_ne_bytes(), what)
 }
 
-pub fn set_congestion(fd: RawFd, cc: &str) -> std::io::Result<()> {
+pub fn set_congestion(fd: RawFd, cc: &str) -> Result<(), SockError> {
     setsockopt_bytes(
         fd,
         libc::IPPROTO_TCP,
