@@ -12,6 +12,7 @@
 //! - [`delay`]: propagation delay, jitter, the delay line.
 //! - [`link`]: one direction composed of the above, with [`stats`] counters.
 //! - [`config`]: the JSON configuration the orchestrator writes.
+//! - [`pacing`]: the TUN front end's timing policy (when to sleep, when to poll).
 //! - [`wire`], [`pcap`]: virtio-net headers, segmentation, captures.
 
 pub mod capacity;
@@ -19,6 +20,7 @@ pub mod config;
 pub mod delay;
 pub mod link;
 pub mod loss;
+pub mod pacing;
 pub mod pcap;
 pub mod queue;
 pub mod rng;

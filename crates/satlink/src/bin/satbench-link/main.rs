@@ -2,8 +2,10 @@
 //!
 //! It attaches to two TUN devices, one in the satellite terminal's network
 //! namespace and one in the gateway's, and moves packets between them through
-//! two [`satlink::Direction`]s, one thread each. All timing decisions are the
-//! model's; this file only reads, writes, sleeps and counts.
+//! two [`satlink::Direction`]s, driven by one thread. All timing decisions
+//! are the library's: when packets are due is the model's, how to wait for
+//! that ([`satlink::pacing`]) is the pacer's; this file only reads, writes,
+//! sleeps and counts.
 //!
 //! ```text
 //! satbench-link --config FILE --terminal NETNS:DEV --gateway NETNS:DEV
@@ -18,6 +20,7 @@ mod args;
 mod sys;
 
 use satlink::config::LinkConfig;
+use satlink::pacing::{Pacer, WakeMargin};
 use satlink::pcap::PcapWriter;
 use satlink::stats::CountersReport;
 use satlink::wire::{complete_checksum, GsoChunk, VnetHeader, VNET_HDR_LEN};
@@ -65,9 +68,6 @@ struct Report<'a> {
     ret: DirectionReport,
     config: &'a LinkConfig,
 }
-
-/// How long to keep polling after a delivery, for a reply the kernel generates.
-const LINGER_NS: u64 = 30_000;
 
 /// One side of the emulator: a direction's model and the devices it joins.
 struct Side {
@@ -155,14 +155,14 @@ impl Side {
         any
     }
 
-    fn report(self, waker: &Waker, budget: &SpinBudget) -> DirectionReport {
+    fn report(self, pacer: &Pacer) -> DirectionReport {
         DirectionReport {
             counters: self.dir.report(),
             offload_chunks: self.chunks,
             malformed: self.malformed,
             write_errors: self.write_errors,
-            wake_margin_us: waker.margin_ns as f64 / 1e3,
-            spin_s: budget.spent_ns as f64 / 1e9,
+            wake_margin_us: pacer.margin_ns() as f64 / 1e3,
+            spin_s: pacer.spin_ns() as f64 / 1e9,
         }
     }
 }
@@ -175,54 +175,19 @@ impl Pump {
     fn run(mut self) -> (DirectionReport, DirectionReport) {
         sys::precise_timers();
         let mut buf = vec![0u8; VNET_HDR_LEN + 65_536 + 256];
-        let mut waker = Waker::calibrated();
-        let mut linger_until = 0u64;
-        let mut budget = SpinBudget::new(self.now().as_nanos());
+        let margin = calibrate();
+        let mut pacer = Pacer::new(self.now(), margin);
         loop {
             let now = self.now();
             let mut delivered = false;
             for side in self.sides.iter_mut() {
                 delivered |= side.deliver(now, self.real0);
             }
-            let now_ns = self.now().as_nanos();
-            if delivered {
-                linger_until = now_ns + LINGER_NS;
-            }
-            // Plan the wait. A timed wake-up on a virtual machine is tens of
-            // microseconds late: sleep until a learned margin before the
-            // deadline, then poll without sleeping (within a CPU budget).
-            // Also poll briefly after a delivery: a reply the kernel generates
-            // (ICMP, TCP ACKs) is queued within microseconds. (Polling long
-            // enough to catch userspace replies was measured: on two cores it
-            // takes CPU from the endpoints and worsens the tail.)
-            budget.refill(now_ns);
-            let due = self
-                .sides
-                .iter()
-                .filter_map(|s| s.dir.poll_timeout())
-                .map(|t| t.as_nanos())
-                .min();
-            let m = waker.margin_ns;
-            let spin =
-                budget.allows() && (due.is_some_and(|d| now_ns + m >= d) || now_ns < linger_until);
-            let wake_at = due.map(|d| d.saturating_sub(m));
-            let sleep = if spin {
-                Some(0)
-            } else {
-                wake_at.map(|w| w.saturating_sub(now_ns))
-            };
-            let ready = sys::poll_readable(
-                &[self.sides[0].input, self.sides[1].input, self.stop],
-                sleep,
-            );
-            let after = self.now().as_nanos();
-            if spin {
-                budget.spend(after - now_ns);
-            } else if let (Some(s), Some(w)) = (sleep, wake_at) {
-                if s > 0 && !ready.iter().any(|r| *r) {
-                    waker.observe(after as i64 - w as i64);
-                }
-            }
+            let due = self.sides.iter().filter_map(|s| s.dir.poll_timeout()).min();
+            let wait = pacer.plan(self.now(), due, delivered);
+            let fds = [self.sides[0].input, self.sides[1].input, self.stop];
+            let ready = sys::poll_readable(&fds, wait.timeout().map(|t| t.as_nanos() as u64));
+            pacer.woke(self.now(), ready.iter().any(|r| *r));
             if ready[2] {
                 break;
             }
@@ -233,82 +198,21 @@ impl Pump {
             }
         }
         let [f, r] = self.sides;
-        (f.report(&waker, &budget), r.report(&waker, &budget))
+        (f.report(&pacer), r.report(&pacer))
     }
 }
 
-/// How early to stop sleeping before a deadline: a streaming estimate of the
-/// 90th percentile of timed wake-up lateness (frugal quantile estimation:
-/// outliers move it by one step, not by their size), plus a small guard.
-struct Waker {
-    p90_ns: f64,
-    margin_ns: u64,
-}
-
-impl Waker {
-    /// Start from this thread's measured lateness: 30 short timed sleeps.
-    fn calibrated() -> Waker {
-        let mut late: Vec<u64> = (0..30)
-            .map(|_| {
-                let t0 = sys::monotonic_ns();
-                sys::sleep_ns(100_000);
-                (sys::monotonic_ns() - t0).saturating_sub(100_000)
-            })
-            .collect();
-        late.sort_unstable();
-        let p90 = late[late.len() * 9 / 10] as f64;
-        Waker {
-            p90_ns: p90,
-            margin_ns: (p90 as u64 + Self::GUARD_NS).min(Self::MAX_NS),
-        }
-    }
-
-    const STEP_NS: f64 = 2_000.0;
-    const GUARD_NS: u64 = 10_000;
-    const MAX_NS: u64 = 300_000;
-
-    /// `late_ns`: how long after the requested wake-up the thread ran.
-    fn observe(&mut self, late_ns: i64) {
-        if (late_ns as f64) > self.p90_ns {
-            self.p90_ns += Self::STEP_NS * 0.9;
-        } else {
-            self.p90_ns = (self.p90_ns - Self::STEP_NS * 0.1).max(0.0);
-        }
-        self.margin_ns = (self.p90_ns as u64 + Self::GUARD_NS).min(Self::MAX_NS);
-    }
-}
-
-/// A token bucket of CPU time for polling without sleeping: at most
-/// `RATE` of one core on average, in bursts of at most `CAP_NS`.
-struct SpinBudget {
-    tokens_ns: f64,
-    last_ns: u64,
-    spent_ns: u64,
-}
-
-impl SpinBudget {
-    const RATE: f64 = 0.10;
-    const CAP_NS: f64 = 2_000_000.0;
-
-    fn new(now: u64) -> SpinBudget {
-        SpinBudget {
-            tokens_ns: Self::CAP_NS,
-            last_ns: now,
-            spent_ns: 0,
-        }
-    }
-    fn refill(&mut self, now: u64) {
-        self.tokens_ns = (self.tokens_ns + (now.saturating_sub(self.last_ns)) as f64 * Self::RATE)
-            .min(Self::CAP_NS);
-        self.last_ns = now;
-    }
-    fn allows(&self) -> bool {
-        self.tokens_ns > 0.0
-    }
-    fn spend(&mut self, ns: u64) {
-        self.tokens_ns -= ns as f64;
-        self.spent_ns += ns;
-    }
+/// This thread's timed wake-up lateness: 30 short timed sleeps, the start of
+/// the pacer's margin.
+fn calibrate() -> WakeMargin {
+    let late: Vec<u64> = (0..30)
+        .map(|_| {
+            let t0 = sys::monotonic_ns();
+            sys::sleep_ns(100_000);
+            (sys::monotonic_ns() - t0).saturating_sub(100_000)
+        })
+        .collect();
+    WakeMargin::from_calibration(&late)
 }
 
 fn fail(msg: String) -> ! {
