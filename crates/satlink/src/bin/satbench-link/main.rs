@@ -93,7 +93,7 @@ struct Pump {
 fn capture(cap: &Capture, unix_ns: u64, frame: &[u8]) {
     if let Some(c) = cap {
         let mut copy = frame.to_vec();
-        complete_checksum(&mut copy);
+        let _ = complete_checksum(&mut copy);
         let _ = c
             .lock()
             .expect("pcap lock")
