@@ -89,10 +89,17 @@ pub struct Trace {
     current: Option<(u64, u32)>,
 }
 
-/// A trace line that could not be used.
+/// Most delivery opportunities a trace may hold (80 MB of offsets in memory).
+pub const MAX_TRACE_OPPORTUNITIES: usize = 10_000_000;
+/// Latest offset of an opportunity, in ms (about 11.6 days; the model's
+/// nanosecond clock reaches 18,000 such periods).
+pub const MAX_TRACE_MS: u64 = 1_000_000_000;
+
+/// A trace entry that could not be used.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TraceError {
-    /// 1-based line number, 0 if the error concerns the whole trace.
+    /// 1-based position: the line of a trace file, or the entry of an inline
+    /// list; 0 if the error concerns the whole trace.
     pub line: usize,
     pub message: String,
 }
@@ -107,10 +114,70 @@ impl core::fmt::Display for TraceError {
     }
 }
 
+impl std::error::Error for TraceError {}
+
+/// Collects opportunities, checking each as it comes.
+struct TraceBuilder {
+    opportunities: Vec<u64>,
+    /// "line" or "entry", for messages.
+    unit: &'static str,
+}
+
+impl TraceBuilder {
+    fn push(&mut self, line: usize, ms: u64) -> Result<(), TraceError> {
+        let fail = |message: String| Err(TraceError { line, message });
+        if self.opportunities.len() == MAX_TRACE_OPPORTUNITIES {
+            return fail(format!(
+                "trace has more than {MAX_TRACE_OPPORTUNITIES} delivery opportunities"
+            ));
+        }
+        if ms > MAX_TRACE_MS {
+            return fail(format!(
+                "{ms} ms is later than the latest allowed, {MAX_TRACE_MS} ms"
+            ));
+        }
+        if let Some(&prev) = self.opportunities.last() {
+            if ms < prev {
+                let unit = self.unit;
+                return fail(format!(
+                    "{ms} ms comes before the previous {unit}'s {prev} ms"
+                ));
+            }
+        }
+        self.opportunities.push(ms);
+        Ok(())
+    }
+
+    fn finish(self) -> Result<Trace, TraceError> {
+        let whole = |message: &str| {
+            Err(TraceError {
+                line: 0,
+                message: message.into(),
+            })
+        };
+        let Some(&last) = self.opportunities.last() else {
+            return whole("trace has no delivery opportunities");
+        };
+        if last == 0 {
+            return whole("trace must end after 0 ms");
+        }
+        Ok(Trace {
+            opportunities: self.opportunities,
+            period_ms: last,
+            current: None,
+        })
+    }
+}
+
 impl Trace {
-    /// Parse Mahimahi's format: one non-negative integer (ms) per line, non-decreasing.
+    /// Parse Mahimahi's format: one non-negative integer (ms) per line,
+    /// non-decreasing, at most [`MAX_TRACE_MS`], at most
+    /// [`MAX_TRACE_OPPORTUNITIES`] lines, the last after 0. Blank lines are skipped.
     pub fn parse(text: &str) -> Result<Trace, TraceError> {
-        let mut opportunities = Vec::new();
+        let mut b = TraceBuilder {
+            opportunities: Vec::new(),
+            unit: "line",
+        };
         for (i, raw) in text.lines().enumerate() {
             let line = raw.trim();
             if line.is_empty() {
@@ -120,33 +187,27 @@ impl Trace {
                 line: i + 1,
                 message: format!("expected a whole number of milliseconds, found {line:?}"),
             })?;
-            if let Some(&prev) = opportunities.last() {
-                if ms < prev {
-                    return Err(TraceError {
-                        line: i + 1,
-                        message: format!("{ms} ms comes before the previous line's {prev} ms"),
-                    });
-                }
-            }
-            opportunities.push(ms);
+            b.push(i + 1, ms)?;
         }
-        let Some(&last) = opportunities.last() else {
-            return Err(TraceError {
-                line: 0,
-                message: "trace has no delivery opportunities".into(),
-            });
+        b.finish()
+    }
+
+    /// The same trace given as a list of offsets in ms (the rules of
+    /// [`Trace::parse`]); an error's `line` is the 1-based entry.
+    pub fn from_opportunities(ms: &[u64]) -> Result<Trace, TraceError> {
+        let mut b = TraceBuilder {
+            opportunities: Vec::with_capacity(ms.len()),
+            unit: "entry",
         };
-        if last == 0 {
-            return Err(TraceError {
-                line: 0,
-                message: "trace must end after 0 ms".into(),
-            });
+        for (i, &m) in ms.iter().enumerate() {
+            b.push(i + 1, m)?;
         }
-        Ok(Trace {
-            opportunities,
-            period_ms: last,
-            current: None,
-        })
+        b.finish()
+    }
+
+    /// The opportunities' offsets in ms within one period.
+    pub fn opportunities(&self) -> &[u64] {
+        &self.opportunities
     }
 
     fn time_of(&self, idx: u64) -> Instant {
@@ -254,6 +315,22 @@ mod tests {
         assert_eq!(e.line, 2);
         assert_eq!(Trace::parse("\n").unwrap_err().line, 0);
         assert_eq!(Trace::parse("0\n0\n").unwrap_err().line, 0);
+    }
+
+    #[test]
+    fn trace_limits() {
+        let e = Trace::parse("1\n1000000001\n").unwrap_err();
+        assert_eq!((e.line, e.message.contains("later than")), (2, true));
+        let many = vec![1u64; MAX_TRACE_OPPORTUNITIES + 1];
+        let e = Trace::from_opportunities(&many).unwrap_err();
+        assert_eq!(e.line, MAX_TRACE_OPPORTUNITIES + 1);
+        let e = Trace::from_opportunities(&[3, 2]).unwrap_err();
+        assert_eq!(e.message, "2 ms comes before the previous entry's 3 ms");
+        let t = Trace::from_opportunities(&[1, 1, 3]).unwrap();
+        assert_eq!(
+            (t.opportunities(), t.mean_bps()),
+            (&[1, 1, 3][..], 3.0 * 1504.0 * 8.0 / 0.003)
+        );
     }
 
     #[test]

@@ -1,23 +1,77 @@
 //! The emulator's configuration, as JSON written by the orchestrator.
 //!
 //! This is the normalised form: every unit explicit, every choice tagged.
-//! User-facing profiles (TOML) are validated and turned into this by Python;
-//! [`LinkConfig::validate`] checks it again so the binary is safe on its own.
+//! User-facing profiles (TOML) are turned into this by Python; this module is
+//! the one place where parameter ranges are checked ([`LinkConfig::from_json`]
+//! and [`DirectionConfig::validate`], used by the running emulator too), and
+//! `satbench-link --check` reports the result ([`check`]).
+//!
+//! # Ranges
+//!
+//! Every number must be finite (no NaN, no infinity) and within what the
+//! model represents exactly:
+//!
+//! | field | range |
+//! |---|---|
+//! | `rate.bps` (constant) | 1e3 ..= 1e12 bit/s |
+//! | `rate.points[i]` value (schedule) | 0 (an outage) or 1e3 ..= 1e12 bit/s |
+//! | `delay.ms`, `delay.points[i]` value | 0 ..= 3,600,000 ms (one hour) |
+//! | `jitter.ms` | 0 ..= 60,000 ms |
+//! | schedule times `points[i][0]` | 0 ..= 1e6 s, strictly increasing |
+//! | schedule `period_s` | 0 (no repetition) or after the last point, ..= 1e6 s |
+//! | `queue.limit.n` (packets) | 1 ..= 10,000,000 |
+//! | `queue.limit.n` (bytes) | 1 ..= 17,179,869,184 (16 GiB) |
+//! | `queue.limit.ms` | > 0 ..= 3,600,000 ms, and the rate must be limited |
+//! | `queue.aqm.target_ms`, `interval_ms` (CoDel) | > 0 ..= 60,000 ms |
+//! | probabilities (`p`, `r`, `loss_good`, `loss_bad`, `ber`, loss schedule values) | 0 ..= 1 |
+//! | trace opportunities | at most 10,000,000, each 0 ..= 1e9 ms, non-decreasing, the last > 0 |
+//!
+//! A trace rate is `{"kind": "trace", "path": FILE}` (a Mahimahi file: one
+//! offset in ms per line) or `{"kind": "trace", "opportunities_ms": [...]}`
+//! (the same offsets inline), exactly one of the two. `seed` defaults to 0.
+//!
+//! # `--check`
+//!
+//! [`check`] parses and validates a configuration, reads trace files and
+//! returns [`Checked`]: the canonical configuration (every default filled
+//! in, traces inline, no seed) and the [`Derived`] numbers of the link.
 
-use crate::capacity::{Capacity, Rate, Trace, Unlimited};
+use crate::capacity::{Capacity, Rate, Trace, Unlimited, TRACE_OPPORTUNITY_BYTES};
 use crate::delay::{Delay, Jitter};
 use crate::link::Direction;
 use crate::loss::{Bernoulli, BitErrorRate, GilbertElliott, Loss};
 use crate::queue::{CoDel, DropTail, Limit, Queue};
 use crate::rng::Rng;
-use crate::schedule::Schedule;
+use crate::schedule::{Schedule, ScheduleError};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
+
+/// Lowest bit rate (1 kbit/s): a 1500-byte packet takes 12 s.
+pub const MIN_RATE_BPS: f64 = 1e3;
+/// Highest bit rate (1 Tbit/s; serialisation is counted in whole nanoseconds).
+pub const MAX_RATE_BPS: f64 = 1e12;
+/// Longest one-way delay and longest queue in time, in ms (one hour).
+pub const MAX_DELAY_MS: f64 = 3_600_000.0;
+/// Largest jitter, in ms.
+pub const MAX_JITTER_MS: f64 = 60_000.0;
+/// Latest schedule breakpoint and longest schedule period, in s.
+pub const MAX_SCHEDULE_S: f64 = 1e6;
+/// Largest queue in packets.
+pub const MAX_QUEUE_PACKETS: u32 = 10_000_000;
+/// Largest queue in bytes (16 GiB).
+pub const MAX_QUEUE_BYTES: u64 = 16 << 30;
+/// Largest queue in time, in ms.
+pub const MAX_QUEUE_MS: f64 = 3_600_000.0;
+/// Largest CoDel target and interval, in ms.
+pub const MAX_CODEL_MS: f64 = 60_000.0;
+/// Packet size of the derived loss probability.
+pub const DERIVED_PACKET_BYTES: u32 = 1500;
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct LinkConfig {
-    /// Seed of every random draw; reported with the counters.
+    /// Seed of every random draw; reported with the counters. Default 0.
+    #[serde(default)]
     pub seed: u64,
     /// Offset schedules so that their time 0 is the start of the current UTC minute.
     #[serde(default)]
@@ -38,10 +92,12 @@ pub struct DirectionConfig {
     pub delay: DelayConfig,
     #[serde(default)]
     pub jitter: JitterConfig,
+    /// Let a packet with a shorter sampled delay overtake earlier ones.
     #[serde(default)]
     pub reorder: bool,
     #[serde(default)]
     pub queue: QueueConfig,
+    /// Loss models, all applied to every packet.
     #[serde(default)]
     pub loss: Vec<LossConfig>,
 }
@@ -51,28 +107,36 @@ pub struct DirectionConfig {
 pub enum RateConfig {
     #[default]
     Unlimited,
-    Constant {
-        bps: f64,
-    },
-    /// (seconds, bit/s) breakpoints; period 0 = no repetition.
+    /// `bps`: [`MIN_RATE_BPS`] ..= [`MAX_RATE_BPS`].
+    Constant { bps: f64 },
+    /// (seconds, bit/s) breakpoints; a rate of 0 is an outage, any other
+    /// within [`MIN_RATE_BPS`] ..= [`MAX_RATE_BPS`]; times 0 ..=
+    /// [`MAX_SCHEDULE_S`], strictly increasing; `period_s` 0 (no repetition)
+    /// or after the last point, at most [`MAX_SCHEDULE_S`].
     Schedule {
         points: Vec<(f64, f64)>,
         #[serde(default)]
         period_s: f64,
     },
-    /// A Mahimahi trace file.
+    /// A Mahimahi trace: a file (`path`) or its offsets inline
+    /// (`opportunities_ms`), exactly one of the two. At most
+    /// [`crate::capacity::MAX_TRACE_OPPORTUNITIES`] offsets, each at most
+    /// [`crate::capacity::MAX_TRACE_MS`], non-decreasing, the last after 0.
     Trace {
-        path: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        path: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        opportunities_ms: Option<Vec<u64>>,
     },
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum DelayConfig {
-    Constant {
-        ms: f64,
-    },
-    /// (seconds, milliseconds) breakpoints.
+    /// `ms`: 0 ..= [`MAX_DELAY_MS`].
+    Constant { ms: f64 },
+    /// (seconds, milliseconds) breakpoints; values 0 ..= [`MAX_DELAY_MS`],
+    /// times and period as for a rate schedule.
     Schedule {
         points: Vec<(f64, f64)>,
         #[serde(default)]
@@ -91,12 +155,10 @@ impl Default for DelayConfig {
 pub enum JitterConfig {
     #[default]
     None,
-    Uniform {
-        ms: f64,
-    },
-    Normal {
-        ms: f64,
-    },
+    /// Uniform in [-ms, +ms]; `ms`: 0 ..= [`MAX_JITTER_MS`].
+    Uniform { ms: f64 },
+    /// Normal with standard deviation `ms`: 0 ..= [`MAX_JITTER_MS`].
+    Normal { ms: f64 },
 }
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
@@ -113,16 +175,13 @@ pub struct QueueConfig {
 pub enum LimitConfig {
     #[default]
     Unlimited,
-    Packets {
-        n: u32,
-    },
-    Bytes {
-        n: u64,
-    },
-    /// Milliseconds of data at the link's nominal rate.
-    Ms {
-        ms: f64,
-    },
+    /// `n`: 1 ..= [`MAX_QUEUE_PACKETS`].
+    Packets { n: u32 },
+    /// `n`: 1 ..= [`MAX_QUEUE_BYTES`].
+    Bytes { n: u64 },
+    /// Milliseconds of data at the link's long-run rate (at least 1500
+    /// bytes); `ms`: > 0 ..= [`MAX_QUEUE_MS`]; needs a limited rate.
+    Ms { ms: f64 },
 }
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
@@ -130,6 +189,8 @@ pub enum LimitConfig {
 pub enum AqmConfig {
     #[default]
     DropTail,
+    /// CoDel (RFC 8289); `target_ms` (default 5) and `interval_ms` (default
+    /// 100): > 0 ..= [`MAX_CODEL_MS`].
     Codel {
         #[serde(default = "codel_target")]
         target_ms: f64,
@@ -148,15 +209,17 @@ fn codel_interval() -> f64 {
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum LossConfig {
-    Bernoulli {
-        p: f64,
-    },
-    /// (seconds, probability) breakpoints.
+    /// Independent loss; `p`: 0 ..= 1.
+    Bernoulli { p: f64 },
+    /// (seconds, probability) breakpoints; probabilities 0 ..= 1, times and
+    /// period as for a rate schedule.
     Schedule {
         points: Vec<(f64, f64)>,
         #[serde(default)]
         period_s: f64,
     },
+    /// Gilbert-Elliott: `p` (good to bad), `r` (bad to good), `loss_good`
+    /// (default 0) and `loss_bad` (default 1), each 0 ..= 1.
     Gilbert {
         p: f64,
         r: f64,
@@ -165,26 +228,21 @@ pub enum LossConfig {
         #[serde(default = "one")]
         loss_bad: f64,
     },
-    Ber {
-        ber: f64,
-    },
+    /// Bit error rate; `ber`: 0 ..= 1.
+    Ber { ber: f64 },
 }
 
 fn one() -> f64 {
     1.0
 }
 
-/// A configuration error, naming the field.
-#[derive(Debug, Clone, PartialEq)]
+/// A configuration error, naming the field (`forward.rate.bps`,
+/// `return.loss[0].p`, `config` for JSON syntax and unknown fields).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{field}: {message}")]
 pub struct ConfigError {
     pub field: String,
     pub message: String,
-}
-
-impl core::fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        write!(f, "{}: {}", self.field, self.message)
-    }
 }
 
 fn err<T>(field: impl Into<String>, message: impl Into<String>) -> Result<T, ConfigError> {
@@ -194,116 +252,222 @@ fn err<T>(field: impl Into<String>, message: impl Into<String>) -> Result<T, Con
     })
 }
 
-fn check_prob(field: &str, p: f64) -> Result<(), ConfigError> {
-    if !(0.0..=1.0).contains(&p) {
-        return err(field, format!("probability {p} is outside [0, 1]"));
+/// `v` is finite and within `lo ..= hi`; `what` names it in the message.
+fn check_range(field: &str, what: &str, v: f64, lo: f64, hi: f64) -> Result<(), ConfigError> {
+    if !v.is_finite() || v < lo || v > hi {
+        return err(
+            field,
+            format!("{what} must be within {lo} and {hi}, got {v}"),
+        );
     }
     Ok(())
 }
 
+/// `v` is finite, above 0 and at most `hi`.
+fn check_positive(field: &str, what: &str, v: f64, hi: f64) -> Result<(), ConfigError> {
+    if !v.is_finite() || v <= 0.0 || v > hi {
+        return err(
+            field,
+            format!("{what} must be above 0 and at most {hi}, got {v}"),
+        );
+    }
+    Ok(())
+}
+
+fn check_prob(field: &str, p: f64) -> Result<(), ConfigError> {
+    check_range(field, "probability", p, 0.0, 1.0)
+}
+
+fn check_rate(field: &str, bps: f64) -> Result<(), ConfigError> {
+    check_range(field, "rate (bit/s)", bps, MIN_RATE_BPS, MAX_RATE_BPS)
+}
+
+/// Check a schedule's times and period, and each value with `value`; then
+/// build it (values times `scale`).
 fn schedule(
     field: &str,
     points: &[(f64, f64)],
     period_s: f64,
     scale: f64,
+    value: impl Fn(&str, f64) -> Result<(), ConfigError>,
 ) -> Result<Schedule, ConfigError> {
-    if !(period_s >= 0.0) {
-        return err(format!("{field}.period_s"), "must be zero or positive");
+    check_range(
+        &format!("{field}.period_s"),
+        "period (s)",
+        period_s,
+        0.0,
+        MAX_SCHEDULE_S,
+    )?;
+    for (i, &(t, v)) in points.iter().enumerate() {
+        let f = format!("{field}.points[{i}]");
+        check_range(&f, "time (s)", t, 0.0, MAX_SCHEDULE_S)?;
+        value(&f, v)?;
     }
     let pts: Vec<(f64, f64)> = points.iter().map(|&(t, v)| (t, v * scale)).collect();
-    if let Some((i, _)) = pts.iter().enumerate().find(|(_, p)| !(p.0 >= 0.0)) {
-        return err(
-            format!("{field}.points[{i}]"),
-            "time must be zero or positive",
-        );
-    }
-    Schedule::new(&pts, period_s).or_else(|e| err(format!("{field}.points"), e.to_string()))
+    Schedule::new(&pts, period_s).or_else(|e| match e {
+        ScheduleError::Empty => err(format!("{field}.points"), e.to_string()),
+        ScheduleError::NotIncreasing { index } | ScheduleError::BeyondPeriod { index } => {
+            err(format!("{field}.points[{index}]"), e.to_string())
+        }
+    })
+}
+
+fn rate_schedule(
+    field: &str,
+    points: &[(f64, f64)],
+    period_s: f64,
+) -> Result<Schedule, ConfigError> {
+    schedule(field, points, period_s, 1.0, |f, v| {
+        if v == 0.0 {
+            Ok(())
+        } else {
+            check_rate(f, v)
+        }
+    })
+}
+
+fn delay_schedule(
+    field: &str,
+    points: &[(f64, f64)],
+    period_s: f64,
+) -> Result<Schedule, ConfigError> {
+    schedule(field, points, period_s, 1e-3, |f, v| {
+        check_range(f, "delay (ms)", v, 0.0, MAX_DELAY_MS)
+    })
+}
+
+fn loss_schedule(
+    field: &str,
+    points: &[(f64, f64)],
+    period_s: f64,
+) -> Result<Schedule, ConfigError> {
+    schedule(field, points, period_s, 1.0, check_prob)
+}
+
+/// An inline trace, its errors naming the entry.
+fn inline_trace(field: &str, ms: &[u64]) -> Result<Trace, ConfigError> {
+    Trace::from_opportunities(ms).or_else(|e| {
+        let msg = match e.line {
+            0 => e.message,
+            n => format!("[{}]: {}", n - 1, e.message),
+        };
+        err(format!("{field}.opportunities_ms"), msg)
+    })
+}
+
+/// A trace file, read and parsed; errors name the file and its line.
+fn trace_file(field: &str, path: &str) -> Result<Trace, ConfigError> {
+    let f = format!("{field}.path");
+    let text =
+        std::fs::read_to_string(path).or_else(|e| err(&f, format!("cannot read {path}: {e}")))?;
+    Trace::parse(&text).or_else(|e| err(&f, format!("{path}: {e}")))
 }
 
 impl DirectionConfig {
-    /// Check values without building (no file access).
+    /// Check every value and range (no file access: a trace file is read by
+    /// [`DirectionConfig::build`] and [`LinkConfig::inline_traces`]).
     pub fn validate(&self, name: &str) -> Result<(), ConfigError> {
         match &self.rate {
-            RateConfig::Constant { bps } if !(*bps > 0.0) => {
-                return err(
-                    format!("{name}.rate.bps"),
-                    format!("rate must be positive, got {bps}"),
-                )
+            RateConfig::Unlimited => {}
+            RateConfig::Constant { bps } => check_rate(&format!("{name}.rate.bps"), *bps)?,
+            RateConfig::Schedule { points, period_s } => {
+                rate_schedule(&format!("{name}.rate"), points, *period_s)?;
             }
-            RateConfig::Schedule { points, .. } => {
-                if let Some((i, p)) = points.iter().enumerate().find(|(_, p)| !(p.1 >= 0.0)) {
-                    return err(
-                        format!("{name}.rate.points[{i}]"),
-                        format!("rate must be zero or positive, got {}", p.1),
-                    );
+            RateConfig::Trace {
+                path,
+                opportunities_ms,
+            } => match (path, opportunities_ms) {
+                (Some(p), None) if p.is_empty() => {
+                    return err(format!("{name}.rate.path"), "must name a file")
                 }
-            }
-            _ => {}
+                (Some(_), None) => {}
+                (None, Some(ms)) => {
+                    inline_trace(&format!("{name}.rate"), ms)?;
+                }
+                _ => {
+                    return err(
+                        format!("{name}.rate"),
+                        "a trace needs exactly one of path and opportunities_ms",
+                    )
+                }
+            },
         }
         match &self.delay {
-            DelayConfig::Constant { ms } if !(*ms >= 0.0) => {
-                return err(
-                    format!("{name}.delay.ms"),
-                    format!("delay must be zero or positive, got {ms}"),
-                )
+            DelayConfig::Constant { ms } => check_range(
+                &format!("{name}.delay.ms"),
+                "delay (ms)",
+                *ms,
+                0.0,
+                MAX_DELAY_MS,
+            )?,
+            DelayConfig::Schedule { points, period_s } => {
+                delay_schedule(&format!("{name}.delay"), points, *period_s)?;
             }
-            DelayConfig::Schedule { points, .. } => {
-                if let Some((i, p)) = points.iter().enumerate().find(|(_, p)| !(p.1 >= 0.0)) {
+        }
+        match self.jitter {
+            JitterConfig::None => {}
+            JitterConfig::Uniform { ms } | JitterConfig::Normal { ms } => check_range(
+                &format!("{name}.jitter.ms"),
+                "jitter (ms)",
+                ms,
+                0.0,
+                MAX_JITTER_MS,
+            )?,
+        }
+        let limit = format!("{name}.queue.limit");
+        match self.queue.limit {
+            LimitConfig::Unlimited => {}
+            LimitConfig::Packets { n } => {
+                if !(1..=MAX_QUEUE_PACKETS).contains(&n) {
                     return err(
-                        format!("{name}.delay.points[{i}]"),
-                        format!("delay must be zero or positive, got {}", p.1),
+                        format!("{limit}.n"),
+                        format!("packets must be within 1 and {MAX_QUEUE_PACKETS}, got {n}"),
                     );
                 }
             }
-            _ => {}
-        }
-        match self.jitter {
-            JitterConfig::Uniform { ms } | JitterConfig::Normal { ms } if !(ms >= 0.0) => {
-                return err(
-                    format!("{name}.jitter.ms"),
-                    format!("jitter must be zero or positive, got {ms}"),
-                )
+            LimitConfig::Bytes { n } => {
+                if !(1..=MAX_QUEUE_BYTES).contains(&n) {
+                    return err(
+                        format!("{limit}.n"),
+                        format!("bytes must be within 1 and {MAX_QUEUE_BYTES}, got {n}"),
+                    );
+                }
             }
-            _ => {}
-        }
-        match self.queue.limit {
-            LimitConfig::Packets { n: 0 } => {
-                return err(format!("{name}.queue.limit.n"), "must be at least 1")
+            LimitConfig::Ms { ms } => {
+                check_positive(&format!("{limit}.ms"), "queue (ms)", ms, MAX_QUEUE_MS)?;
+                if matches!(self.rate, RateConfig::Unlimited) {
+                    return err(limit, "a limit in milliseconds needs a finite rate");
+                }
             }
-            LimitConfig::Bytes { n: 0 } => {
-                return err(format!("{name}.queue.limit.n"), "must be at least 1")
-            }
-            LimitConfig::Ms { ms } if !(ms > 0.0) => {
-                return err(format!("{name}.queue.limit.ms"), "must be positive")
-            }
-            LimitConfig::Ms { .. } if matches!(self.rate, RateConfig::Unlimited) => {
-                return err(
-                    format!("{name}.queue.limit"),
-                    "a limit in milliseconds needs a finite rate",
-                )
-            }
-            _ => {}
         }
         if let AqmConfig::Codel {
             target_ms,
             interval_ms,
         } = self.queue.aqm
         {
-            if !(target_ms > 0.0) || !(interval_ms > 0.0) {
-                return err(
-                    format!("{name}.queue.aqm"),
-                    "CoDel target and interval must be positive",
-                );
-            }
+            let aqm = format!("{name}.queue.aqm");
+            check_positive(
+                &format!("{aqm}.target_ms"),
+                "target (ms)",
+                target_ms,
+                MAX_CODEL_MS,
+            )?;
+            check_positive(
+                &format!("{aqm}.interval_ms"),
+                "interval (ms)",
+                interval_ms,
+                MAX_CODEL_MS,
+            )?;
         }
         for (i, l) in self.loss.iter().enumerate() {
             let f = format!("{name}.loss[{i}]");
             match *l {
                 LossConfig::Bernoulli { p } => check_prob(&format!("{f}.p"), p)?,
-                LossConfig::Schedule { ref points, .. } => {
-                    for (j, &(_, p)) in points.iter().enumerate() {
-                        check_prob(&format!("{f}.points[{j}]"), p)?;
-                    }
+                LossConfig::Schedule {
+                    ref points,
+                    period_s,
+                } => {
+                    loss_schedule(&f, points, period_s)?;
                 }
                 LossConfig::Gilbert {
                     p,
@@ -322,35 +486,39 @@ impl DirectionConfig {
         Ok(())
     }
 
-    /// Build the model. `phase_ns` aligns schedules; `rng` seeds this direction.
-    pub fn build<T: Send + 'static>(
+    /// The capacity model, and whether it limits the rate (reads a trace file).
+    fn capacity(
         &self,
         name: &str,
         phase_ns: u64,
-        rng: Rng,
-    ) -> Result<Direction<T>, ConfigError> {
-        self.validate(name)?;
-        let (capacity, limited): (Box<dyn Capacity>, bool) = match &self.rate {
+    ) -> Result<(Box<dyn Capacity>, bool), ConfigError> {
+        let field = format!("{name}.rate");
+        Ok(match &self.rate {
             RateConfig::Unlimited => (Box::new(Unlimited), false),
             RateConfig::Constant { bps } => (Box::new(Rate::constant(*bps)), true),
             RateConfig::Schedule { points, period_s } => {
-                let s =
-                    schedule(&format!("{name}.rate"), points, *period_s, 1.0)?.with_phase(phase_ns);
+                let s = rate_schedule(&field, points, *period_s)?.with_phase(phase_ns);
                 (Box::new(Rate::scheduled(s)), true)
             }
-            RateConfig::Trace { path } => {
-                let text = std::fs::read_to_string(path).or_else(|e| {
-                    err(
-                        format!("{name}.rate.path"),
-                        format!("cannot read {path}: {e}"),
-                    )
-                })?;
-                let t = Trace::parse(&text)
-                    .or_else(|e| err(format!("{name}.rate.path"), format!("{path}: {e}")))?;
-                (Box::new(t), true)
+            RateConfig::Trace {
+                opportunities_ms: Some(ms),
+                ..
+            } => (Box::new(inline_trace(&field, ms)?), true),
+            RateConfig::Trace {
+                path: Some(path), ..
+            } => (Box::new(trace_file(&field, path)?), true),
+            RateConfig::Trace { .. } => {
+                return err(
+                    field,
+                    "a trace needs exactly one of path and opportunities_ms",
+                )
             }
-        };
-        let limit = match self.queue.limit {
+        })
+    }
+
+    /// The queue limit; a limit in ms is sized at the capacity's long-run rate.
+    fn limit(&self, capacity: &dyn Capacity) -> Limit {
+        match self.queue.limit {
             LimitConfig::Unlimited => Limit::Unlimited,
             LimitConfig::Packets { n } => Limit::Packets(n),
             LimitConfig::Bytes { n } => Limit::Bytes(n),
@@ -358,35 +526,26 @@ impl DirectionConfig {
                 let bps = capacity.nominal_bps().expect("validated: finite rate");
                 Limit::Bytes(((bps / 8.0) * ms / 1e3).ceil().max(1500.0) as u64)
             }
-        };
-        let queue: Box<dyn Queue<T>> = match self.queue.aqm {
-            AqmConfig::DropTail => Box::new(DropTail::new(limit)),
-            AqmConfig::Codel {
-                target_ms,
-                interval_ms,
-            } => Box::new(CoDel::new(
-                limit,
-                Duration::from_secs_f64(target_ms / 1e3),
-                Duration::from_secs_f64(interval_ms / 1e3),
-            )),
-        };
-        let base = match &self.delay {
+        }
+    }
+
+    /// The base delay in seconds.
+    fn base_delay(&self, name: &str, phase_ns: u64) -> Result<Schedule, ConfigError> {
+        Ok(match &self.delay {
             DelayConfig::Constant { ms } => Schedule::constant(ms / 1e3),
             DelayConfig::Schedule { points, period_s } => {
-                schedule(&format!("{name}.delay"), points, *period_s, 1e-3)?.with_phase(phase_ns)
+                delay_schedule(&format!("{name}.delay"), points, *period_s)?.with_phase(phase_ns)
             }
-        };
-        let jitter = match self.jitter {
-            JitterConfig::None => Jitter::None,
-            JitterConfig::Uniform { ms } => Jitter::Uniform(Duration::from_secs_f64(ms / 1e3)),
-            JitterConfig::Normal { ms } => Jitter::Normal(Duration::from_secs_f64(ms / 1e3)),
-        };
+        })
+    }
+
+    fn losses(&self, name: &str, phase_ns: u64) -> Result<Vec<Box<dyn Loss>>, ConfigError> {
         let mut losses: Vec<Box<dyn Loss>> = Vec::new();
         for (i, l) in self.loss.iter().enumerate() {
             losses.push(match l {
                 LossConfig::Bernoulli { p } => Box::new(Bernoulli::new(*p)),
                 LossConfig::Schedule { points, period_s } => Box::new(Bernoulli::scheduled(
-                    schedule(&format!("{name}.loss[{i}]"), points, *period_s, 1.0)?
+                    loss_schedule(&format!("{name}.loss[{i}]"), points, *period_s)?
                         .with_phase(phase_ns),
                 )),
                 LossConfig::Gilbert {
@@ -398,19 +557,174 @@ impl DirectionConfig {
                 LossConfig::Ber { ber } => Box::new(BitErrorRate::new(*ber)),
             });
         }
+        Ok(losses)
+    }
+
+    /// Build the model. `phase_ns` aligns schedules; `rng` seeds this direction.
+    pub fn build<T: Send + 'static>(
+        &self,
+        name: &str,
+        phase_ns: u64,
+        rng: Rng,
+    ) -> Result<Direction<T>, ConfigError> {
+        self.validate(name)?;
+        let (capacity, limited) = self.capacity(name, phase_ns)?;
+        let limit = self.limit(capacity.as_ref());
+        let queue: Box<dyn Queue<T>> = match self.queue.aqm {
+            AqmConfig::DropTail => Box::new(DropTail::new(limit)),
+            AqmConfig::Codel {
+                target_ms,
+                interval_ms,
+            } => Box::new(CoDel::new(
+                limit,
+                Duration::from_secs_f64(target_ms / 1e3),
+                Duration::from_secs_f64(interval_ms / 1e3),
+            )),
+        };
+        let jitter = match self.jitter {
+            JitterConfig::None => Jitter::None,
+            JitterConfig::Uniform { ms } => Jitter::Uniform(Duration::from_secs_f64(ms / 1e3)),
+            JitterConfig::Normal { ms } => Jitter::Normal(Duration::from_secs_f64(ms / 1e3)),
+        };
+        let delay = Delay::scheduled(self.base_delay(name, phase_ns)?, jitter);
+        let losses = self.losses(name, phase_ns)?;
         Ok(Direction::new(
             queue,
             capacity,
             limited,
             losses,
-            Delay::scheduled(base, jitter),
+            delay,
             self.reorder,
             rng,
         ))
     }
+
+    /// The numbers of this direction's model (reads a trace file).
+    pub fn derived(&self, name: &str) -> Result<DerivedDirection, ConfigError> {
+        self.validate(name)?;
+        let (capacity, _) = self.capacity(name, 0)?;
+        let (queue_limit_bytes, queue_limit_packets) = match self.limit(capacity.as_ref()) {
+            Limit::Unlimited => (None, None),
+            Limit::Packets(n) => (None, Some(n as u64)),
+            Limit::Bytes(n) => (Some(n), None),
+        };
+        let base = self.base_delay(name, 0)?;
+        let survive: f64 = self
+            .losses(name, 0)?
+            .iter()
+            .map(|l| 1.0 - l.mean_loss(DERIVED_PACKET_BYTES))
+            .product();
+        Ok(DerivedDirection {
+            mean_bps: capacity.nominal_bps(),
+            min_delay_ms: base.min() * 1e3,
+            max_delay_ms: base.max() * 1e3,
+            packet_loss_1500: 1.0 - survive,
+            queue_limit_bytes,
+            queue_limit_packets,
+            trace_opportunity_bytes: TRACE_OPPORTUNITY_BYTES,
+        })
+    }
+
+    /// Read a trace file, if any, and hold its offsets inline instead.
+    fn inline_trace(&mut self, name: &str) -> Result<(), ConfigError> {
+        if let RateConfig::Trace {
+            path: Some(path),
+            opportunities_ms: None,
+        } = &self.rate
+        {
+            let t = trace_file(&format!("{name}.rate"), path)?;
+            self.rate = RateConfig::Trace {
+                path: None,
+                opportunities_ms: Some(t.opportunities().to_vec()),
+            };
+        }
+        Ok(())
+    }
+}
+
+/// What the model of one direction amounts to (`--check`'s `derived`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct DerivedDirection {
+    /// The capacity's long-run rate in bit/s (a trace: opportunities x 1504
+    /// bytes x 8 per period; a schedule: its long-run value); None if unlimited.
+    pub mean_bps: Option<f64>,
+    /// Smallest and largest base (propagation) delay, before jitter.
+    pub min_delay_ms: f64,
+    pub max_delay_ms: f64,
+    /// Probability that a 1500-byte packet is lost by the loss models
+    /// combined: 1 - prod(1 - p_i), each model's long-run probability.
+    pub packet_loss_1500: f64,
+    /// The queue limit in bytes (a limit in ms resolved at `mean_bps`).
+    pub queue_limit_bytes: Option<u64>,
+    /// The queue limit in packets.
+    pub queue_limit_packets: Option<u64>,
+    /// Bytes one trace opportunity carries.
+    pub trace_opportunity_bytes: u32,
+}
+
+/// What the model of the link amounts to.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Derived {
+    /// Sum of both directions' smallest base delay.
+    pub base_rtt_ms: f64,
+    pub forward: DerivedDirection,
+    #[serde(rename = "return")]
+    pub ret: DerivedDirection,
+}
+
+/// The canonical form of a configuration: every default filled in, traces
+/// inline, no seed (a property of a run, not of the link).
+#[derive(Clone, Debug, Serialize)]
+pub struct Canonical<'a> {
+    pub align_minute: bool,
+    pub forward: &'a DirectionConfig,
+    #[serde(rename = "return")]
+    pub ret: &'a DirectionConfig,
+}
+
+/// A configuration that passed `--check`.
+#[derive(Clone, Debug)]
+pub struct Checked {
+    /// The configuration with traces inline.
+    pub config: LinkConfig,
+    pub derived: Derived,
+}
+
+impl Checked {
+    /// `{"ok": true, "config": <canonical>, "derived": <numbers>}` on one line.
+    pub fn to_json_line(&self) -> String {
+        #[derive(Serialize)]
+        struct Ok<'a> {
+            ok: bool,
+            config: Canonical<'a>,
+            derived: &'a Derived,
+        }
+        let ok = Ok {
+            ok: true,
+            config: self.config.canonical(),
+            derived: &self.derived,
+        };
+        serde_json::to_string(&ok).expect("serialise check")
+    }
+}
+
+impl ConfigError {
+    /// `{"ok": false, "field": ..., "message": ...}` on one line.
+    pub fn to_json_line(&self) -> String {
+        serde_json::json!({"ok": false, "field": self.field, "message": self.message}).to_string()
+    }
+}
+
+/// Parse, validate and resolve a configuration: what `satbench-link --check` reports.
+pub fn check(text: &str) -> Result<Checked, ConfigError> {
+    let mut config = LinkConfig::from_json(text)?;
+    config.inline_traces()?;
+    let derived = config.derived()?;
+    Ok(Checked { config, derived })
 }
 
 impl LinkConfig {
+    /// Parse and validate (no file access).
     pub fn from_json(text: &str) -> Result<LinkConfig, ConfigError> {
         let c: LinkConfig = serde_json::from_str(text).or_else(|e| err("config", e.to_string()))?;
         c.forward.validate("forward")?;
@@ -422,6 +736,32 @@ impl LinkConfig {
     pub fn rngs(&self) -> (Rng, Rng) {
         let root = Rng::new(self.seed);
         (root.fork(1), root.fork(2))
+    }
+
+    /// Read trace files and hold their offsets inline instead.
+    pub fn inline_traces(&mut self) -> Result<(), ConfigError> {
+        self.forward.inline_trace("forward")?;
+        self.ret.inline_trace("return")
+    }
+
+    /// The numbers of the link's model.
+    pub fn derived(&self) -> Result<Derived, ConfigError> {
+        let forward = self.forward.derived("forward")?;
+        let ret = self.ret.derived("return")?;
+        Ok(Derived {
+            base_rtt_ms: forward.min_delay_ms + ret.min_delay_ms,
+            forward,
+            ret,
+        })
+    }
+
+    /// The configuration without its seed, for serialisation.
+    pub fn canonical(&self) -> Canonical<'_> {
+        Canonical {
+            align_minute: self.align_minute,
+            forward: &self.forward,
+            ret: &self.ret,
+        }
     }
 }
 
@@ -464,12 +804,316 @@ mod tests {
     fn unreadable_trace_names_path() {
         let c = DirectionConfig {
             rate: RateConfig::Trace {
-                path: "/nonexistent/trace".into(),
+                path: Some("/nonexistent/trace".into()),
+                opportunities_ms: None,
             },
             ..Default::default()
         };
         let e = c.build::<u32>("forward", 0, Rng::new(0)).err().unwrap();
         assert_eq!(e.field, "forward.rate.path");
         assert!(e.message.contains("/nonexistent/trace"));
+    }
+
+    /// The field named by the error of `forward` = `fwd` (a JSON object body).
+    fn field_of(fwd: &str) -> String {
+        let j = format!(r#"{{"forward": {{{fwd}}}, "return": {{}}}}"#);
+        LinkConfig::from_json(&j).unwrap_err().field
+    }
+
+    fn accepts(fwd: &str) {
+        let j = format!(r#"{{"forward": {{{fwd}}}, "return": {{}}}}"#);
+        if let Err(e) = LinkConfig::from_json(&j) {
+            panic!("{fwd}: {e}");
+        }
+    }
+
+    #[test]
+    fn seed_defaults_to_zero() {
+        let c = LinkConfig::from_json(r#"{"forward": {}, "return": {}}"#).unwrap();
+        assert_eq!(c.seed, 0);
+    }
+
+    #[test]
+    fn constant_rate_range() {
+        accepts(r#""rate": {"kind": "constant", "bps": 1e3}"#);
+        accepts(r#""rate": {"kind": "constant", "bps": 1e12}"#);
+        assert_eq!(
+            field_of(r#""rate": {"kind": "constant", "bps": 999}"#),
+            "forward.rate.bps"
+        );
+        assert_eq!(
+            field_of(r#""rate": {"kind": "constant", "bps": 1.1e12}"#),
+            "forward.rate.bps"
+        );
+        let d = DirectionConfig {
+            rate: RateConfig::Constant { bps: f64::NAN },
+            ..Default::default()
+        };
+        assert_eq!(d.validate("forward").unwrap_err().field, "forward.rate.bps");
+        let d = DirectionConfig {
+            rate: RateConfig::Constant { bps: f64::INFINITY },
+            ..Default::default()
+        };
+        assert_eq!(d.validate("forward").unwrap_err().field, "forward.rate.bps");
+    }
+
+    #[test]
+    fn scheduled_rate_is_an_outage_or_in_range() {
+        accepts(r#""rate": {"kind": "schedule", "points": [[0, 0], [1, 1e3], [2, 1e12]]}"#);
+        let f = field_of(r#""rate": {"kind": "schedule", "points": [[0, 1e6], [1, 5e2]]}"#);
+        assert_eq!(f, "forward.rate.points[1]");
+        let f = field_of(r#""rate": {"kind": "schedule", "points": [[0, 1e6], [1, 2e12]]}"#);
+        assert_eq!(f, "forward.rate.points[1]");
+    }
+
+    #[test]
+    fn delay_range() {
+        accepts(r#""delay": {"kind": "constant", "ms": 3600000}"#);
+        assert_eq!(
+            field_of(r#""delay": {"kind": "constant", "ms": 3600001}"#),
+            "forward.delay.ms"
+        );
+        assert_eq!(
+            field_of(r#""delay": {"kind": "constant", "ms": -1}"#),
+            "forward.delay.ms"
+        );
+        let f = field_of(r#""delay": {"kind": "schedule", "points": [[0, 10], [1, 4e6]]}"#);
+        assert_eq!(f, "forward.delay.points[1]");
+    }
+
+    #[test]
+    fn jitter_range() {
+        accepts(r#""jitter": {"kind": "normal", "ms": 60000}"#);
+        assert_eq!(
+            field_of(r#""jitter": {"kind": "uniform", "ms": 60001}"#),
+            "forward.jitter.ms"
+        );
+        assert_eq!(
+            field_of(r#""jitter": {"kind": "normal", "ms": -0.5}"#),
+            "forward.jitter.ms"
+        );
+    }
+
+    #[test]
+    fn schedule_times_are_in_range_and_increasing() {
+        accepts(r#""delay": {"kind": "schedule", "points": [[0, 1], [1e6, 2]]}"#);
+        let f = field_of(r#""delay": {"kind": "schedule", "points": [[0, 1], [1.1e6, 2]]}"#);
+        assert_eq!(f, "forward.delay.points[1]");
+        let f = field_of(r#""delay": {"kind": "schedule", "points": [[-1, 1]]}"#);
+        assert_eq!(f, "forward.delay.points[0]");
+        let f =
+            field_of(r#""rate": {"kind": "schedule", "points": [[0, 1e6], [2, 1e6], [2, 1e6]]}"#);
+        assert_eq!(f, "forward.rate.points[2]");
+        let f = field_of(r#""rate": {"kind": "schedule", "points": []}"#);
+        assert_eq!(f, "forward.rate.points");
+    }
+
+    #[test]
+    fn schedule_period_range_and_after_the_last_point() {
+        accepts(r#""delay": {"kind": "schedule", "points": [[0, 1]], "period_s": 1e6}"#);
+        let f = field_of(r#""delay": {"kind": "schedule", "points": [[0, 1]], "period_s": 2e6}"#);
+        assert_eq!(f, "forward.delay.period_s");
+        let f = field_of(r#""delay": {"kind": "schedule", "points": [[0, 1]], "period_s": -1}"#);
+        assert_eq!(f, "forward.delay.period_s");
+        let f = field_of(
+            r#""loss": [{"kind": "schedule", "points": [[0, 0], [5, 1]], "period_s": 5}]"#,
+        );
+        assert_eq!(f, "forward.loss[0].points[1]");
+    }
+
+    #[test]
+    fn queue_packets_range() {
+        accepts(r#""queue": {"limit": {"kind": "packets", "n": 10000000}}"#);
+        let f = field_of(r#""queue": {"limit": {"kind": "packets", "n": 0}}"#);
+        assert_eq!(f, "forward.queue.limit.n");
+        let f = field_of(r#""queue": {"limit": {"kind": "packets", "n": 10000001}}"#);
+        assert_eq!(f, "forward.queue.limit.n");
+    }
+
+    #[test]
+    fn queue_bytes_range() {
+        accepts(r#""queue": {"limit": {"kind": "bytes", "n": 17179869184}}"#);
+        let f = field_of(r#""queue": {"limit": {"kind": "bytes", "n": 0}}"#);
+        assert_eq!(f, "forward.queue.limit.n");
+        let f = field_of(r#""queue": {"limit": {"kind": "bytes", "n": 17179869185}}"#);
+        assert_eq!(f, "forward.queue.limit.n");
+    }
+
+    #[test]
+    fn queue_ms_range_and_finite_rate() {
+        let rate = r#""rate": {"kind": "constant", "bps": 1e6}"#;
+        accepts(&format!(
+            r#"{rate}, "queue": {{"limit": {{"kind": "ms", "ms": 3600000}}}}"#
+        ));
+        let f = field_of(&format!(
+            r#"{rate}, "queue": {{"limit": {{"kind": "ms", "ms": 0}}}}"#
+        ));
+        assert_eq!(f, "forward.queue.limit.ms");
+        let f = field_of(&format!(
+            r#"{rate}, "queue": {{"limit": {{"kind": "ms", "ms": 3600001}}}}"#
+        ));
+        assert_eq!(f, "forward.queue.limit.ms");
+        let f = field_of(r#""queue": {"limit": {"kind": "ms", "ms": 10}}"#);
+        assert_eq!(f, "forward.queue.limit");
+    }
+
+    #[test]
+    fn codel_range() {
+        accepts(r#""queue": {"aqm": {"kind": "codel", "target_ms": 60000, "interval_ms": 60000}}"#);
+        let f = field_of(r#""queue": {"aqm": {"kind": "codel", "target_ms": 0}}"#);
+        assert_eq!(f, "forward.queue.aqm.target_ms");
+        let f = field_of(r#""queue": {"aqm": {"kind": "codel", "interval_ms": 60001}}"#);
+        assert_eq!(f, "forward.queue.aqm.interval_ms");
+    }
+
+    #[test]
+    fn probabilities_within_zero_and_one() {
+        accepts(r#""loss": [{"kind": "gilbert", "p": 0, "r": 1, "loss_good": 0, "loss_bad": 1}]"#);
+        assert_eq!(
+            field_of(r#""loss": [{"kind": "bernoulli", "p": -0.1}]"#),
+            "forward.loss[0].p"
+        );
+        let f = field_of(
+            r#""loss": [{"kind": "ber", "ber": 0}, {"kind": "gilbert", "p": 0.1, "r": 2}]"#,
+        );
+        assert_eq!(f, "forward.loss[1].r");
+        let f = field_of(r#""loss": [{"kind": "gilbert", "p": 0.1, "r": 0.5, "loss_bad": 1.5}]"#);
+        assert_eq!(f, "forward.loss[0].loss_bad");
+        assert_eq!(
+            field_of(r#""loss": [{"kind": "ber", "ber": 2}]"#),
+            "forward.loss[0].ber"
+        );
+        let f = field_of(r#""loss": [{"kind": "schedule", "points": [[0, 0.5], [1, 1.5]]}]"#);
+        assert_eq!(f, "forward.loss[0].points[1]");
+    }
+
+    #[test]
+    fn trace_needs_exactly_one_source() {
+        accepts(r#""rate": {"kind": "trace", "opportunities_ms": [1, 2]}"#);
+        accepts(r#""rate": {"kind": "trace", "path": "/some/file"}"#);
+        assert_eq!(field_of(r#""rate": {"kind": "trace"}"#), "forward.rate");
+        let both = r#""rate": {"kind": "trace", "path": "f", "opportunities_ms": [1]}"#;
+        assert_eq!(field_of(both), "forward.rate");
+    }
+
+    #[test]
+    fn inline_trace_rules() {
+        let e = |fwd: &str| {
+            let j = format!(r#"{{"forward": {{{fwd}}}, "return": {{}}}}"#);
+            LinkConfig::from_json(&j).unwrap_err()
+        };
+        let bad = e(r#""rate": {"kind": "trace", "opportunities_ms": [1, 5, 3]}"#);
+        assert_eq!(bad.field, "forward.rate.opportunities_ms");
+        assert!(
+            bad.message.starts_with("[2]: 3 ms comes before"),
+            "{}",
+            bad.message
+        );
+        let late = e(r#""rate": {"kind": "trace", "opportunities_ms": [1000000001]}"#);
+        assert_eq!(late.field, "forward.rate.opportunities_ms");
+        let zero = e(r#""rate": {"kind": "trace", "opportunities_ms": [0, 0]}"#);
+        assert_eq!(zero.field, "forward.rate.opportunities_ms");
+        let empty = e(r#""rate": {"kind": "trace", "opportunities_ms": []}"#);
+        assert_eq!(empty.field, "forward.rate.opportunities_ms");
+    }
+
+    #[test]
+    fn trace_file_errors_name_path_and_line() {
+        let path = std::env::temp_dir().join(format!("satlink-trace-{}.txt", std::process::id()));
+        std::fs::write(&path, "1\n\n5\nx\n").unwrap();
+        let p = path.to_str().unwrap();
+        let j = format!(
+            r#"{{"forward": {{"rate": {{"kind": "trace", "path": "{p}"}}}}, "return": {{}}}}"#
+        );
+        let e = check(&j).unwrap_err();
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(e.field, "forward.rate.path");
+        assert!(
+            e.message.starts_with(&format!("{p}: line 4: ")),
+            "{}",
+            e.message
+        );
+    }
+
+    #[test]
+    fn check_inlines_traces_and_derives_numbers() {
+        let path = std::env::temp_dir().join(format!("satlink-check-{}.txt", std::process::id()));
+        std::fs::write(&path, "1\n1\n4\n").unwrap();
+        let j = format!(
+            r#"{{"seed": 9, "forward": {{"rate": {{"kind": "trace", "path": "{}"}},
+                "delay": {{"kind": "schedule", "points": [[0, 20], [10, 40]], "period_s": 20}},
+                "queue": {{"limit": {{"kind": "ms", "ms": 100}}}},
+                "loss": [{{"kind": "bernoulli", "p": 0.01}}, {{"kind": "ber", "ber": 1e-6}},
+                         {{"kind": "gilbert", "p": 0.01, "r": 0.09}}]}},
+                "return": {{"rate": {{"kind": "schedule", "points": [[0, 1e6], [5, 3e6]]}},
+                "delay": {{"kind": "constant", "ms": 15}},
+                "queue": {{"limit": {{"kind": "packets", "n": 50}}}}}}}}"#,
+            path.display()
+        );
+        let c = check(&j).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&c.to_json_line()).unwrap();
+        assert_eq!(v["ok"], true);
+        assert!(v["config"].get("seed").is_none());
+        assert_eq!(
+            v["config"]["forward"]["rate"],
+            serde_json::json!({"kind": "trace", "opportunities_ms": [1, 1, 4]})
+        );
+        assert_eq!(
+            v["config"]["return"]["jitter"],
+            serde_json::json!({"kind": "none"})
+        );
+        let f = &c.derived.forward;
+        let bps = 3.0 * 1504.0 * 8.0 / 0.004;
+        assert_eq!(f.mean_bps, Some(bps));
+        assert_eq!((f.min_delay_ms, f.max_delay_ms), (20.0, 40.0));
+        assert_eq!(f.queue_limit_bytes, Some((bps / 8.0 * 0.1).ceil() as u64));
+        let ber = 1.0 - (1.0f64 - 1e-6).powi(12_000);
+        let expect = 1.0 - (1.0 - 0.01) * (1.0 - ber) * (1.0 - 0.1);
+        assert!(
+            (f.packet_loss_1500 - expect).abs() < 1e-12,
+            "{}",
+            f.packet_loss_1500
+        );
+        let r = &c.derived.ret;
+        // A schedule that does not repeat: its last value holds.
+        assert_eq!(
+            (r.mean_bps, r.queue_limit_packets, r.queue_limit_bytes),
+            (Some(3e6), Some(50), None)
+        );
+        assert_eq!(r.packet_loss_1500, 0.0);
+        assert_eq!(c.derived.base_rtt_ms, 35.0);
+        assert_eq!(f.trace_opportunity_bytes, 1504);
+        // The canonical form is itself a valid configuration that checks the same.
+        let again = check(&serde_json::to_string(&v["config"]).unwrap()).unwrap();
+        assert_eq!(again.derived, c.derived);
+    }
+
+    #[test]
+    fn check_errors_as_json() {
+        let e = check(r#"{"forward": {"rate": {"kind": "constant", "bps": 0}}, "return": {}}"#)
+            .unwrap_err();
+        let v: serde_json::Value = serde_json::from_str(&e.to_json_line()).unwrap();
+        assert_eq!(v["ok"], false);
+        assert_eq!(v["field"], "forward.rate.bps");
+        let e = check("{").unwrap_err();
+        assert_eq!(e.field, "config");
+        let e = check(r#"{"forward": {}, "return": {}, "colour": 1}"#).unwrap_err();
+        assert_eq!(e.field, "config");
+        assert!(e.message.contains("colour"));
+    }
+
+    #[test]
+    fn queue_ms_follows_the_long_run_rate_of_a_schedule() {
+        // Non-repeating: 1 Mbit/s for 10 s, then 8 Mbit/s for ever: 100 ms = 100,000 bytes.
+        let d: DirectionConfig = serde_json::from_str(
+            r#"{"rate": {"kind": "schedule", "points": [[0, 1e6], [10, 8e6]]},
+                "queue": {"limit": {"kind": "ms", "ms": 100}}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            d.derived("forward").unwrap().queue_limit_bytes,
+            Some(100_000)
+        );
     }
 }

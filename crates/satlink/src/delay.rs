@@ -39,6 +39,10 @@ impl Delay {
         self.jitter = jitter;
         self
     }
+    /// The base delay's schedule, in seconds (without jitter).
+    pub fn base_s(&self) -> &Schedule {
+        &self.base_s
+    }
     /// True if every packet gets the same delay.
     pub fn is_fixed(&self) -> bool {
         self.base_s.is_constant() && self.jitter == Jitter::None

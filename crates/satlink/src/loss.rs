@@ -8,6 +8,8 @@ use crate::time::Instant;
 /// Decides, packet by packet, whether the channel destroys it.
 pub trait Loss: Send {
     fn lose(&mut self, now: Instant, bytes: u32, rng: &mut Rng) -> bool;
+    /// Long-run probability that a packet of `bytes` is lost.
+    fn mean_loss(&self, bytes: u32) -> f64;
 }
 
 /// Independent loss with a probability that may follow a schedule.
@@ -30,6 +32,9 @@ impl Bernoulli {
 impl Loss for Bernoulli {
     fn lose(&mut self, now: Instant, _bytes: u32, rng: &mut Rng) -> bool {
         rng.chance(self.p.value_at(now))
+    }
+    fn mean_loss(&self, _bytes: u32) -> f64 {
+        self.p.mean()
     }
 }
 
@@ -83,6 +88,9 @@ impl Loss for GilbertElliott {
         }
         lost
     }
+    fn mean_loss(&self, _bytes: u32) -> f64 {
+        self.stationary_loss()
+    }
 }
 
 /// Independent bit errors: a packet of `n` bytes survives with `(1 - ber)^(8 n)`.
@@ -107,6 +115,9 @@ impl BitErrorRate {
 impl Loss for BitErrorRate {
     fn lose(&mut self, _now: Instant, bytes: u32, rng: &mut Rng) -> bool {
         rng.chance(self.packet_loss(bytes))
+    }
+    fn mean_loss(&self, bytes: u32) -> f64 {
+        self.packet_loss(bytes)
     }
 }
 

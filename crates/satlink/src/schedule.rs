@@ -20,28 +20,17 @@ pub struct Schedule {
 }
 
 /// Why a schedule could not be built.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum ScheduleError {
+    /// No breakpoint at all.
+    #[error("schedule has no points")]
     Empty,
+    /// A breakpoint at or before the previous one (times must strictly increase).
+    #[error("schedule point {index} does not come after the previous one")]
     NotIncreasing { index: usize },
+    /// A breakpoint at or after the period of a repeating schedule.
+    #[error("schedule point {index} lies at or beyond the period")]
     BeyondPeriod { index: usize },
-}
-
-impl core::fmt::Display for ScheduleError {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        match self {
-            ScheduleError::Empty => write!(f, "schedule has no points"),
-            ScheduleError::NotIncreasing { index } => {
-                write!(
-                    f,
-                    "schedule point {index} does not come after the previous one"
-                )
-            }
-            ScheduleError::BeyondPeriod { index } => {
-                write!(f, "schedule point {index} lies at or beyond the period")
-            }
-        }
-    }
 }
 
 impl Schedule {
@@ -135,10 +124,20 @@ impl Schedule {
             .fold(f64::NEG_INFINITY, f64::max)
     }
 
-    /// Time-weighted mean over one period (or the first value if not periodic).
+    /// Smallest value anywhere in the schedule.
+    pub fn min(&self) -> f64 {
+        self.points
+            .iter()
+            .map(|p| p.1)
+            .fold(f64::INFINITY, f64::min)
+    }
+
+    /// The long-run value: the time-weighted mean over one period of a
+    /// repeating schedule, and the last point's value for one that does not
+    /// repeat (it holds forever after its time).
     pub fn mean(&self) -> f64 {
         if self.period == 0 || self.points.len() == 1 {
-            return self.points[0].1;
+            return self.points[self.points.len() - 1].1;
         }
         let mut total = 0.0;
         let n = self.points.len();
@@ -186,6 +185,19 @@ mod tests {
         assert_eq!(c.segment_at(s(58.0)), (4.0, Some(s(72.0))));
         assert_eq!(c.value_at(s(60.0 + 30.0)), 2.0);
         assert!((c.mean() - 2.5).abs() < 1e-9);
+    }
+
+    #[test]
+    fn mean_is_the_long_run_value() {
+        // Not repeating: the last value holds forever.
+        let once = Schedule::new(&[(0.0, 10.0), (5.0, 2.0), (9.0, 4.0)], 0.0).unwrap();
+        assert_eq!(once.mean(), 4.0);
+        // Repeating: weighted by time, including the wrap-around segment
+        // (value 4 from 9 s to 10 s + 1 s, value 1 from 1 s to 5 s, 2 from 5 s to 9 s).
+        let rep = Schedule::new(&[(1.0, 1.0), (5.0, 2.0), (9.0, 4.0)], 10.0).unwrap();
+        assert!((rep.mean() - (4.0 * 1.0 + 8.0 * 1.0 + 2.0 * 4.0) / 10.0).abs() < 1e-12);
+        assert_eq!(Schedule::constant(3.0).mean(), 3.0);
+        assert_eq!((rep.min(), rep.max()), (1.0, 4.0));
     }
 
     #[test]

@@ -12,14 +12,34 @@
 //!               [--stats FILE] [--pcap-dir DIR] [--parent-pid PID]
 //! satbench-link --check --config FILE
 //! ```
-//! Prints one JSON line `{"ready": true, ...}` on stdout once attached; on
-//! SIGTERM/SIGINT/SIGHUP it stops, writes the counters to `--stats`, exits 0.
-//! Configuration errors exit 2 with one line naming the field.
+//! `FILE` is the JSON of [`satlink::config::LinkConfig`]; `-` reads it from
+//! standard input.
+//!
+//! A run prints one JSON line `{"ready": true, ...}` on stdout once
+//! attached; on SIGTERM/SIGINT/SIGHUP it stops, writes the counters to
+//! `--stats`, exits 0. Configuration errors exit 2 with one line on stderr,
+//! `satbench-link: FILE: FIELD: MESSAGE`.
+//!
+//! `--check` is the one place where link parameters are checked (the ranges
+//! are listed in [`satlink::config`]; a run enforces the same). It reads
+//! trace files, prints one JSON line on stdout and exits:
+//! - 0 with `{"ok": true, "config": CANONICAL, "derived": DERIVED}`: CANONICAL
+//!   is the configuration with every default filled in, without `seed`, each
+//!   trace inline as `opportunities_ms`; DERIVED is `{"base_rtt_ms", "forward",
+//!   "return"}`, each direction `{"mean_bps" (null: unlimited),
+//!   "min_delay_ms", "max_delay_ms", "packet_loss_1500", "queue_limit_bytes",
+//!   "queue_limit_packets", "trace_opportunity_bytes"}`
+//!   ([`satlink::config::DerivedDirection`]);
+//! - 2 with `{"ok": false, "field": "forward.rate.bps", "message": "..."}`;
+//!   the field is `config` for unreadable files, JSON syntax and unknown
+//!   fields.
+//!
+//! Command-line errors exit 2 with one line `satbench-link: MESSAGE` on stderr.
 
 mod args;
 mod sys;
 
-use satlink::config::LinkConfig;
+use satlink::config::{ConfigError, LinkConfig};
 use satlink::pacing::{Pacer, WakeMargin};
 use satlink::pcap::PcapWriter;
 use satlink::stats::CountersReport;
@@ -235,11 +255,38 @@ fn open_capture(dir: &Option<String>, name: &str) -> Capture {
     Some(Arc::new(Mutex::new(w)))
 }
 
+/// The configuration's text: the file, or standard input for `-`.
+fn read_config(path: &str) -> std::io::Result<String> {
+    if path == "-" {
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)?;
+        Ok(text)
+    } else {
+        std::fs::read_to_string(path)
+    }
+}
+
 fn main() {
     let args =
         args::parse(std::env::args_os().skip(1)).unwrap_or_else(|e| usage_exit(&e.to_string()));
-    let text = std::fs::read_to_string(&args.config)
-        .unwrap_or_else(|e| usage_exit(&format!("cannot read {}: {e}", args.config)));
+    let text = read_config(&args.config);
+    if args.check {
+        let checked = text
+            .map_err(|e| ConfigError {
+                field: "config".into(),
+                message: format!("cannot read {}: {e}", args.config),
+            })
+            .and_then(|t| satlink::config::check(&t));
+        match checked {
+            Ok(c) => println!("{}", c.to_json_line()),
+            Err(e) => {
+                println!("{}", e.to_json_line());
+                std::process::exit(2);
+            }
+        }
+        return;
+    }
+    let text = text.unwrap_or_else(|e| usage_exit(&format!("cannot read {}: {e}", args.config)));
     let config = LinkConfig::from_json(&text)
         .unwrap_or_else(|e| usage_exit(&format!("{}: {e}", args.config)));
     let mono0 = sys::monotonic_ns();
@@ -258,9 +305,6 @@ fn main() {
         .ret
         .build("return", phase, rr)
         .unwrap_or_else(|e| usage_exit(&format!("{}: {e}", args.config)));
-    if args.check {
-        return;
-    }
 
     sys::die_with_parent();
     if let Some(p) = args.parent_pid {
