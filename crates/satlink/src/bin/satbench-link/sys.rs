@@ -4,9 +4,28 @@ use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
-pub fn os_err(call: &str, what: &str) -> io::Error {
-    let e = io::Error::last_os_error();
-    io::Error::new(e.kind(), format!("{call}({what}): {e}"))
+/// A failed system call of the set-up, naming the call and its subject.
+#[derive(Debug, thiserror::Error)]
+pub enum SysError {
+    /// The call failed with `source` (errno).
+    #[error("{call}({what}): {source}")]
+    Call {
+        call: &'static str,
+        what: String,
+        source: io::Error,
+    },
+    /// A TUN device name longer than the kernel's 15 bytes.
+    #[error("device name too long: {0}")]
+    DeviceName(String),
+}
+
+/// The error of the call just made.
+pub fn os_err(call: &'static str, what: &str) -> SysError {
+    SysError::Call {
+        call,
+        what: what.to_string(),
+        source: io::Error::last_os_error(),
+    }
 }
 
 pub fn clock_ns(clock: libc::clockid_t) -> u64 {
@@ -28,9 +47,12 @@ pub fn realtime_ns() -> u64 {
 }
 
 /// Enter the network namespace at `path` (this thread only).
-pub fn enter_netns(path: &str) -> io::Result<()> {
-    let f = std::fs::File::open(path)
-        .map_err(|e| io::Error::new(e.kind(), format!("open({path}): {e}")))?;
+pub fn enter_netns(path: &str) -> Result<(), SysError> {
+    let f = std::fs::File::open(path).map_err(|source| SysError::Call {
+        call: "open",
+        what: path.to_string(),
+        source,
+    })?;
     // SAFETY: plain syscall on an owned fd.
     if unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
         return Err(os_err("setns", path));
@@ -39,7 +61,7 @@ pub fn enter_netns(path: &str) -> io::Result<()> {
 }
 
 /// Return to the network namespace open as `f`.
-pub fn enter_netns_fd(f: &std::fs::File) -> io::Result<()> {
+pub fn enter_netns_fd(f: &std::fs::File) -> Result<(), SysError> {
     // SAFETY: plain syscall on an open fd.
     if unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
         return Err(os_err("setns", "original namespace"));
@@ -68,7 +90,7 @@ struct IfReq {
 
 /// Attach to the TUN device `dev` in the current network namespace, with
 /// virtio-net headers, non-blocking.
-pub fn open_tun(dev: &str) -> io::Result<OwnedFd> {
+pub fn open_tun(dev: &str) -> Result<OwnedFd, SysError> {
     let path = CString::new("/dev/net/tun").unwrap();
     // SAFETY: valid C string.
     let fd = unsafe {
@@ -88,10 +110,7 @@ pub fn open_tun(dev: &str) -> io::Result<OwnedFd> {
         _pad: [0; 22],
     };
     if dev.len() >= 16 {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("device name too long: {dev}"),
-        ));
+        return Err(SysError::DeviceName(dev.to_string()));
     }
     req.name[..dev.len()].copy_from_slice(dev.as_bytes());
     // SAFETY: req is a valid ifreq-sized struct.
@@ -102,7 +121,7 @@ pub fn open_tun(dev: &str) -> io::Result<OwnedFd> {
 }
 
 /// Enable offloads; returns the set accepted (UDP segmentation is optional).
-pub fn set_offload(fd: RawFd, dev: &str) -> io::Result<libc::c_uint> {
+pub fn set_offload(fd: RawFd, dev: &str) -> Result<libc::c_uint, SysError> {
     let base = TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6 | TUN_F_TSO_ECN;
     for flags in [base | TUN_F_USO4 | TUN_F_USO6, base] {
         // SAFETY: TUNSETOFFLOAD takes an unsigned int by value.
@@ -113,7 +132,7 @@ pub fn set_offload(fd: RawFd, dev: &str) -> io::Result<libc::c_uint> {
     Err(os_err("ioctl TUNSETOFFLOAD", dev))
 }
 
-pub fn eventfd() -> io::Result<OwnedFd> {
+pub fn eventfd() -> Result<OwnedFd, SysError> {
     // SAFETY: plain syscall.
     let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
     if fd < 0 {
