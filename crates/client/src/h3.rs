@@ -299,13 +299,8 @@ impl Driver {
 
     async fn flush(&mut self) {
         let mut out = [0u8; MAX_DATAGRAM];
-        loop {
-            match self.conn.send(&mut out) {
-                Ok((n, _)) => {
-                    let _ = self.sock.send(&out[..n]).await;
-                }
-                Err(_) => break,
-            }
+        while let Ok((n, _)) = self.conn.send(&mut out) {
+            let _ = self.sock.send(&out[..n]).await;
         }
     }
 

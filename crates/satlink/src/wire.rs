@@ -316,8 +316,7 @@ impl<'a> GsoChunk<'a> {
                 p[10..12].copy_from_slice(&c.to_be_bytes());
             }
             let l4 = self.l4;
-            let csum_offset;
-            if self.proto == IPPROTO_TCP {
+            let csum_offset = if self.proto == IPPROTO_TCP {
                 p[l4 + 4..l4 + 8]
                     .copy_from_slice(&seq0.wrapping_add((i * self.mss) as u32).to_be_bytes());
                 let flags = &mut p[l4 + 13];
@@ -327,11 +326,11 @@ impl<'a> GsoChunk<'a> {
                 if i > 0 {
                     *flags &= !0x80; // CWR only on the first
                 }
-                csum_offset = 16;
+                TCP_CSUM as usize
             } else {
                 p[l4 + 4..l4 + 6].copy_from_slice(&l4_len.to_be_bytes());
-                csum_offset = 6;
-            }
+                UDP_CSUM as usize
+            };
             let pseudo = fold(pseudo_sum(p, self.v6, self.proto, l4_len));
             p[l4 + csum_offset..l4 + csum_offset + 2].copy_from_slice(&pseudo.to_be_bytes());
             let h = VnetHeader {

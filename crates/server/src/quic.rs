@@ -229,11 +229,7 @@ impl Server {
             };
             // SAFETY: one valid pollfd and timespec.
             unsafe { libc::ppoll(&mut pfd, 1, &ts, std::ptr::null()) };
-            loop {
-                let (n, from) = match self.sock.recv_from(&mut buf) {
-                    Ok(v) => v,
-                    Err(_) => break,
-                };
+            while let Ok((n, from)) = self.sock.recv_from(&mut buf) {
                 self.on_datagram(&mut buf[..n], from, local);
             }
             let now = Instant::now();
