@@ -243,21 +243,50 @@ fn one() -> f64 {
 pub struct ConfigError {
     pub field: String,
     pub message: String,
+    /// For a number out of its range: the range and the value, in the
+    /// field's unit, so that a caller can say it in the unit its user wrote.
+    pub range: Option<Range>,
+}
+
+/// The range a number must be in, and the number given.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct Range {
+    pub min: f64,
+    pub max: f64,
+    pub value: f64,
 }
 
 fn err<T>(field: impl Into<String>, message: impl Into<String>) -> Result<T, ConfigError> {
     Err(ConfigError {
         field: field.into(),
         message: message.into(),
+        range: None,
+    })
+}
+
+fn range_err<T>(
+    field: &str,
+    message: String,
+    min: f64,
+    max: f64,
+    value: f64,
+) -> Result<T, ConfigError> {
+    Err(ConfigError {
+        field: field.into(),
+        message,
+        range: Some(Range { min, max, value }),
     })
 }
 
 /// `v` is finite and within `lo ..= hi`; `what` names it in the message.
 fn check_range(field: &str, what: &str, v: f64, lo: f64, hi: f64) -> Result<(), ConfigError> {
     if !v.is_finite() || v < lo || v > hi {
-        return err(
+        return range_err(
             field,
             format!("{what} must be within {lo} and {hi}, got {v}"),
+            lo,
+            hi,
+            v,
         );
     }
     Ok(())
@@ -266,9 +295,12 @@ fn check_range(field: &str, what: &str, v: f64, lo: f64, hi: f64) -> Result<(), 
 /// `v` is finite, above 0 and at most `hi`.
 fn check_positive(field: &str, what: &str, v: f64, hi: f64) -> Result<(), ConfigError> {
     if !v.is_finite() || v <= 0.0 || v > hi {
-        return err(
+        return range_err(
             field,
             format!("{what} must be above 0 and at most {hi}, got {v}"),
+            0.0,
+            hi,
+            v,
         );
     }
     Ok(())
@@ -709,9 +741,19 @@ impl Checked {
 }
 
 impl ConfigError {
-    /// `{"ok": false, "field": ..., "message": ...}` on one line.
+    /// `{"ok": false, "field": ..., "message": ...}` on one line, with
+    /// `min`, `max` and `value` when a number was out of its range.
     pub fn to_json_line(&self) -> String {
-        serde_json::json!({"ok": false, "field": self.field, "message": self.message}).to_string()
+        let mut j = serde_json::json!({"ok": false, "field": self.field, "message": self.message});
+        if let Some(r) = self.range {
+            // A non-finite value is not JSON: it is left out (the message says it).
+            j["min"] = r.min.into();
+            j["max"] = r.max.into();
+            if r.value.is_finite() {
+                j["value"] = r.value.into();
+            }
+        }
+        j.to_string()
     }
 }
 
@@ -785,6 +827,30 @@ mod tests {
         let f: Direction<u32> = c.forward.build("forward", 0, a).unwrap();
         assert!(f.needs_segments());
         let _r: Direction<u32> = c.ret.build("return", 0, b).unwrap();
+    }
+
+    #[test]
+    fn range_errors_carry_the_range_and_value() {
+        let e = LinkConfig::from_json(
+            r#"{"forward":{"rate":{"kind":"constant","bps":500}},"return":{}}"#,
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.range,
+            Some(Range {
+                min: 1e3,
+                max: 1e12,
+                value: 500.0
+            })
+        );
+        let j: serde_json::Value = serde_json::from_str(&e.to_json_line()).unwrap();
+        assert_eq!(
+            (j["min"].as_f64(), j["max"].as_f64()),
+            (Some(1e3), Some(1e12))
+        );
+        assert_eq!(j["value"].as_f64(), Some(500.0));
+        let syntax = LinkConfig::from_json("{").unwrap_err();
+        assert!(syntax.range.is_none() && !syntax.to_json_line().contains("min"));
     }
 
     #[test]

@@ -275,6 +275,7 @@ fn main() {
             .map_err(|e| ConfigError {
                 field: "config".into(),
                 message: format!("cannot read {}: {e}", args.config),
+                range: None,
             })
             .and_then(|t| satlink::config::check(&t));
         match checked {
