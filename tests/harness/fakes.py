@@ -6,11 +6,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from satbench.endpoints.base import Client, LoadRequest, ServeRequest, Server
+from satbench.endpoints.base import Client, LoadRequest, Server, ServeRequest
 from satbench.errors import TestbedError
 from satbench.experiment.runner import Lab
-from satbench.model import (ClientKind, ClientOutcome, ClientResult, LinkCounters, ObjectTiming, ServerKind,
-                            ServerSummary, TrialStatus)
+from satbench.model import (
+    ClientKind,
+    ClientOutcome,
+    ClientResult,
+    LinkCounters,
+    ObjectTiming,
+    ServerKind,
+    ServerSummary,
+    TrialStatus,
+)
 from satbench.testbed.host import Host
 from satbench.testbed.testbed import TestbedSpec, as_spec
 

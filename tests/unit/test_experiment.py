@@ -15,9 +15,7 @@ from satbench.link import profile
 from satbench.link.spec import resolve
 from satbench.results.stats import jain, mann_whitney_p, median_diff_ci
 
-from ..helpers import run_cli
-
-REPO = Path(__file__).resolve().parents[1]
+from ..helpers import REPO, run_cli
 
 GOOD = """[experiment]
 name = "t"

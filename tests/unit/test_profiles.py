@@ -1,16 +1,18 @@
-"""Link profiles: every built-in loads; bad input is named by file, line and field.
-No root needed."""
+"""Link profiles: every built-in loads and resolves; bad input, whether its form
+(refused here) or its values (refused by the emulator's check), is named by
+file, line and field. No root needed."""
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from satbench import ProfileError, load_profile, prereq, profiles
+from satbench import ProfileError, load_profile
+from satbench.link import profile as profiles
+from satbench.link.spec import LinkSpec, resolve
 
 from ..helpers import run_cli
 
@@ -24,22 +26,47 @@ def write(tmp_path: Path, text: str, name: str = "p.toml") -> Path:
 
 
 @pytest.mark.parametrize("name", BUILTIN)
-def test_builtin_profiles_load(name: str) -> None:
+def test_builtin_profiles_load_and_resolve(name: str) -> None:
     p = load_profile(name)
     assert p.name == name
     cfg = p.emulator_config(seed=7)
     assert cfg["seed"] == 7 and set(cfg) >= {"forward", "return"}
+    link = resolve(p)
+    assert link.name == name and len(link.hash) == 16
+    assert link.base_rtt_ms == pytest.approx(p.base_rtt_ms)
+    assert link.emulator_config(3)["seed"] == 3 and "seed" not in link.config
+    # The stored form reads back as the same link.
+    assert LinkSpec.from_json(json.loads(json.dumps(link.to_json()))) == link
 
 
-def test_builtin_configs_pass_the_emulators_own_check(tmp_path: Path) -> None:
-    binary = prereq.link_binary()
-    if not binary.exists():
-        pytest.skip("emulator not built")
-    for name in BUILTIN:
-        f = tmp_path / f"{name}.json"
-        f.write_text(json.dumps(load_profile(name).emulator_config(1)))
-        p = subprocess.run([str(binary), "--check", "--config", str(f)], capture_output=True, text=True)
-        assert p.returncode == 0, (name, p.stderr)
+def test_the_emulators_numbers() -> None:
+    geo = resolve(load_profile("geo"))
+    assert geo.forward.mean_bps == 10e6 and geo.base_rtt_ms == 530
+    assert geo.forward.queue_limit_bytes == 10e6 / 8 * 0.530
+    ber = resolve(load_profile("geo", ["ber=1e-5"]))
+    assert ber.forward.packet_loss_1500 == pytest.approx(1 - (1 - 1e-5) ** 12000)
+    assert ber.hash != geo.hash
+    # The long-run rate of a repeating schedule is its time-weighted mean.
+    leo = resolve(load_profile("leo"))
+    assert 80e6 < leo.forward.mean_bps < 110e6
+    assert resolve(load_profile("wire")).forward.mean_bps is None
+
+
+def test_a_trace_is_read_once_and_inlined(tmp_path: Path) -> None:
+    (tmp_path / "t.trace").write_text("".join(f"{i}\n" for i in range(1, 11)))
+    f = write(tmp_path, 'name = "x"\n[forward]\ntrace = "t.trace"\n')
+    link = resolve(profiles.load(str(f)))
+    assert link.config["forward"]["rate"] == {"kind": "trace", "opportunities_ms": list(range(1, 11))}
+    # One 1504-byte opportunity per millisecond (the emulator's own figure).
+    assert link.forward.mean_bps == pytest.approx(1504 * 8 * 1000)
+    (tmp_path / "t.trace").unlink()  # the resolved link no longer needs the file
+    assert link.emulator_config(1)["forward"]["rate"]["opportunities_ms"][-1] == 10
+
+
+def test_the_same_link_has_the_same_hash_however_written(tmp_path: Path) -> None:
+    a = write(tmp_path, 'name = "a"\n[forward]\nrate_mbps = 10\nber = 0\n', "a.toml")
+    b = write(tmp_path, 'name = "b"\ndescription = "other words"\n[forward]\nrate_mbps = 10.0\n[return]\n', "b.toml")
+    assert resolve(profiles.load(str(a))).hash == resolve(profiles.load(str(b))).hash
 
 
 def test_reference_parameters() -> None:
@@ -85,25 +112,31 @@ def test_user_profiles_extend_the_builtins(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "body, line, field, words",
     [
-        ('name = "x"\n[forward]\ndelay_ms = -5\n', 3, "forward.delay_ms", "zero or positive"),
-        ('name = "x"\n[forward]\n[return]\nrate_mbps = 0\n', 4, "return.rate_mbps", "positive"),
-        ('name = "x"\n[return]\n\nrate_mbps = -2\n', 4, "return.rate_mbps", "positive"),
-        ('name = "x"\n[forward]\nloss = 1.5\n', 3, "forward.loss", "[0, 1]"),
-        ('name = "x"\n[forward]\nloss = -0.1\n', 3, "forward.loss", "[0, 1]"),
-        ('name = "x"\n[forward]\nber = 2\n', 3, "forward.ber", "[0, 1]"),
+        ('name = "x"\n[forward]\ndelay_ms = -5\n', 3, "forward.delay_ms", "must be within 0 and 3600000, got -5"),
+        ('name = "x"\n[forward]\n[return]\nrate_mbps = 0\n', 4, "return.rate_mbps", "must be from 0.001 to 1e+06 Mbit/s, got 0"),
+        ('name = "x"\n[return]\n\nrate_mbps = -2\n', 4, "return.rate_mbps", "got -2"),
+        ('name = "x"\n[return]\n\nrate_mbps = 1e30\n', 4, "return.rate_mbps", "got 1e+30"),
+        ('name = "x"\n[forward]\nloss = 1.5\n', 3, "forward.loss", "within 0 and 1, got 1.5"),
+        ('name = "x"\n[forward]\nloss = -0.1\n', 3, "forward.loss", "within 0 and 1"),
+        ('name = "x"\n[forward]\nber = 2\n', 3, "forward.ber", "within 0 and 1"),
+        ('name = "x"\n[forward]\nloss = nan\n', 3, "forward.loss", "finite"),
+        ('name = "x"\n[forward]\ndelay_ms = inf\n', 3, "forward.delay_ms", "finite"),
+        ('name = "x"\n[forward]\ndelay_ms = 1e15\n', 3, "forward.delay_ms", "within 0 and 3600000"),
+        ('name = "x"\n[forward]\nqueue_packets = 0\n', 3, "forward.queue_packets", "within 1 and 10000000"),
+        ('name = "x"\n[forward]\nrate_schedule = [[0, 1], [3, -1]]\n', 3, "forward.rate_schedule", "point 1: "),
         ('name = "x"\n[forward]\nrate_mbps = "fast"\n', 3, "forward.rate_mbps", "number"),
         ('name = "x"\n[forward]\ncolour = 1\n', 3, "forward.colour", "unknown key"),
         ('name = "x"\n[forward]\nqueue_ms = 10\n', 3, "forward.queue_ms", "needs a rate"),
         ('name = "x"\n[forward]\nrate_mbps = 1\nrate_schedule = [[0, 1]]\n', 4, "forward.rate_schedule", "conflicts"),
-        ('name = "x"\n[forward]\ndelay_schedule = [[0, 1], [0, 2]]\n', 3, "forward.delay_schedule", "increase"),
-        ('name = "x"\n[forward]\nloss_schedule = [[0, 2]]\n', 3, "forward.loss_schedule", "[0, 1]"),
+        ('name = "x"\n[forward]\ndelay_schedule = [[0, 1], [0, 2]]\n', 3, "forward.delay_schedule", "point 1 does not come after"),
+        ('name = "x"\n[forward]\nloss_schedule = [[0, 2]]\n', 3, "forward.loss_schedule", "point 0: probability must be within 0 and 1"),
         ('name = "x"\n[forward]\ngilbert = { p = 0.1 }\n', 3, "forward.gilbert", "p and r"),
     ],
 )
 def test_bad_values_name_file_line_and_field(tmp_path: Path, body: str, line: int, field: str, words: str) -> None:
     f = write(tmp_path, body)
     with pytest.raises(ProfileError) as e:
-        profiles.load(str(f))
+        resolve(profiles.load(str(f)))
     assert e.value.file == str(f) and e.value.line == line and e.value.field == field
     assert str(e.value).startswith(f"{f}:{line}: {field}: ")
     assert words in str(e.value)
@@ -120,11 +153,11 @@ def test_malformed_trace_line_is_named(tmp_path: Path) -> None:
     (tmp_path / "t.trace").write_text("1\n2\n3x\n4\n")
     f = write(tmp_path, 'name = "x"\n[forward]\ntrace = "t.trace"\n')
     with pytest.raises(ProfileError) as e:
-        profiles.load(str(f))
-    assert str(e.value) == f"{tmp_path / 't.trace'}:3: expected a whole number of milliseconds, found '3x'"
+        resolve(profiles.load(str(f)))
+    assert str(e.value) == f"{tmp_path / 't.trace'}:3: expected a whole number of milliseconds, found \"3x\""
     (tmp_path / "t.trace").write_text("5\n4\n")
     with pytest.raises(ProfileError, match=r"t.trace:2: 4 ms comes before"):
-        profiles.load(str(f))
+        resolve(profiles.load(str(f)))
 
 
 def test_unknown_profile_lists_the_available_ones() -> None:
@@ -135,8 +168,8 @@ def test_unknown_profile_lists_the_available_ones() -> None:
 
 def test_bad_override_is_named() -> None:
     with pytest.raises(ProfileError) as e:
-        load_profile("geo", ["forward.delay_ms=-1"])
-    assert str(e.value) == "--set forward.delay_ms=-1: forward.delay_ms: must be zero or positive, got -1"
+        resolve(load_profile("geo", ["forward.delay_ms=-1"]))
+    assert str(e.value) == "--set forward.delay_ms=-1: forward.delay_ms: delay (ms) must be within 0 and 3600000, got -1"
     with pytest.raises(ProfileError, match="unknown direction"):
         load_profile("geo", ["sideways.delay_ms=1"])
     with pytest.raises(ProfileError, match="KEY=VALUE"):

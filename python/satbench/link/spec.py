@@ -155,9 +155,9 @@ def _blame(profile: LinkProfile, made: dict[str, tuple[str, Origin]], config: di
     if scale and isinstance(lo, (int, float)) and isinstance(hi, (int, float)) and isinstance(got, (int, float)):
         message = (f"must be from {lo / scale:g} to {hi / scale:g} Mbit/s"
                    + (" (or 0 for an outage)" if leaf == "rate_schedule" else "") + f", got {got / scale:g}")
-        where = re.match(r"^.*?points\[(\d+)\]", cfield)
-        if where:
-            message = f"point {where.group(1)}: " + message
-    elif m := re.match(r".*?points\[(\d+)\]", cfield):
-        message = f"point {m.group(1)}: {message}"
+    pt = re.match(r"^.*?points\[(\d+)\]", cfield)
+    if pt and not re.match(r"^(schedule )?point", message):
+        message = f"point {pt.group(1)}: {message}"
+    elif pt:
+        message = re.sub(r"^schedule point", "point", message)
     return origin.error(key, message)
