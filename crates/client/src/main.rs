@@ -10,7 +10,7 @@
 //! only URL (curl-style timing); `--bulk` too, printing progress on stderr;
 //! `--repeat N` fetches it N times, one after another, on the same connection;
 //! `-o FILE` writes the (first) body to FILE.
-//! Prints one JSON object on stdout: `{"clients": [...], "cpu_s", "wall_s", ...}`;
+//! Prints one JSON object on stdout: `{"clients": [...], "cpu_ms", "wall_ms", ...}`, every time in ms;
 //! see `page::PageResult::to_json` for a client's fields.
 
 mod conn;
@@ -250,7 +250,7 @@ fn main() {
             "connections_per_origin": if proto == Proto::H1 { a.connections } else { 1 },
             "mode": if a.bulk { "bulk" } else if a.single { "single" } else { "page" },
             "clients_n": a.clients, "valid_n": valid,
-            "wall_s": wall.elapsed().as_secs_f64(), "cpu_s": cpu_seconds(),
+            "wall_ms": wall.elapsed().as_secs_f64() * 1e3, "cpu_ms": cpu_seconds() * 1e3,
             "clients": results.iter().map(page::PageResult::to_json).collect::<Vec<_>>(),
         })
     );

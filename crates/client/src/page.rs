@@ -4,7 +4,7 @@
 
 use crate::conn::{FetchError, Fetcher};
 use crate::discover::{css_refs, html_refs};
-use crate::session::{ConnInfo, Object, Settings};
+use crate::session::{ms, ConnInfo, Object, Settings};
 use crate::url::Url;
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -66,16 +66,18 @@ impl PageResult {
         serde_json::json!({
             "client": self.client, "url": self.url, "protocol": self.protocol,
             "valid": self.invalid.is_none(), "invalid_reason": self.invalid,
-            "plt_s": m.map(|m| m.plt_s), "fcp_s": m.map(|m| m.fcp_s), "lcp_s": m.map(|m| m.lcp_s),
-            "ttfb_s": m.map(|m| m.ttfb_s), "bytes": bytes, "objects_n": self.objects.len(),
+            "plt_ms": m.map(|m| ms(m.plt_s)), "fcp_ms": m.map(|m| ms(m.fcp_s)),
+            "lcp_ms": m.map(|m| ms(m.lcp_s)), "ttfb_ms": m.map(|m| ms(m.ttfb_s)),
+            "bytes": bytes, "objects_n": self.objects.len(),
             "throughput_mbps":
                 m.filter(|m| m.plt_s > 0.0).map(|m| bytes as f64 * 8.0 / m.plt_s / 1e6),
             // The first request's phases, cumulative from the start as curl reports them.
             "timeline": {
-                "dns_s": first_conn.and_then(|c| c.dns_s),
-                "connect_s": first_conn.and_then(|c| c.connect_s),
-                "tls_s": first_conn.and_then(|c| c.tls_s), "first_byte_s": html.map(|o| o.ttfb_s),
-                "total_s": html.map(|o| o.done_s)},
+                "dns_ms": first_conn.and_then(|c| c.dns_s).map(ms),
+                "connect_ms": first_conn.and_then(|c| c.connect_s).map(ms),
+                "tls_ms": first_conn.and_then(|c| c.tls_s).map(ms),
+                "first_byte_ms": html.map(|o| ms(o.ttfb_s)),
+                "total_ms": html.map(|o| ms(o.done_s))},
             "connections": self.connections.iter().map(ConnInfo::to_json).collect::<Vec<_>>(),
             "objects": self.objects.iter().map(Object::to_json).collect::<Vec<_>>(),
             "errors": self.errors,

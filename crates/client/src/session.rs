@@ -54,12 +54,17 @@ pub struct Object {
     pub body: Option<Vec<u8>>,
 }
 
+/// Seconds (the loader's clock) as the milliseconds every output carries.
+pub fn ms(seconds: f64) -> f64 {
+    seconds * 1e3
+}
+
 impl Object {
     pub fn to_json(&self) -> serde_json::Value {
         serde_json::json!({"url": self.url, "protocol": self.protocol, "status": self.status,
             "content_type": self.content_type, "bytes": self.bytes, "conn": self.conn,
-            "queued_s": self.queued_s, "start_s": self.start_s, "ttfb_s": self.ttfb_s,
-            "done_s": self.done_s})
+            "queued_ms": ms(self.queued_s), "start_ms": ms(self.start_s),
+            "ttfb_ms": ms(self.ttfb_s), "done_ms": ms(self.done_s)})
     }
 }
 
@@ -82,8 +87,8 @@ pub struct ConnInfo {
 impl ConnInfo {
     pub fn to_json(&self) -> serde_json::Value {
         serde_json::json!({"id": self.id, "origin": self.origin, "protocol": self.protocol,
-            "peer": self.peer, "start_s": self.start_s, "dns_s": self.dns_s,
-            "connect_s": self.connect_s, "tls_s": self.tls_s})
+            "peer": self.peer, "start_ms": ms(self.start_s), "dns_ms": self.dns_s.map(ms),
+            "connect_ms": self.connect_s.map(ms), "tls_ms": self.tls_s.map(ms)})
     }
 }
 

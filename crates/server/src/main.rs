@@ -261,7 +261,8 @@ fn main() {
                 "ready": true, "pid": std::process::id(), "root": shared.root.path(),
                 "http_port": opts.http_port, "https_port": opts.https_port, "h3": opts.h3,
                 "tcp_cc": cc_in_effect,
-                "quic_cc": opts.h3.then(|| quic::quiche_cc(opts.cc.as_deref().unwrap_or("cubic"))),
+                "quic_cc": opts.h3.then(|| quic::cc_family(opts.cc.as_deref().unwrap_or("cubic"))),
+                "quic_cc_impl": opts.h3.then(|| quic::quic_cc_impl(opts.cc.as_deref().unwrap_or("cubic"))),
                 "version": env!("CARGO_PKG_VERSION"),
             })
         );

@@ -28,6 +28,21 @@ pub fn quiche_cc(cc: &str) -> &'static str {
     }
 }
 
+/// The family a congestion control is recorded as (cubic, bbr or reno).
+pub fn cc_family(cc: &str) -> &'static str {
+    match cc {
+        "bbr" => "bbr",
+        "reno" => "reno",
+        _ => "cubic",
+    }
+}
+
+/// The implementation in effect, in its own field next to the family:
+/// `quiche bbr2_gcongestion` (quiche's BBR is BBRv2).
+pub fn quic_cc_impl(cc: &str) -> String {
+    format!("quiche {}", quiche_cc(cc))
+}
+
 struct Resp {
     headers: Option<Vec<quiche::h3::Header>>,
     file: Option<std::fs::File>,
@@ -410,9 +425,10 @@ impl Server {
         if early {
             c.early_requests += 1;
         }
-        let cc = quiche_cc(opts.cc.as_deref().unwrap_or("cubic"));
+        let cc = opts.cc.as_deref().unwrap_or("cubic");
         let entry = serde_json::json!({
-            "type": "request", "conn": c.id, "proto": "h3", "tls": true, "cc": cc,
+            "type": "request", "conn": c.id, "proto": "h3", "tls": true, "cc": cc_family(cc),
+            "cc_impl": quic_cc_impl(cc),
             "method": method, "path": path, "status": status, "content_length": content_length,
             "stream": sid, "t_request_unix_ns": t_request, "early_data": early,
         });
@@ -537,7 +553,9 @@ impl Server {
         self.access.write(&serde_json::json!({
             "type": "connection", "conn": c.id, "transport": "quic",
             "alpn": String::from_utf8_lossy(c.conn.application_proto()),
-            "cc": quiche_cc(self.opts.cc.as_deref().unwrap_or("cubic")), "peer": c.peer.to_string(),
+            "cc": cc_family(self.opts.cc.as_deref().unwrap_or("cubic")),
+            "cc_impl": quic_cc_impl(self.opts.cc.as_deref().unwrap_or("cubic")),
+            "peer": c.peer.to_string(),
             "t_open_unix_ns": c.t_open, "t_close_unix_ns": unix_ns(), "requests": c.requests,
             "packets_sent": s.sent, "packets_recv": s.recv, "packets_lost": s.lost,
             "packets_retrans": s.retrans,
@@ -545,7 +563,7 @@ impl Server {
             "srtt_ms": p.as_ref().map(|p| p.rtt.as_secs_f64() * 1e3),
             "cwnd": p.as_ref().map(|p| p.cwnd),
             "resumed": c.conn.is_resumed(), "early_requests": c.early_requests,
-            "paced_packets": c.paced, "paced_wait_s": c.paced_wait.as_secs_f64(),
+            "paced_packets": c.paced, "paced_wait_ms": c.paced_wait.as_secs_f64() * 1e3,
             "error": c.conn.peer_error().map(|e| format!("{e:?}")),
         }));
     }

@@ -166,6 +166,7 @@ async fn handle(
     let access = sh.access.clone();
     let entry = serde_json::json!({
         "type": "request", "conn": &*conn, "proto": proto, "tls": tls, "cc": &*cc,
+        "cc_impl": format!("linux {cc}"),
         "method": method.as_str(), "path": target, "status": status.as_u16(),
         "content_length": body_len,
         "t_request_unix_ns": t_request, "t_response_unix_ns": t_response,
@@ -411,7 +412,8 @@ async fn serve_conn(sh: Arc<Shared>, stream: TcpStream, tls: Option<tokio_rustls
     sh.open.lock().expect("open lock").insert(
         conn.clone(),
         serde_json::json!({
-            "type": "connection", "conn": &*conn, "transport": "tcp", "cc": &*cc, "alpn": "",
+            "type": "connection", "conn": &*conn, "transport": "tcp", "cc": &*cc,
+            "cc_impl": format!("linux {cc}"), "alpn": "",
             "peer": peer, "t_open_unix_ns": t_open, "tls": tls.is_some(),
         }),
     );

@@ -64,8 +64,11 @@ def _h3(url: str, run: Runner = subprocess.run, timeout: float = 3600) -> dict[s
     if not c["valid"]:
         raise TestbedError(f"HTTP/3 transfer of {url} failed: {c['invalid_reason']}")
     t = c["timeline"]
-    return {"dns_s": t["dns_s"], "connect_s": None, "tls_s": t["tls_s"], "first_byte_s": t["first_byte_s"],
-            "total_s": t["total_s"], "bytes": c["bytes"], "status": c["objects"][0]["status"], "http_version": "3"}
+    def s(ms: float | None) -> float | None:
+        return None if ms is None else ms / 1e3
+
+    return {"dns_s": s(t["dns_ms"]), "connect_s": None, "tls_s": s(t["tls_ms"]), "first_byte_s": s(t["first_byte_ms"]),
+            "total_s": s(t["total_ms"]), "bytes": c["bytes"], "status": c["objects"][0]["status"], "http_version": "3"}
 
 
 def fetch_once(url: str, protocol: str, *, run: Runner = subprocess.run, timeout: float = 3600) -> dict[str, Any]:

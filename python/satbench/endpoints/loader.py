@@ -98,12 +98,13 @@ def load(url: str, opts: LoadOptions, *, stderr: Any = None, run: Callable[..., 
     if p.returncode != 0:
         raise TestbedError(f"satbench-load failed ({p.returncode}): {(p.stderr or '').strip()}")
     d = json.loads(p.stdout)
-    return LoadRun(url=url, protocol=opts.protocol, clients=d["clients"], cpu_s=d["cpu_s"], wall_s=d["wall_s"], raw=d)
+    return LoadRun(url=url, protocol=opts.protocol, clients=d["clients"], cpu_s=d["cpu_ms"] / 1e3,
+                   wall_s=d["wall_ms"] / 1e3, raw=d)
 
 
 def format_run(r: LoadRun) -> str:
     def ms(v: float | None) -> str:
-        return "-" if v is None else f"{v * 1e3:.0f} ms"
+        return "-" if v is None else f"{v:.0f} ms"
 
     lines = [f"{r.url} over {r.raw.get('protocol')}: {sum(c['valid'] for c in r.clients)} of {len(r.clients)} "
              f"clients valid; {r.cpu_s:.2f} CPU-s in {r.wall_s:.2f} s "
@@ -111,42 +112,38 @@ def format_run(r: LoadRun) -> str:
     for c in r.clients:
         state = "valid" if c["valid"] else f"INVALID: {c['invalid_reason']}"
         mbps = "-" if c["throughput_mbps"] is None else f"{c['throughput_mbps']:.2f} Mbit/s"
-        lines.append(f"  client {c['client']}: {state}; PLT {ms(c['plt_s'])}, TTFB {ms(c['ttfb_s'])}, "
-                     f"FCP {ms(c['fcp_s'])}, LCP {ms(c['lcp_s'])}; {c['objects_n']} objects, {c['bytes']} bytes "
+        lines.append(f"  client {c['client']}: {state}; PLT {ms(c['plt_ms'])}, TTFB {ms(c['ttfb_ms'])}, "
+                     f"FCP {ms(c['fcp_ms'])}, LCP {ms(c['lcp_ms'])}; {c['objects_n']} objects, {c['bytes']} bytes "
                      f"on {len(c['connections'])} connections, {mbps}")
     if len(r.clients) == 1 and r.raw.get("mode") != "page":
         t = r.clients[0]["timeline"]
-        lines.append("  " + ", ".join(f"{k[:-2]} {ms(v)}" for k, v in t.items() if v is not None))
+        lines.append("  " + ", ".join(f"{k[:-3]} {ms(v)}" for k, v in t.items() if v is not None))
     return "\n".join(lines)
-
-
-def _ms(v: float | None) -> float | None:
-    return None if v is None else v * 1e3
 
 
 def outcome(d: dict[str, Any], single: bool) -> ClientOutcome:
     """The loader's report (its JSON output) as the runner's outcome."""
     cs = d["clients"]
-    clients = [ClientResult(client=c["client"], valid=c["valid"], reason=c["invalid_reason"], plt_ms=_ms(c["plt_s"]),
-                            fcp_ms=_ms(c["fcp_s"]), lcp_ms=_ms(c["lcp_s"]), ttfb_ms=_ms(c["ttfb_s"]),
+    clients = [ClientResult(client=c["client"], valid=c["valid"], reason=c["invalid_reason"], plt_ms=c["plt_ms"],
+                            fcp_ms=c["fcp_ms"], lcp_ms=c["lcp_ms"], ttfb_ms=c["ttfb_ms"],
                             bytes=c["bytes"], throughput_mbps=c["throughput_mbps"]) for c in cs]
     objects = [ObjectTiming(client=c["client"], url=o["url"], protocol=o["protocol"], status=o["status"],
-                            bytes=o["bytes"], start_ms=_ms(o["start_s"]), ttfb_ms=_ms(o["ttfb_s"]),
-                            end_ms=_ms(o["done_s"])) for c in cs for o in c["objects"]]
+                            bytes=o["bytes"], start_ms=o["start_ms"], ttfb_ms=o["ttfb_ms"], end_ms=o["done_ms"])
+               for c in cs for o in c["objects"]]
     bad = [c for c in cs if not c["valid"]]
     out = ClientOutcome(status=TrialStatus.INVALID if bad else TrialStatus.VALID,
                         reason=f"client {bad[0]['client']}: {bad[0]['invalid_reason']}" if bad else None,
-                        objects=objects, clients=clients, raw=d, load_s=d["wall_s"])
+                        objects=objects, clients=clients, raw=d, load_s=d["wall_ms"] / 1e3)
     out.metrics = {k: out.median(k) for k in ("plt_ms", "fcp_ms", "lcp_ms", "ttfb_ms")}
     out.metrics.update({"throughput_mbps": out.median("throughput_mbps"),
                         "bytes_received": sum(c["bytes"] for c in cs),
                         "connections_opened": sum(len(c["connections"]) for c in cs), "responses": len(objects),
-                        "loader_cpu_s": d["cpu_s"], "loader_wall_s": d["wall_s"]})
+                        "loader_cpu_s": d["cpu_ms"] / 1e3, "loader_wall_s": d["wall_ms"] / 1e3})
     if len(cs) > 1:
         out.metrics["jain_throughput"] = jain([c.throughput_mbps for c in clients if c.throughput_mbps is not None])
         out.metrics["plt_max_ms"] = max((c.plt_ms for c in clients if c.plt_ms is not None), default=None)
     if single:
-        out.metrics.update({f"{k[:-2]}_ms": _ms(v) for k, v in cs[0]["timeline"].items()})
+        out.metrics.update(cs[0]["timeline"])
     return out
 
 
