@@ -35,6 +35,7 @@ from ..errors import SatbenchError
 from ..model import ClientKind, ClientOutcome, LinkCounters, ServerKind, TrialStatus
 from ..path import elements
 from ..results.store import Store, TrialRecord
+from ..testbed.cleanup import cleanup
 from ..testbed.host import Host
 from ..testbed.testbed import Testbed, TestbedSpec
 from ..version import __version__
@@ -77,13 +78,7 @@ class Lab:
     client: Callable[[ClientKind], type[Client]] = client_class
     server: Callable[[ServerKind], type[Server]] = server_class
     prerequisites: Callable[[], None] = prereq.require_testbed
-    cleanup: Callable[[], list[str]] = field(default_factory=lambda: _cleanup)
-
-
-def _cleanup() -> list[str]:
-    from ..testbed.cleanup import cleanup  # noqa: PLC0415 - the real cleanup only, not a fake lab's
-
-    return cleanup()
+    cleanup: Callable[[], list[str]] = cleanup
 
 
 def _git_commit() -> str | None:
