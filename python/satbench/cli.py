@@ -131,16 +131,34 @@ def _shell_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("-q", "--quiet", action="store_true", help="print no counters")
 
 
+def _output_dir(flag: str, path: str | None) -> Path | None:
+    """An output folder the user named, made now (or refused) before anything starts."""
+    if path is None:
+        return None
+    p = Path(path)
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise InputError(f"{flag} {path}: cannot create the folder: {e.strerror}") from None
+    return p
+
+
 def _shell(a: argparse.Namespace, rest: list[str]) -> int:
     if a.default_cc:
         check_namespace_default_cc(a.default_cc)
     for name, v in (("--clients", a.clients), ("--servers", a.servers)):
         if not 1 <= v <= 200:
             raise InputError(f"{name}: must be from 1 to 200, got {v}")
+    if a.seed is not None and not 0 <= a.seed < 2**64:
+        raise InputError(f"--seed: must be a whole number from 0 to 2^64-1, got {a.seed}")
+    if a.json_out and not Path(a.json_out).parent.is_dir():
+        raise InputError(f"--json-out {a.json_out}: no such folder {Path(a.json_out).parent}")
+    pcap_dir = _output_dir("--pcap", a.pcap)
+    _output_dir("--server-logs", a.server_logs)
     link = resolve(profile.load(a.link, a.set))
     access = resolve(profile.load(a.access)) if a.access else None
     spec = TestbedSpec(link=link, clients=a.clients, servers=a.servers, access=access, seed=a.seed,
-                       tcp_cc=a.default_cc, pcap_dir=Path(a.pcap) if a.pcap else None, dns=a.dns)
+                       tcp_cc=a.default_cc, pcap_dir=pcap_dir, dns=a.dns)
     if a.cc and not a.serve:
         raise InputError("--cc sets the congestion control of the server started by --serve; "
                          "use --default-cc for the namespaces' default")
@@ -208,7 +226,7 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
 
 
 def _serve(a: argparse.Namespace, _: list[str]) -> int:
-    log_dir = Path(a.log_dir) if a.log_dir else Path(tempfile.mkdtemp(prefix="satbench-serve-"))
+    log_dir = _output_dir("--log-dir", a.log_dir) or Path(tempfile.mkdtemp(prefix="satbench-serve-"))
     srv = SatbenchServer(Path(a.dir), log_dir, _options_from(a), cc=a.cc, bind=a.bind, http_port=a.http_port,
                          https_port=a.https_port)
     print(json.dumps({**srv.ready, "log_dir": str(log_dir)}), flush=True)
@@ -431,8 +449,11 @@ def _progress(e: runner.Event) -> None:
         print(f"  [{bar:.<20}] {e.done}/{e.planned} {_fmt_clock(e.elapsed_s)} elapsed, ETA {_fmt_clock(e.eta_s)} "
               f"| {e.cell} rep {e.trial.rep}: {state}, {result}{med}", file=out, flush=True)
     elif isinstance(e, runner.Interrupted):
-        print(f"\ninterrupted: {e.ran} trials stored by this run; run the same command again to resume",
+        name = signal.Signals(e.signal).name
+        print(f"\ninterrupted ({name}): {e.ran} trials stored by this run; run the same command again to resume",
               file=out, flush=True)
+    elif isinstance(e, runner.Waiting):
+        print(f"  waiting: {e.reason}", file=out, flush=True)
 
 
 def _run(a: argparse.Namespace, _: list[str]) -> int:
@@ -443,7 +464,7 @@ def _run(a: argparse.Namespace, _: list[str]) -> int:
     for reason, n in sorted(s.reasons.items(), key=lambda x: -x[1]):
         print(f"  {n} x {reason}")
     if s.interrupted:
-        return 130
+        return 128 + (s.signal or signal.SIGINT)
     return 0 if s.failed == 0 else 1
 
 

@@ -55,6 +55,13 @@ class FakeTestbed:
     def link_counters(self) -> LinkCounters | None:
         return None if self._counters is None else LinkCounters.parse(self._counters)
 
+    #: Faults the next testbed reports (then reset).
+    next_faults: list[str] = []
+
+    def faults(self) -> list[str]:
+        f, FakeTestbed.next_faults = FakeTestbed.next_faults, []
+        return f
+
 
 class FakeServer(Server):
     kind = ServerKind.SATBENCH
@@ -69,8 +76,15 @@ class FakeServer(Server):
     def start(cls, req: ServeRequest) -> "FakeServer":
         return cls(req)
 
+    #: Set to make the next server report that it died.
+    die: str | None = None
+
     def stop(self) -> None:
         pass
+
+    def fault(self) -> str | None:
+        f, FakeServer.die = FakeServer.die, None
+        return f
 
     def summary(self) -> ServerSummary:
         return ServerSummary(kind=ServerKind.SATBENCH, connections=1, requests=9, protocols=["h2"],

@@ -40,7 +40,9 @@ def _reset() -> None:
     fakes.FakeLoader.fail_next = None
     fakes.FakeLoader.loads.clear()
     fakes.FakeServer.report_cc = None
+    fakes.FakeServer.die = None
     fakes.FakeTestbed.built.clear()
+    fakes.FakeTestbed.next_faults = []
 
 
 def test_every_trial_is_stored_once_with_its_link(tmp_path: Path) -> None:
@@ -184,3 +186,54 @@ def test_a_database_from_the_future_or_not_ours_is_refused(tmp_path: Path) -> No
         Results(text)
     assert text.read_text() == "hello"
     assert TrialStatus.VALID.value == "valid"
+
+
+def test_a_part_that_dies_fails_its_trial_and_the_next_runs(tmp_path: Path) -> None:
+    db = tmp_path / "r.sqlite"
+    fakes.FakeServer.die = "satbench-server died (signal 9 (SIGKILL))"
+    s, _ = events(exp(), db)
+    assert (s.ran, s.failed, s.valid) == (8, 1, 7)
+    assert list(s.reasons) == ["satbench-server died (signal 9 (SIGKILL))"]
+    fakes.FakeTestbed.next_faults = ["the link emulator died (signal 9 (SIGKILL))"]
+    s2, _ = events(exp(), db)
+    assert (s2.ran, s2.failed) == (1, 1) and list(s2.reasons) == ["the link emulator died (signal 9 (SIGKILL))"]
+    s3, _ = events(exp(), db)
+    assert (s3.ran, s3.valid) == (1, 1)
+    with Results(db) as r:
+        df = r.trials("fake")
+    assert len(df) == 8 and df["key"].is_unique and set(df.status) == {"valid"}
+
+
+def test_unwritable_artefacts_fail_the_trial_not_the_run(tmp_path: Path) -> None:
+    blocker = tmp_path / "art"
+    blocker.write_text("a file where the artefact folder should be")
+    s, _ = events(exp(), tmp_path / "r.sqlite", art_root=blocker)
+    assert (s.ran, s.failed) == (8, 8)
+    assert all("FileExistsError" in r or "NotADirectoryError" in r for r in s.reasons), s.reasons
+
+
+def test_a_database_held_by_another_writer(tmp_path: Path) -> None:
+    """The run waits for a writer that lets go, and stops, keeping what it
+    stored, for one that does not."""
+    import threading
+    import time
+
+    db = tmp_path / "r.sqlite"
+    events(spec.build("first", {"link": "wire", "protocol": "h2", "page": "blank", "client": "loader"}), db)
+    other = sqlite3.connect(db, timeout=5, check_same_thread=False)
+    other.execute("BEGIN EXCLUSIVE")
+    release = threading.Timer(1.5, other.rollback)
+    release.start()
+    s, seen = events(exp(), db, db_timeout_s=0.5)
+    release.join()
+    assert (s.ran, s.valid) == (8, 8)
+    assert any(isinstance(e, runner.Waiting) and "locked by another writer" in e.reason for e in seen)
+    other.execute("BEGIN EXCLUSIVE")
+    t0 = time.monotonic()
+    with pytest.raises(TestbedError, match="locked by another writer"):
+        events(exp("second"), db, db_timeout_s=0.1)
+    assert time.monotonic() - t0 < 30
+    other.rollback()
+    other.close()
+    with Results(db) as r:
+        assert len(r.trials("fake")) == 8 and "second" not in r.experiments()  # nothing of it ran

@@ -109,6 +109,10 @@ class Server(ABC):
     def stop(self) -> None:
         """Stop serving (idempotent)."""
 
+    def fault(self) -> str | None:
+        """Why the server is no longer serving (it died), or None while it serves."""
+        return None
+
     @abstractmethod
     def summary(self) -> ServerSummary:
         """What the server's telemetry says happened (call after :meth:`stop`)."""

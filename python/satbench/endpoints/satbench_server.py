@@ -19,7 +19,7 @@ from .. import prereq
 from ..errors import InputError, PrerequisiteError
 from ..model import CongestionControl, ServerKind, ServerSummary
 from ..testbed.host import Host
-from ..testbed.proc import read_ready_line, stop_process
+from ..testbed.proc import describe_exit, read_ready_line, stop_process
 from . import ca as ca_mod
 from .base import Server, ServeRequest
 from .options import ServerOptions
@@ -99,6 +99,10 @@ class SatbenchServer(Server):
     @property
     def pid(self) -> int:
         return self.proc.pid
+
+    def fault(self) -> str | None:
+        rc = self.proc.poll()
+        return None if rc is None else f"satbench-server died ({describe_exit(rc)})"
 
     def stop(self) -> None:
         self.returncode = stop_process(self.proc)

@@ -27,6 +27,7 @@ from .. import prereq
 from ..errors import PrerequisiteError, TestbedError
 from ..model import CongestionControl, Protocol, ServerKind, ServerSummary
 from ..testbed.host import Host
+from ..testbed.proc import describe_exit
 from . import ca as ca_mod
 from .base import Problem, Server, ServeRequest
 from .options import experiment_keys, servers_of
@@ -172,6 +173,10 @@ class ThirdPartyServer(Server):
                 return
             time.sleep(0.05)
         raise TestbedError(f"{self.kind} did not listen on {ports} within 20 s")
+
+    def fault(self) -> str | None:
+        rc = self.proc.poll()
+        return None if rc is None else f"{self.kind} died ({describe_exit(rc)})"
 
     def stop(self) -> None:
         if self.proc.poll() is None:

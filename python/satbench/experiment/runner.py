@@ -12,12 +12,14 @@ callback and prints nothing.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import platform
 import re
 import shutil
 import signal
+import sqlite3
 import statistics
 import subprocess
 import time
@@ -25,16 +27,16 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from .. import prereq
 from ..endpoints import LoadRequest, ServeRequest, client_class, pages, server_class
 from ..endpoints.base import Client, Server
 from ..endpoints.options import ServerOptions
-from ..errors import SatbenchError
+from ..errors import SatbenchError, TestbedError
 from ..model import ClientKind, ClientOutcome, LinkCounters, ServerKind, TrialStatus
 from ..path import elements
-from ..results.store import Store, TrialRecord
+from ..results.store import Store, TrialRecord, check_path
 from ..testbed.cleanup import cleanup
 from ..testbed.host import Host
 from ..testbed.testbed import Testbed, TestbedSpec
@@ -63,6 +65,8 @@ class RunningTestbed(Protocol):
 
     @property
     def effective_tcp_cc(self) -> str | None: ...
+
+    def faults(self) -> list[str]: ...
 
     def __enter__(self) -> "RunningTestbed": ...
 
@@ -168,10 +172,11 @@ class Runner:
         clock = _Clock()
         seed = trial_seed(self.order_seed, t.key)
         art = (art_root or self.art_root) / t.key
-        shutil.rmtree(art, ignore_errors=True)
-        art.mkdir(parents=True)
         rec = self._record(t, seq, seed, clock, art)
+        outcome = None
         try:
+            shutil.rmtree(art, ignore_errors=True)
+            art.mkdir(parents=True)
             path = elements(t.factors, t.links)
             spec = TestbedSpec(link=t.link, seed=seed, pcap_dir=art / "pcap" if "pcap" in self.exp.artefacts else None)
             for e in path:
@@ -185,13 +190,16 @@ class Runner:
                     clock.mark("server_up_s")
                     with clock.span("client_s"):
                         outcome = self.client(t.client).load(self._request(t, tb, art))
+                    # A part that died during the load makes it no measurement of the path.
+                    faults = [f for f in (server.fault(), *tb.faults()) if f]
                 rec.server_summary = server.summary()
             rec.server_summary.tcp_cc_route = tb.effective_tcp_cc
             rec.link_counters = None if tb.link_counters is None else tb.link_counters.raw
             self._judge(rec, t, outcome)
+            if faults:
+                rec.status, rec.reason = TrialStatus.FAILED, "; ".join(faults)
         except (SatbenchError, OSError, subprocess.SubprocessError, json.JSONDecodeError, KeyError) as e:
             rec.status, rec.reason = TrialStatus.FAILED, f"{type(e).__name__}: {e}"[:2000]
-            outcome = None
         return self._finish(rec, t, clock, art, outcome)
 
     def _record(self, t: Trial, seq: int, seed: int, clock: _Clock, art: Path) -> TrialRecord:
@@ -231,7 +239,11 @@ class Runner:
         if "server" not in self.exp.artefacts:
             shutil.rmtree(art / "server", ignore_errors=True)
         raw = outcome.raw if outcome is not None else None
-        (art / "client.json").write_text(json.dumps(raw, default=str) if raw is not None else "null")
+        try:
+            (art / "client.json").write_text(json.dumps(raw, default=str) if raw is not None else "null")
+        except OSError as e:  # a full disk, say: the trial's evidence is incomplete
+            if rec.status is not TrialStatus.FAILED:
+                rec.status, rec.reason = TrialStatus.FAILED, f"artefacts in {art}: {e.strerror}"
         rec.duration_s = clock.elapsed
         load_s = outcome.load_s if outcome is not None else None
         rec.overhead_s = rec.duration_s - load_s if load_s is not None else None
@@ -274,9 +286,17 @@ class TrialDone:
 @dataclass(frozen=True)
 class Interrupted:
     ran: int
+    signal: int = signal.SIGINT
 
 
-Event = Started | WarmUp | TrialDone | Interrupted
+@dataclass(frozen=True)
+class Waiting:
+    """The run waits for something outside it (a database another writer holds)."""
+
+    reason: str
+
+
+Event = Started | WarmUp | TrialDone | Interrupted | Waiting
 
 
 @dataclass
@@ -290,6 +310,8 @@ class RunSummary:
     invalid: int = 0
     failed: int = 0
     interrupted: bool = False
+    #: The signal that interrupted the run (SIGINT, SIGTERM, SIGHUP), if one did.
+    signal: int | None = None
     seconds: float = 0.0
     reasons: dict[str, int] = field(default_factory=dict)
 
@@ -302,24 +324,48 @@ def _key(factors: dict[str, Any], rep: int, hashes: dict[str, str]) -> str:
     return trial_key(factors, rep, hashes)
 
 
-def open_store(db: Path) -> Store:
+def open_store(db: Path, timeout_s: float = 30) -> Store:
     """The results database for writing, migrated to the current schema
     (a satbench 0.1 database gets the links its trials really ran)."""
-    return Store(db, resolve_links=_v1_links, make_key=_key)
+    return Store(db, resolve_links=_v1_links, make_key=_key, timeout_s=timeout_s)
+
+
+#: How many times a trial's write waits for a database another writer holds.
+LOCK_ATTEMPTS = 10
+
+
+T = TypeVar("T")
+
+
+def _patient(store: Store, what: str, write: Callable[[], T], report: Callable[[Event], None]) -> T:
+    """Write to the database, waiting (and saying so) while another writer holds it."""
+    for attempt in range(1, LOCK_ATTEMPTS + 1):
+        try:
+            return write()
+        except sqlite3.OperationalError as e:
+            if "locked" not in str(e) and "busy" not in str(e):
+                raise
+            report(Waiting(f"{store.path} is locked by another writer (try {attempt} of {LOCK_ATTEMPTS})"))
+    raise TestbedError(f"{store.path}: locked by another writer for {LOCK_ATTEMPTS} tries of {store.timeout_s:g} s; "
+                       f"{what} (run the same command again to resume)")
 
 
 def run(exp: Experiment, db: Path, *, progress: Callable[[Event], None] | None = None, art_root: Path | None = None,
-        pages_root: Path | None = None, lab: Lab | None = None) -> RunSummary:
-    """Run the experiment's missing trials; Ctrl-C stops after tearing the current trial down."""
+        pages_root: Path | None = None, lab: Lab | None = None, db_timeout_s: float = 30) -> RunSummary:
+    """Run the experiment's missing trials. SIGINT (Ctrl-C), SIGTERM and SIGHUP
+    stop the run after tearing the current trial down (it is not stored: a
+    trial cut short is no result); what finished is kept."""
     report = progress or (lambda e: None)
     lab = lab or Lab()
+    check_path(Path(db))
     lab.prerequisites()
     lab.cleanup()  # what runs killed before (SIGKILL, power loss) left behind; live testbeds are not touched
     db = Path(db)
-    with open_store(db) as store:
+    with open_store(db, db_timeout_s) as store:
         found = store.experiment(exp.name)
         order = exp.run_order(found.seed if found else None)
-        eid = store.begin_experiment(exp.name, exp.file, exp.text, exp.spec_json(order.seed), order.seed)
+        eid = _patient(store, "nothing ran", lambda: store.begin_experiment(
+            exp.name, exp.file, exp.text, exp.spec_json(order.seed), order.seed), report)
         done = store.done(eid)
         todo = [t for t in order.trials if t.key not in done]
         summary = RunSummary(experiment=exp.name, db=db, planned=len(order.trials), already=len(done))
@@ -327,14 +373,14 @@ def run(exp: Experiment, db: Path, *, progress: Callable[[Event], None] | None =
                         (art_root or db.parent / "artefacts") / exp.name, lab)
         report(Started(exp.name, db, len(order.trials), len(done), len(todo), order.seed, store.migrated_from))
         t_start = time.monotonic()
-        stopping = False
+        stopping: list[int] = []
 
-        def on_sigint(signum: int, frame: Any) -> None:
-            nonlocal stopping
-            stopping = True
+        def on_signal(signum: int, frame: Any) -> None:
+            stopping.append(signum)
             raise KeyboardInterrupt
 
-        previous = signal.signal(signal.SIGINT, on_sigint)
+        stops = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+        previous = {s: signal.signal(s, on_signal) for s in stops}
         try:
             for i, t in enumerate(todo[:exp.warmup], 1):
                 report(WarmUp(i, exp.warmup, t))
@@ -346,8 +392,8 @@ def run(exp: Experiment, db: Path, *, progress: Callable[[Event], None] | None =
             for i, t in enumerate(todo, 1):
                 rec = runner.run_trial(t, len(done) + i)
                 if stopping:
-                    raise KeyboardInterrupt  # a trial cut short by Ctrl-C is not a result
-                store.write_trial(eid, rec)
+                    raise KeyboardInterrupt  # a trial cut short by a signal is not a result
+                _patient(store, "the last trial is not stored", functools.partial(store.write_trial, eid, rec), report)
                 summary.ran += 1
                 setattr(summary, rec.status.value, getattr(summary, rec.status.value) + 1)
                 if rec.reason and rec.status is not TrialStatus.VALID:
@@ -363,13 +409,15 @@ def run(exp: Experiment, db: Path, *, progress: Callable[[Event], None] | None =
                                  statistics.median(cells[cell]) if cells.get(cell) else None))
         except KeyboardInterrupt:
             summary.interrupted = True
-            report(Interrupted(summary.ran))
+            summary.signal = stopping[0] if stopping else signal.SIGINT
+            report(Interrupted(summary.ran, summary.signal))
         finally:
-            signal.signal(signal.SIGINT, previous)
+            for s, h in previous.items():
+                signal.signal(s, h)
             runner.close()
         summary.seconds = time.monotonic() - t_start
         return summary
 
 
-__all__ = ["Event", "Interrupted", "Lab", "RunSummary", "Runner", "Started", "TrialDone", "WarmUp", "open_store",
-           "run", "static_environment"]
+__all__ = ["Event", "Interrupted", "Lab", "RunSummary", "Runner", "Started", "TrialDone", "Waiting", "WarmUp",
+           "open_store", "run", "static_environment"]

@@ -184,8 +184,13 @@ def write_report(db: Path, out: Path, experiment: str | None = None) -> Path:
     names = [experiment] if experiment else r.experiments()
     if not names:
         raise InputError(f"{db}: no experiments in it yet")
-    out.mkdir(parents=True, exist_ok=True)
-    figs = _Figures(out)
+    if experiment is not None and experiment not in r.experiments():
+        raise InputError(f"{db}: no experiment named {experiment!r} (found: {', '.join(r.experiments())})")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        figs = _Figures(out)
+    except OSError as e:
+        raise InputError(f"-o {out}: cannot create the report's folder: {e.strerror}") from None
     parts = [f"<h1>satbench report</h1><p class='note'>Database {html.escape(str(db))}. "
              "Figures and statistics use valid trials only. Means carry Student-t 95 % intervals; "
              "medians percentile-bootstrap 95 % intervals (2000 resamples). Pairwise tests compare levels "

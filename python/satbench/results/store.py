@@ -10,6 +10,7 @@ Reading is :mod:`.read`; the schema and its migrations are :mod:`.schema`.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 from dataclasses import dataclass, field
@@ -66,11 +67,40 @@ def is_sqlite(path: Path) -> bool:
         return False
 
 
+def check_path(path: Path) -> None:
+    """Refuse a database path that is not ours, or cannot be, without
+    creating or changing anything: a folder, a file that is not SQLite, an
+    SQLite file of another program, a folder that cannot be made."""
+    if path.exists():
+        if not path.is_file():
+            raise InputError(f"{path}: not a file")
+        if path.stat().st_size and not is_sqlite(path):
+            raise InputError(f"{path}: not a satbench results database (not an SQLite file)")
+        if path.stat().st_size:
+            try:
+                con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
+                try:
+                    names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+                finally:
+                    con.close()
+            except sqlite3.DatabaseError as e:
+                raise InputError(f"{path}: not a satbench results database ({e})") from None
+            if names and not {"experiments", "trials"} <= names:
+                raise InputError(f"{path}: an SQLite database, but not satbench's (no trials table)")
+        return
+    parent = path.parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        raise InputError(f"{path}: cannot create the database there ({parent} is not a writable folder)")
+
+
 class Store:
     """The results database, open for writing (migrated to the current schema)."""
 
-    def __init__(self, path: str | Path, *, resolve_links: schema.LinkResolver, make_key: schema.KeyMaker):
-        self.path = Path(path)
+    def __init__(self, path: str | Path, *, resolve_links: schema.LinkResolver, make_key: schema.KeyMaker,
+                 timeout_s: float = 30):
+        self.path, self.timeout_s = Path(path), timeout_s
         if self.path.exists() and (not self.path.is_file() or (self.path.stat().st_size and not is_sqlite(self.path))):
             raise InputError(f"{self.path}: not a satbench results database (not an SQLite file)")
         try:
@@ -78,7 +108,7 @@ class Store:
         except OSError as e:
             raise InputError(f"{self.path.parent}: cannot create the database's folder: {e.strerror}") from None
         try:
-            self.db = sqlite3.connect(str(self.path), timeout=30)
+            self.db = sqlite3.connect(str(self.path), timeout=timeout_s)
             if self.path.stat().st_size and not self._ours():
                 self.db.close()
                 raise InputError(f"{self.path}: an SQLite database, but not satbench's (no trials table)")

@@ -52,6 +52,19 @@ def stop_process(proc: subprocess.Popen[Any], timeout: float = 10) -> int:
     return int(proc.returncode)
 
 
+def describe_exit(code: int | None) -> str:
+    """How a process ended, in words: 'exit code 3' or 'signal 9 (SIGKILL)'."""
+    if code is None:
+        return "still running"
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = "?"
+        return f"signal {-code} ({name})"
+    return f"exit code {code}"
+
+
 def proc_start_time(pid: int) -> int | None:
     """Start time of a process in clock ticks since boot (guards against pid reuse)."""
     try:

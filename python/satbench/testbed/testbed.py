@@ -39,7 +39,7 @@ from ..link.spec import LinkSpec, resolve
 from ..model import CongestionControl, LinkCounters, choices
 from .cleanup import NETNS_ETC, RUN_ROOT, destroy, kill_netns_processes
 from .host import Host
-from .proc import proc_start_time, run_checked
+from .proc import describe_exit, proc_start_time, run_checked
 
 
 def check_namespace_default_cc(cc: str) -> None:
@@ -280,6 +280,16 @@ class Testbed:
                          f"route add 198.18.0.0/15 via {via}"])
 
     # -- running ------------------------------------------------------------
+
+    def faults(self) -> list[str]:
+        """What of the testbed's own machinery died while it stood (an
+        emulator, the DNS server): a trial that saw one measured nothing."""
+        out = [f"the {name} emulator died ({describe_exit(e.proc.poll())})"
+               for name, e in self.emulators.items() if e.proc.poll() is not None]
+        dns = getattr(self, "dns_proc", None)
+        if dns is not None and dns.poll() is not None:
+            out.append(f"the DNS server died ({describe_exit(dns.poll())})")
+        return out
 
     def tcp_cc(self) -> str:
         """The TCP congestion control testbed connections get unless a socket
