@@ -500,12 +500,15 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("what", choices=BENCHES)
     p.add_argument("--json", action="store_true")
     p.add_argument("--quick", action="store_true", help="shorter runs (less precise)")
+    p.add_argument("--trials", type=int, metavar="N", help="soak: how many trials (default 1000)")
 
 
 def _bench(a: argparse.Namespace, _: list[str]) -> int:
+    if a.trials is not None and (a.what != "soak" or not 1 <= a.trials <= 1_000_000):
+        raise InputError("--trials: the soak's number of trials, from 1 to 1000000")
     prereq.require_testbed()
     mod = importlib.import_module(f"satbench.bench.{a.what}")
-    r = mod.run(quick=a.quick)
+    r = mod.run(quick=a.quick, trials=a.trials) if a.what == "soak" else mod.run(quick=a.quick)
     print(json.dumps(r, indent=1) if a.json else mod.format_report(r))
     return 0
 

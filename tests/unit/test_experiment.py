@@ -188,3 +188,21 @@ def test_page_sizes_in_the_estimate_are_the_generated_ones(generated_pages) -> N
         assert objects == len(m.objects), name
         # Study A's pages are their object sizes by definition; the HTML adds under 1 %.
         assert abs(total - m.total_bytes) <= 0.01 * m.total_bytes, (name, total, m.total_bytes)
+
+
+def test_plan_reads_a_v1_database_without_changing_it() -> None:
+    """`satbench plan --db` on a satbench 0.1 database marks its stored trials
+    done under the keys they will have once migrated, and writes nothing."""
+    import hashlib
+    import json
+
+    from ..helpers import FIXTURES
+
+    db = FIXTURES / "v1-results.sqlite"
+    before = hashlib.sha256(db.read_bytes()).hexdigest()
+    p = run_cli("plan", str(FIXTURES / "v1-experiment.toml"), "--db", str(db), "--json")
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)
+    assert len(d["trials"]) == 10 and all(t["done"] for t in d["trials"]), [t for t in d["trials"] if not t["done"]]
+    assert d["estimate_s"] == 0
+    assert hashlib.sha256(db.read_bytes()).hexdigest() == before

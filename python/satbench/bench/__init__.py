@@ -4,7 +4,8 @@
 - :mod:`.link`: the emulator's throughput, CPU, RTT error and goodput;
 - :mod:`.server`: the test server's throughput per protocol;
 - :mod:`.loader`: the synthetic loader's CPU with many clients;
-- :mod:`.harness`: the overhead per trial and the plan's accuracy.
+- :mod:`.harness`: the overhead per trial and the plan's accuracy;
+- :mod:`.soak`: a thousand trials in one run, and whether anything leaks.
 """
 
-BENCHES = ("link", "server", "loader", "harness")
+BENCHES = ("link", "server", "loader", "harness", "soak")

@@ -241,7 +241,8 @@ class Runner:
         raw = outcome.raw if outcome is not None else None
         try:
             (art / "client.json").write_text(json.dumps(raw, default=str) if raw is not None else "null")
-        except OSError as e:  # a full disk, say: the trial's evidence is incomplete
+        except OSError as e:  # a full disk, say: the trial's evidence is incomplete, and is removed
+            shutil.rmtree(art, ignore_errors=True)
             if rec.status is not TrialStatus.FAILED:
                 rec.status, rec.reason = TrialStatus.FAILED, f"artefacts in {art}: {e.strerror}"
         rec.duration_s = clock.elapsed
