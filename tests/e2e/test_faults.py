@@ -90,7 +90,8 @@ def test_a_killed_browser_fails_its_trial(tmp_path: Path) -> None:
                                          'protocol = ["h1", "h2"]\npage = "uniform-1m"\nclient = "chromium"\n')
     db = tmp_path / "db.sqlite"
     stop, killed = threading.Event(), []
-    t = threading.Thread(target=_kill_once, args=("chromium.*--type=renderer", 0.5, stop, killed))
+    # The browser's main process (the one Playwright talks to over its pipe).
+    t = threading.Thread(target=_kill_once, args=("chromium.*--remote-debugging-pipe", 0.5, stop, killed))
     t.start()
     try:
         run_cli("run", str(exp), "--db", str(db), timeout=300)
@@ -99,8 +100,7 @@ def test_a_killed_browser_fails_its_trial(tmp_path: Path) -> None:
         t.join()
     assert killed
     (_, s1, r1), (_, s2, r2) = _rows(db)
-    # A renderer killed mid-load: the browser reports a crashed page; the trial is no measurement.
-    assert s1 in ("failed", "invalid") and r1, r1
+    assert s1 == "failed" and "browser" in (r1 or ""), r1
     assert s2 == "valid", r2
     assert satbench_leftovers() == []
 
@@ -142,9 +142,8 @@ def test_chaos_the_runner_signalled_at_random_moments(tmp_path: Path) -> None:
     """SIGTERM, SIGINT and SIGKILL at random moments, again and again, until
     the study is done: every trial ends stored exactly once, none finished is
     ever lost, and nothing is left behind."""
-    exp = _exp(tmp_path, "chaos", '[factors]\nlink = "wire"\n"link.delay_ms" = 20\nprotocol = ["h1", "h2"]\n'
-                                  'page = ["blank", "uniform-100k"]\nclient = "loader"\n'
-                                  ).replace('seed = 1\n', 'seed = 1\nrepetitions = 3\n')
+    exp = _exp(tmp_path, "chaos", 'repetitions = 3\n[factors]\nlink = "wire"\n"link.delay_ms" = 20\n'
+                                  'protocol = ["h1", "h2"]\npage = ["blank", "uniform-100k"]\nclient = "loader"\n')
     db = tmp_path / "db.sqlite"
     rnd = random.Random(7)
     stored: dict[str, tuple] = {}
@@ -161,8 +160,10 @@ def test_chaos_the_runner_signalled_at_random_moments(tmp_path: Path) -> None:
             proc.stdout.close()
         if proc.stderr:
             proc.stderr.close()
-        if sig != signal.SIGKILL and proc.returncode not in (0, 1):
-            assert proc.returncode == 128 + sig, (round_, sig, proc.returncode)
+        if sig != signal.SIGKILL:
+            # Done (0 or 1), stopped by the run's handler (128+N), or killed by the
+            # signal before the run installed its handler (-N, nothing started yet).
+            assert proc.returncode in (0, 1, 128 + sig, -sig), (round_, sig, proc.returncode)
         if not db.exists():
             continue
         con = sqlite3.connect(db)
