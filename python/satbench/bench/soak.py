@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from .. import prereq
 from ..experiment import runner, spec
 from ..testbed.cleanup import NETNS_ETC, RUN_ROOT, list_netns
 
@@ -24,7 +25,9 @@ def sample() -> dict[str, int | float]:
     """What the orchestrator holds, and what testbeds left on the host."""
     status = Path("/proc/self/status").read_text()
     rss_kb = int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS:")))
-    procs = subprocess.run(["pgrep", "-c", "-f", "satbench-(link|server|load)"], capture_output=True, text=True)
+    # This installation's binaries only (a build of them elsewhere is no leftover).
+    binaries = f"^{prereq.REPO}/target/release/satbench-(link|server|load)( |$)"
+    procs = subprocess.run(["pgrep", "-c", "-f", binaries], capture_output=True, text=True)
     tuns = subprocess.run(["ip", "-o", "link", "show", "type", "tun"], capture_output=True, text=True).stdout
     return {"rss_mb": rss_kb / 1024, "open_fds": len(os.listdir("/proc/self/fd")),
             "threads": len(os.listdir("/proc/self/task")),
