@@ -163,3 +163,24 @@ def test_ctrl_c_stops_cleanly_and_keeps_finished_trials(tmp_path: Path) -> None:
     stored = rows(db, "SELECT status FROM trials")
     assert 1 <= len(stored) < 6 and all(s == "valid" for (s,) in stored)
     assert satbench_leftovers() == []
+
+
+def test_object_metrics_next_to_the_paint_metrics_in_chromium(tmp_path: Path) -> None:
+    """On a triangular page (a 20 KB first object, a 110 KB fifth), the
+    studies' FCP (first object loaded) comes before their LCP (largest object
+    loaded), and both are the resource timings of those objects."""
+    exp = write(tmp_path, "tri", '[factors]\nlink = "wire"\n"link.delay_ms" = 50\n"link.rate_mbps" = 10\n'
+                                 'protocol = "h2"\npage = "triangular-500k"\nclient = "chromium"\n')
+    db = tmp_path / "db.sqlite"
+    p = run_cli("run", str(exp), "--db", str(db), timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    ((tid,),) = rows(db, "SELECT id FROM trials")
+    m = dict(rows(db, f"SELECT name, value FROM metrics WHERE trial_id = {tid}"))
+    ends = {u.rsplit("/", 1)[1]: e for u, e in rows(db, f"SELECT url, end_ms FROM objects WHERE trial_id = {tid}")}
+    images = {k: v for k, v in ends.items() if k.endswith(".jpg")}
+    assert len(images) == 8
+    assert m["first_object_ms"] == min(images.values())
+    assert m["largest_object_ms"] == images["img5.jpg"]  # 110 KB, the largest
+    assert m["first_object_ms"] < m["largest_object_ms"] <= m["last_object_ms"] == max(images.values())
+    # The paint metrics are the browser's own, kept beside them.
+    assert m["fcp_ms"] > 0 and m["lcp_ms"] > 0

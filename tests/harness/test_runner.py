@@ -237,3 +237,31 @@ def test_a_database_held_by_another_writer(tmp_path: Path) -> None:
     other.close()
     with Results(db) as r:
         assert len(r.trials("fake")) == 8 and "second" not in r.experiments()  # nothing of it ran
+
+
+def test_a_report_never_pools_trials_of_different_links(tmp_path: Path) -> None:
+    """Study A's preset is unbalanced: CUBIC runs on one link only. Pooled,
+    'CUBIC against BBR' would compare links, not algorithms."""
+    from satbench.results.report import comparable
+
+    db = tmp_path / "r.sqlite"
+    e = spec.build("unbalanced", {"link": ["wire", "lan"], "protocol": ["h1", "h2"], "page": "uniform-100k",
+                                  "client": "loader"}, repetitions=2, seed=3, scenarios=[
+        {"name": "cc", "link": "lan", "cc": ["cubic", "bbr"]},
+        {"name": "pages", "link": ["wire", "lan"], "cc": "bbr", "page": ["uniform-100k", "single-100k"]}])
+    events(e, db)
+    with Results(db) as r:
+        df = r.trials("unbalanced")
+    varied = ["link", "protocol", "cc", "page"]
+    panels, how = comparable(df, "cc", varied)
+    assert [p.title for p in panels] == ["link=lan"] and "One panel per link" in how
+    for p in panels:
+        assert p.trials["link"].nunique() == 1
+        # Balanced: each combination of the other factors holds both algorithms.
+        assert (p.trials.groupby(["protocol", "page"])["cc"].nunique() == 2).all()
+        assert set(p.trials["page"]) == {"uniform-100k"}  # single-100k ran with BBR only
+    panels, _ = comparable(df, "link", varied)
+    (p,) = panels
+    assert set(p.trials["cc"]) == {"bbr"}  # the links ran both only with BBR
+    html = write_report(db, tmp_path / "rep").read_text()
+    assert "One panel per link" in html and "balanced subset" in html

@@ -74,6 +74,8 @@ class PageObject:
     padding: int | None = None
     encoder: str | None = None
     sha256: str = ""
+    #: The CSS pixels the page displays the image at (None: as large as it is).
+    display_area: int | None = None
 
 
 @dataclass
@@ -95,11 +97,29 @@ class Manifest:
     def total_bytes(self) -> int:
         return self.html_bytes + self.object_bytes
 
+    def largest(self) -> tuple[list[str], list[str] | None]:
+        """The images largest by bytes (the studies' LCP) and largest by
+        displayed area (the browsers' LCP); None where areas are not known."""
+        imgs = [o for o in self.objects if o.type.startswith("image/")]
+        if not imgs:
+            return [], None
+        most = max(o.bytes for o in imgs)
+        by_bytes = [o.path for o in imgs if o.bytes == most]
+        if any(o.display_area is None for o in imgs):
+            return by_bytes, None
+        widest = max(o.display_area or 0 for o in imgs)
+        return by_bytes, [o.path for o in imgs if o.display_area == widest]
+
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
         d["object_bytes"] = self.object_bytes
         d["total_bytes"] = self.total_bytes
         d["object_count"] = len(self.objects)
+        by_bytes, by_area = self.largest()
+        # The studies' LCP is the largest object by bytes; a browser's is the
+        # largest element by rendered area. Where they can differ, say so.
+        d["largest_by_bytes"], d["largest_by_area"] = by_bytes, by_area
+        d["area_and_bytes_agree"] = None if by_area is None else set(by_bytes) == set(by_area)
         return d
 
 
@@ -258,6 +278,7 @@ def _study_a_page(out: Path, structure: str, label: str, seed: int) -> Manifest:
     for i, (size, (dw, dh)) in enumerate(zip(sizes, shown), 1):
         fn = f"img{i}.jpg"
         m.objects.append(_jpeg_object(d, fn, size, round(dw * scale), round(dh * scale), seed * 1000 + i, order=i))
+        m.objects[-1].display_area = dw * dh
         imgs.append(f'<img src="{fn}" width="{dw}" height="{dh}" alt="">')
     body, k = "", 0
     for row in rows:
@@ -509,6 +530,14 @@ def url_of(page: str, host: str = "server.test") -> str:
     if page.startswith("bulk:"):
         return f"https://{host}/bulk/{parse_size(page[5:])}.bin"
     return f"https://{host}/{page}/"
+
+
+def object_sizes(root: Path, page: str) -> dict[str, int]:
+    """Each object's bytes by its path in the page, from the page's manifest ({} for a bulk file)."""
+    mf = root / page / "manifest.json"
+    if page.startswith("bulk:") or not mf.exists():
+        return {}
+    return {str(o["path"]): int(o["bytes"]) for o in json.loads(mf.read_text())["objects"]}
 
 
 def prepare(root: Path, names: set[str] | list[str]) -> dict[str, int]:

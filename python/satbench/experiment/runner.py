@@ -34,6 +34,7 @@ from ..endpoints import LoadRequest, ServeRequest, client_class, pages, server_c
 from ..endpoints.base import Client, Server
 from ..endpoints.options import ServerOptions
 from ..errors import SatbenchError, TestbedError
+from ..metrics import object_metrics
 from ..model import ClientKind, ClientOutcome, LinkCounters, ServerKind, TrialStatus
 from ..path import elements
 from ..results.store import Store, TrialRecord, check_path
@@ -232,7 +233,11 @@ class Runner:
 
     def _finish(self, rec: TrialRecord, t: Trial, clock: _Clock, art: Path, outcome: ClientOutcome | None
                 ) -> TrialRecord:
-        page_total = self.page_sizes.get(str(t.factors["page"]), 0) * int(t.factors["clients"])
+        page = str(t.factors["page"])
+        page_total = self.page_sizes.get(page, 0) * int(t.factors["clients"])
+        if outcome is not None and rec.objects:
+            rec.metrics.update(object_metrics(rec.objects, pages.url_of(page),
+                                              pages.object_sizes(self.pages_root, page)))
         if rec.link_counters is not None:
             rec.metrics.update(LinkCounters.parse(rec.link_counters).metrics(page_total))
         rec.metrics.update(clock.marks)

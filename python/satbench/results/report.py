@@ -22,6 +22,7 @@ import itertools
 import json
 import math
 import statistics
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,9 @@ METRICS = {
     "plt_ms": "Page load time (ms)",
     "fcp_ms": "First contentful paint (ms)",
     "lcp_ms": "Largest contentful paint (ms)",
+    "first_object_ms": "First object loaded (ms, the studies' FCP)",
+    "largest_object_ms": "Largest object loaded (ms, the studies' LCP)",
+    "last_object_ms": "Last object loaded (ms, the studies' PLT)",
     "ttfb_ms": "Time to first byte (ms)",
     "dns_ms": "DNS (ms)",
     "connect_ms": "TCP connect (ms)",
@@ -48,6 +52,9 @@ METRICS = {
     "jain_throughput": "Jain's fairness index",
     "overhead_pct": "Protocol overhead (% of page bytes)",
 }
+#: Metrics drawn per factor: the paint metrics beside the studies' object-based ones.
+FACTOR_METRICS = ("plt_ms", "last_object_ms", "fcp_ms", "first_object_ms", "lcp_ms", "largest_object_ms",
+                  "total_ms", "throughput_mbps", "jain_throughput")
 #: Metrics compared pairwise in the statistics table.
 COMPARED = ("plt_ms", "fcp_ms", "lcp_ms", "total_ms", "throughput_mbps")
 
@@ -84,12 +91,69 @@ def _levels(series: Any) -> list[Any]:
         return vals
 
 
-def _bar_ci(df: Any, factor: str, metric: str, hue: str | None = None) -> Any:
-    """Grouped bars of the mean with its 95 % CI, and the median with its bootstrap CI as a marker."""
+#: Factors that set the environment a comparison happens in: figures draw
+#: one panel per value of these, never pooling trials across them.
+PANEL_FACTORS = ("link", "access")
 
+
+@dataclass(frozen=True)
+class Panel:
+    """Trials comparable for one factor: one environment (a panel), and the
+    balanced subset of it: the combinations of the other varied factors in
+    which every level of the factor appears."""
+
+    title: str
+    trials: Any
+    used: int
+    total: int
+
+
+def comparable(df: Any, factor: str, varied: list[str]) -> tuple[list[Panel], str]:
+    """Panels in which ``factor``'s levels can be compared like with like, and
+    a sentence that says how they were chosen."""
+    panel_by = [p for p in PANEL_FACTORS if p in varied and p != factor]
+    strata = [v for v in varied if v != factor and v not in panel_by]
+    groups = list(df.groupby(panel_by, dropna=False)) if panel_by else [((), df)]
+    panels = []
+    for key, sub in groups:
+        key = key if isinstance(key, tuple) else (key,)
+        levels = set(sub[factor].dropna().astype(str))
+        if len(levels) < 2:
+            continue  # the factor does not vary here: nothing to compare
+        if strata:
+            keep = sub.groupby(strata, dropna=False)[factor].transform(
+                lambda x, want=levels: set(x.dropna().astype(str)) == want)
+            chosen = sub[keep.astype(bool)]
+        else:
+            chosen = sub
+        if chosen.empty:
+            continue
+        title = " ".join(f"{k}={v}" for k, v in zip(panel_by, key)) or "all"
+        panels.append(Panel(title, chosen, len(chosen), len(sub)))
+    how = ""
+    if panel_by:
+        how += f"One panel per {' and '.join(panel_by)}; "
+    if strata:
+        how += (f"within each, only the combinations of {', '.join(strata)} in which every level of {factor} "
+                "appears (a balanced subset: levels are compared over the same conditions)")
+    else:
+        how += "all valid trials"
+    return panels, how + "."
+
+
+def _panel_fig(panels: list[Panel], draw: Any, width: float = 4.8) -> Any:
+    fig, axes = plt.subplots(1, len(panels), figsize=(max(4.5, width * len(panels)), 3.4), squeeze=False,
+                             sharey=True)
+    for ax, p in zip(axes[0], panels):
+        draw(ax, p.trials)
+        ax.set_title(f"{p.title} ({p.used} of {p.total} trials)", fontsize=8)
+    return fig
+
+
+def _bars(ax: Any, df: Any, factor: str, metric: str, hue: str | None = None) -> None:
+    """Grouped bars of the mean with its 95 % CI, and the median with its bootstrap CI as a marker."""
     levels = _levels(df[factor])
     hues = _levels(df[hue]) if hue else [None]
-    fig, ax = plt.subplots(figsize=(max(4.5, 1.2 * len(levels) * max(1, len(hues))), 3.4))
     width = 0.8 / len(hues)
     for j, h in enumerate(hues):
         xs, means, lo, hi, meds, mlo, mhi = [], [], [], [], [], [], []
@@ -116,12 +180,9 @@ def _bar_ci(df: Any, factor: str, metric: str, hue: str | None = None) -> Any:
     ax.set_ylabel(METRICS.get(metric, metric))
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize=7)
-    return fig
 
 
-def _cdf(df: Any, factor: str, metric: str) -> Any:
-
-    fig, ax = plt.subplots(figsize=(4.8, 3.2))
+def _cdf(ax: Any, df: Any, factor: str, metric: str) -> None:
     for lv in _levels(df[factor]):
         xs = np.sort(df[df[factor] == lv][metric].dropna().to_numpy())
         if len(xs):
@@ -130,8 +191,8 @@ def _cdf(df: Any, factor: str, metric: str) -> Any:
     ax.set_ylabel("CDF")
     ax.set_ylim(0, 1.02)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
-    return fig
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7)
 
 
 def _table(rows: list[list[Any]], head: list[str]) -> str:
@@ -228,36 +289,53 @@ def _experiment_section(r: Results, name: str, figs: _Figures) -> str:
     if valid.empty or not metrics:
         return "".join(out) + "<p>No valid trials with metrics.</p>"
 
-    # Per-factor means, medians and CDFs.
+    # Per-factor means, medians and CDFs, each over comparable trials only.
     out.append("<h3>By factor</h3>")
     for f in varied:
-        for fm in [x for x in ("plt_ms", "fcp_ms", "lcp_ms", "total_ms", "throughput_mbps", "jain_throughput")
-                  if x in metrics]:
-            out.append(figs.add(_bar_ci(valid, f, fm), f"{fm}-by-{f}",
-                                f"{METRICS[fm]} by {f}: mean and median, 95 % CI"))
+        panels, how = comparable(valid, f, varied)
+        if not panels:
+            out.append(f"<p class='note'>{html.escape(f)}: no two of its levels ran under the same conditions; "
+                       "nothing to compare.</p>")
+            continue
+        out.append(f"<h4>{html.escape(f)}</h4><p class='note'>{html.escape(how)}</p>")
+        for fm in [x for x in FACTOR_METRICS if x in metrics]:
+            out.append(figs.add(_panel_fig(panels, lambda ax, d, f=f, fm=fm: _bars(ax, d, f, fm)),
+                                f"{fm}-by-{f}", f"{METRICS[fm]} by {f}: mean and median, 95 % CI"))
         if "plt_ms" in metrics:
-            out.append(figs.add(_cdf(valid, f, "plt_ms"), f"plt-cdf-{f}", f"CDF of the page load time by {f}"))
+            out.append(figs.add(_panel_fig(panels, lambda ax, d, f=f: _cdf(ax, d, f, "plt_ms")), f"plt-cdf-{f}",
+                                f"CDF of the page load time by {f}"))
     # The studies' views.
     if "cc" in varied and "plt_ms" in metrics:
         x = "page" if "page" in varied else ("protocol" if "protocol" in varied else "cc")
-        out.append("<h3>CUBIC against BBR</h3>")
-        out.append(figs.add(_bar_ci(valid, x, "plt_ms", hue="cc"), f"cc-by-{x}",
-                            f"Page load time by {x}, CUBIC vs BBR"))
+        panels, how = comparable(valid, "cc", varied)
+        if panels:
+            out.append(f"<h3>CUBIC against BBR</h3><p class='note'>{html.escape(how)}</p>")
+            out.append(figs.add(_panel_fig(panels, lambda ax, d: _bars(ax, d, x, "plt_ms", hue="cc")),
+                                f"cc-by-{x}", f"Page load time by {x}, CUBIC vs BBR"))
     if "page" in varied and {"fcp_ms", "lcp_ms"} <= set(metrics):
-        v = valid.assign(structure=valid["page"].astype(str).map(_structure))
-        if v["structure"].nunique() > 1:
-            out.append("<h3>FCP and LCP by page structure</h3>")
+        v = valid.assign(structure=valid["page"].astype(str).map(_structure),
+                         size=valid["page"].astype(str).map(lambda p: p.split("-")[-1]))
+        # Structure against structure at the same page size (and the same other conditions).
+        sv = [x for x in varied if x != "page"] + ["structure", "size"]
+        panels, how = comparable(v, "structure", sv)
+        if panels and v["structure"].nunique() > 1:
+            out.append(f"<h3>FCP and LCP by page structure</h3><p class='note'>{html.escape(how)} The paint "
+                       "metrics of the browsers beside the studies' object-based ones.</p>")
             hue = "protocol" if "protocol" in varied else None
-            for m in ("fcp_ms", "lcp_ms"):
-                out.append(figs.add(_bar_ci(v, "structure", m, hue=hue), f"{m}-by-structure",
-                                    f"{METRICS[m]} by page structure"))
+            for sm in [x for x in ("fcp_ms", "first_object_ms", "lcp_ms", "largest_object_ms") if x in metrics]:
+                out.append(figs.add(_panel_fig(panels, lambda ax, d, sm=sm: _bars(ax, d, "structure", sm, hue=hue)),
+                                    f"{sm}-by-structure", f"{METRICS[sm]} by page structure"))
     if "overhead_pct" in metrics and "protocol" in valid.columns:
         x = "page" if "page" in varied else "protocol"
         hue = "protocol" if x == "page" and "protocol" in varied else None
-        out.append("<h3>Protocol overhead</h3><p class='note'>Bytes on the wire (IP packets through the emulated "
-                   "link, both directions) beyond the page's own bytes, in % of the page's bytes.</p>")
-        out.append(figs.add(_bar_ci(valid, x, "overhead_pct", hue=hue), "overhead",
-                            f"Protocol overhead by {x}" + (" and protocol" if hue else "")))
+        panels, how = comparable(valid, x, varied) if x in varied else ([Panel("all", valid, len(valid), len(valid))],
+                                                                       "all valid trials.")
+        if panels:
+            out.append("<h3>Protocol overhead</h3><p class='note'>Bytes on the wire (IP packets through the "
+                       "emulated link, both directions) beyond the page's own bytes, in % of the page's bytes. "
+                       f"{html.escape(how)}</p>")
+            out.append(figs.add(_panel_fig(panels, lambda ax, d: _bars(ax, d, x, "overhead_pct", hue=hue)),
+                                "overhead", f"Protocol overhead by {x}" + (" and protocol" if hue else "")))
     # Summary table per cell.
     if varied:
         rows = []
