@@ -60,6 +60,41 @@ impl Delay {
     }
 }
 
+/// The round trip of a control loop over both directions' base delays
+/// (without jitter): a request up the return link and its answer back down
+/// the forward link.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RoundTrip {
+    /// Return (terminal to gateway) and forward base delays, in seconds.
+    ret_s: Schedule,
+    fwd_s: Schedule,
+}
+
+impl RoundTrip {
+    pub fn new(ret_s: Schedule, fwd_s: Schedule) -> RoundTrip {
+        RoundTrip { ret_s, fwd_s }
+    }
+
+    /// A fixed round trip (tests).
+    pub fn constant(rtt: Duration) -> RoundTrip {
+        let half = rtt.as_secs_f64() / 2.0;
+        RoundTrip::new(Schedule::constant(half), Schedule::constant(half))
+    }
+
+    /// The round trip of a message sent up at `t`.
+    pub fn at(&self, t: Instant) -> Duration {
+        Duration::from_secs_f64((self.ret_s.value_at(t) + self.fwd_s.value_at(t)).max(0.0))
+    }
+
+    /// The smallest and largest round trip (sums of the extremes).
+    pub fn min(&self) -> Duration {
+        Duration::from_secs_f64((self.ret_s.min() + self.fwd_s.min()).max(0.0))
+    }
+    pub fn max(&self) -> Duration {
+        Duration::from_secs_f64((self.ret_s.max() + self.fwd_s.max()).max(0.0))
+    }
+}
+
 /// Packets in flight on the propagation path, released when due.
 ///
 /// Without reordering a packet never overtakes an earlier one: if its sampled

@@ -15,17 +15,28 @@
 //! - [`pacing`]: the TUN front end's timing policy (when to sleep, when to poll).
 //! - [`wire`], [`pcap`]: virtio-net headers, segmentation, captures.
 
+pub mod acm;
 pub mod capacity;
 pub mod config;
+pub mod dama;
 pub mod delay;
+pub mod encap;
+pub mod fade;
+pub mod forward;
+pub mod framed;
 pub mod link;
 pub mod loss;
+pub mod modcod;
 pub mod pacing;
 pub mod pcap;
 pub mod queue;
 pub mod rng;
 pub mod schedule;
+pub mod series;
+pub mod stage;
 pub mod stats;
+#[cfg(test)]
+pub(crate) mod testutil;
 pub mod time;
 pub mod wire;
 

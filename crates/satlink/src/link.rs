@@ -1,12 +1,17 @@
 //! One direction of the emulated link, composed of one-concern pieces:
 //!
 //! ```text
-//! on_packet -> [queue discipline] -> [capacity: serialisation] -> [loss] -> [delay line]
+//! on_packet -> [stage: queue discipline + transmission] -> [loss] -> [delay line]
 //!           -> poll_transmit
 //! ```
 //!
+//! The stage ([`crate::stage::Stage`]) is either the plain link (one queue in
+//! front of one capacity, [`crate::stage::Serial`]) or a framed carrier shared
+//! by several terminals ([`crate::framed::Framed`]: DVB-S2 ACM forward,
+//! DVB-RCS2 bandwidth on demand on return).
+//!
 //! Sans-IO: the caller passes the time to every call and asks `poll_timeout`
-//! when to come back. Channel loss is applied after serialisation, because a
+//! when to come back. Channel loss is applied after transmission, because a
 //! corrupted frame still used its air time.
 
 use crate::capacity::Capacity;
@@ -14,24 +19,22 @@ use crate::delay::{Delay, DelayLine};
 use crate::loss::Loss;
 use crate::queue::{Entry, Queue};
 use crate::rng::Rng;
+use crate::stage::{Sent, Serial, Stage};
 use crate::stats::{Counters, CountersReport, Tally};
 use crate::time::Instant;
 
 pub struct Direction<T> {
-    queue: Box<dyn Queue<T>>,
-    capacity: Box<dyn Capacity>,
+    stage: Box<dyn Stage<T>>,
     losses: Vec<Box<dyn Loss>>,
     delay: Delay,
     line: DelayLine<Entry<T>>,
-    on_wire: Option<(Instant, Entry<T>)>,
-    link_free_at: Instant,
     rng: Rng,
     counters: Counters,
-    scratch: Vec<Entry<T>>,
     per_packet: bool,
 }
 
-impl<T: Send> Direction<T> {
+impl<T: Send + 'static> Direction<T> {
+    /// The plain link: one queue in front of one capacity.
     /// `per_packet_capacity`: false only for an unlimited link.
     pub fn new(
         queue: Box<dyn Queue<T>>,
@@ -42,18 +45,28 @@ impl<T: Send> Direction<T> {
         reorder: bool,
         rng: Rng,
     ) -> Direction<T> {
-        let per_packet = per_packet_capacity || !losses.is_empty() || !delay.is_fixed();
+        let stage = Serial::new(queue, capacity, per_packet_capacity);
+        Direction::with_stage(Box::new(stage), losses, delay, reorder, rng)
+    }
+}
+
+impl<T: Send> Direction<T> {
+    /// A direction around any stage (a framed carrier, say).
+    pub fn with_stage(
+        stage: Box<dyn Stage<T>>,
+        losses: Vec<Box<dyn Loss>>,
+        delay: Delay,
+        reorder: bool,
+        rng: Rng,
+    ) -> Direction<T> {
+        let per_packet = stage.per_packet() || !losses.is_empty() || !delay.is_fixed();
         Direction {
-            queue,
-            capacity,
+            stage,
             losses,
             delay,
             line: DelayLine::new(reorder),
-            on_wire: None,
-            link_free_at: Instant::ZERO,
             rng,
             counters: Counters::default(),
-            scratch: Vec::new(),
             per_packet,
         }
     }
@@ -65,8 +78,23 @@ impl<T: Send> Direction<T> {
         self.per_packet
     }
 
-    /// A packet (or offloaded chunk of `packets` segments) arrives at `now`.
+    /// A packet (or offloaded chunk of `packets` segments) arrives at `now`,
+    /// for the first (or only) terminal.
     pub fn on_packet(&mut self, now: Instant, data: T, bytes: u32, packets: u32) {
+        self.on_packet_for(now, 0, data, bytes, packets)
+    }
+
+    /// A packet arrives at `now` for `terminal` (forward: the terminal it is
+    /// routed to; return: the terminal it came from). A plain link has one
+    /// queue for all terminals.
+    pub fn on_packet_for(
+        &mut self,
+        now: Instant,
+        terminal: usize,
+        data: T,
+        bytes: u32,
+        packets: u32,
+    ) {
         self.advance(now);
         self.counters.offered.add(packets, bytes);
         let e = Entry {
@@ -75,12 +103,13 @@ impl<T: Send> Direction<T> {
             packets,
             enqueued: now,
         };
-        if let Err(e) = self.queue.enqueue(now, e) {
+        if let Err(e) = self.stage.enqueue(now, terminal, e, &mut self.counters) {
             self.counters.dropped.queue.add(e.packets, e.bytes);
         } else {
+            let (p, b) = self.stage.queued();
             let mq = &mut self.counters.max_queue;
-            mq.packets = mq.packets.max(self.queue.len_packets() as u64);
-            mq.bytes = mq.bytes.max(self.queue.len_bytes());
+            mq.packets = mq.packets.max(p);
+            mq.bytes = mq.bytes.max(b);
         }
         self.advance(now);
     }
@@ -96,8 +125,7 @@ impl<T: Send> Direction<T> {
 
     /// When the model next has something to do (None: nothing pending).
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let wire = self.on_wire.as_ref().map(|w| w.0);
-        match (wire, self.line.next_due()) {
+        match (self.stage.next_event(), self.line.next_due()) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
@@ -118,57 +146,39 @@ impl<T: Send> Direction<T> {
             packets: c.offered.packets - gone(|t| t.packets),
             bytes: c.offered.bytes - gone(|t| t.bytes),
         };
-        c.report(in_flight)
+        let mut r = c.report(in_flight);
+        r.access = self.stage.access_report();
+        r
+    }
+
+    /// Move the model up to `now` (without delivering) and report: the
+    /// carrier's time series then reach `now`.
+    pub fn report_at(&mut self, now: Instant) -> CountersReport {
+        self.advance(now);
+        self.stage.settle(now);
+        self.report()
     }
 
     /// Move packets through the link up to `now`, in their logical times.
     fn advance(&mut self, now: Instant) {
-        loop {
-            if let Some((fin, _)) = self.on_wire {
-                if fin > now {
-                    return;
-                }
-                let (fin, e) = self.on_wire.take().expect("on_wire checked");
-                self.link_free_at = fin;
-                self.depart(fin, e);
-            }
-            // The link is idle: start the next packet at its logical start time.
-            let Some(head) = self.queue.head_enqueued() else {
-                return;
-            };
-            let at = head.max(self.link_free_at).min(now);
-            let Some(e) = self.queue.dequeue(at, &mut self.scratch) else {
-                self.count_aqm_drops();
-                return;
-            };
-            self.count_aqm_drops();
-            let start = e.enqueued.max(self.link_free_at);
-            self.counters.queue_delay.record(start - e.enqueued);
-            match self.capacity.finish(start, e.bytes) {
-                Some(fin) => self.on_wire = Some((fin, e)),
-                None => self.counters.dropped.outage.add(e.packets, e.bytes),
-            }
+        while let Some(s) = self.stage.pop_sent(now, &mut self.counters) {
+            self.depart(s);
         }
     }
 
-    fn count_aqm_drops(&mut self) {
-        for e in self.scratch.drain(..) {
-            self.counters.dropped.aqm.add(e.packets, e.bytes);
-        }
-    }
-
-    fn depart(&mut self, fin: Instant, e: Entry<T>) {
-        let mut lost = false;
+    fn depart(&mut self, s: Sent<T>) {
+        let Sent { at, entry: e, lost } = s;
+        let mut lost = lost;
         for l in self.losses.iter_mut() {
             // Every model draws for every packet, so one model's outcome never
             // shifts another's random stream.
-            lost |= l.lose(fin, e.bytes / e.packets.max(1), &mut self.rng);
+            lost |= l.lose(at, e.bytes / e.packets.max(1), &mut self.rng);
         }
         if lost {
             self.counters.dropped.loss.add(e.packets, e.bytes);
             return;
         }
-        let arrival = fin + self.delay.sample(fin, &mut self.rng);
+        let arrival = at + self.delay.sample(at, &mut self.rng);
         self.line.push(arrival, e);
     }
 }

@@ -157,6 +157,110 @@ pub struct CountersReport {
     pub release_lateness: DelaySummary,
     /// Packets still in the queue or on the path when the report was made.
     pub in_flight: Tally,
+    /// What a framed carrier (ACM/CCM forward, bandwidth on demand on
+    /// return) counted; absent for a plain link.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub access: Option<AccessReport>,
+}
+
+/// What a framed carrier counted: frames, encapsulation and, per terminal,
+/// its allocation or link adaptation with their time series.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct AccessReport {
+    /// "acm" or "ccm" (forward), "dama" (return).
+    pub kind: &'static str,
+    /// Frames sent: BBFRAMEs forward, timeslots (bursts) on return.
+    pub frames: u64,
+    /// Frames lost because the C/N was below the threshold of their MODCOD.
+    pub frames_lost: u64,
+    /// Packets lost because a frame carrying part of them was lost (also
+    /// counted in `dropped.loss`).
+    pub packets_lost: u64,
+    pub encapsulation: EncapsulationReport,
+    /// Interval of the time series, in ms (doubles when a series would
+    /// exceed [`crate::series::MAX_POINTS`] points).
+    pub series_interval_ms: f64,
+    pub terminals: Vec<TerminalReport>,
+}
+
+/// Bytes of encapsulation: what the carrier spent beyond the IP packets.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct EncapsulationReport {
+    /// "gse" (forward), "rle" (return) or "none".
+    pub kind: &'static str,
+    /// Packets carried to their end (their last fragment sent).
+    pub packets: u64,
+    /// Of them, packets carried in more than one fragment.
+    pub fragmented: u64,
+    /// Their IP bytes.
+    pub ip_bytes: u64,
+    /// Encapsulation headers and trailers (GSE or RLE) of those packets.
+    pub overhead_bytes: u64,
+    /// Frame headers (a BBFRAME's 10 bytes; none on return timeslots).
+    pub frame_header_bytes: u64,
+    /// Room left unused in the frames sent (padding).
+    pub padding_bytes: u64,
+}
+
+/// One terminal's share of a framed carrier.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TerminalReport {
+    /// Frames sent to (forward) or by (return) this terminal, and lost.
+    pub frames: u64,
+    pub frames_lost: u64,
+    /// Packets carried to their end and their IP bytes.
+    pub carried: Tally,
+    #[serde(flatten)]
+    pub detail: TerminalDetail,
+}
+
+/// What the carrier's control loop did for one terminal.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum TerminalDetail {
+    Forward(ForwardTerminal),
+    Return(ReturnTerminal),
+}
+
+/// Link adaptation of one terminal (forward).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ForwardTerminal {
+    /// The MODCOD in use when the report was made.
+    pub modcod: &'static str,
+    /// Times the MODCOD in use changed.
+    pub modcod_changes: u64,
+    /// `[time_s, MODCOD]` at start and at every change.
+    pub modcod_series: Vec<(f64, &'static str)>,
+    /// `[time_s, C/N dB]` every `series_interval_ms`.
+    pub cn_db_series: Vec<(f64, f64)>,
+}
+
+/// Bandwidth on demand of one terminal (return).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ReturnTerminal {
+    /// Capacity requests sent (those asking for anything).
+    pub requests: u64,
+    /// Largest RBDC request, bit/s.
+    pub rbdc_request_max_bps: f64,
+    /// VBDC volume requested in total.
+    pub vbdc_requested_bytes: u64,
+    /// Superframes in which the terminal had any timeslot.
+    pub superframes_granted: u64,
+    /// Timeslot bytes granted by class.
+    pub granted_bytes: GrantedBytes,
+    /// Of the bytes granted, those that carried data (the rest went unused).
+    pub used_bytes: u64,
+    /// `[time_s, bit/s]`: the granted rate at start and at every change.
+    pub granted_bps_series: Vec<(f64, f64)>,
+}
+
+/// Return capacity granted, by class of the allocation order.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct GrantedBytes {
+    pub cra: u64,
+    pub rbdc: u64,
+    pub vbdc: u64,
+    pub free: u64,
 }
 
 impl Counters {
@@ -169,6 +273,7 @@ impl Counters {
             max_queue: self.max_queue,
             release_lateness: self.release_lateness.summary(),
             in_flight,
+            access: None,
         }
     }
 }
