@@ -80,6 +80,64 @@ impl Root {
     }
 }
 
+/// A response body of the HTTP/3 servers.
+#[derive(Debug)]
+pub enum Body {
+    /// The file's `len` bytes, read in chunks.
+    File { file: std::fs::File, len: u64 },
+    /// A short text (errors).
+    Mem(Vec<u8>),
+    /// Nothing (HEAD).
+    Empty,
+}
+
+/// What a request is answered with (both QUIC stacks, one behaviour).
+#[derive(Debug)]
+pub struct Planned {
+    pub status: u16,
+    pub content_type: &'static str,
+    /// The `content-length` header: the file's length, also for HEAD.
+    pub content_length: u64,
+    pub body: Body,
+}
+
+impl Root {
+    /// The answer to `method path`: 200 with the file, 404, 403 for paths
+    /// outside the root, 405 for methods other than GET and HEAD.
+    pub fn plan(&self, method: &str, path: &str) -> Planned {
+        let (status, len, file, content_type) = if method != "GET" && method != "HEAD" {
+            (405u16, 0, None, "text/plain")
+        } else {
+            match self.resolve(path) {
+                Resolved::File {
+                    path,
+                    len,
+                    content_type,
+                } => match std::fs::File::open(&path) {
+                    Ok(f) => (200, len, Some(f), content_type),
+                    Err(_) => (404, 0, None, "text/plain"),
+                },
+                Resolved::NotFound => (404, 0, None, "text/plain"),
+                Resolved::Forbidden => (403, 0, None, "text/plain"),
+            }
+        };
+        let (content_length, body) = match file {
+            Some(_) if method == "HEAD" => (len, Body::Empty),
+            Some(file) => (len, Body::File { file, len }),
+            None => {
+                let text = format!("{status}\n").into_bytes();
+                (text.len() as u64, Body::Mem(text))
+            }
+        };
+        Planned {
+            status,
+            content_type,
+            content_length,
+            body,
+        }
+    }
+}
+
 fn percent_decode(s: &str) -> Option<String> {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
@@ -165,6 +223,35 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert_eq!(r.resolve("/nope"), Resolved::NotFound);
+    }
+
+    #[test]
+    fn plans_answers() {
+        let (_d, r) = root();
+        let p = r.plan("GET", "/sub/a%20b.jpg");
+        assert_eq!((p.status, p.content_length), (200, 4));
+        assert!(matches!(p.body, Body::File { len: 4, .. }));
+        let p = r.plan("HEAD", "/sub/a%20b.jpg");
+        assert!(matches!(
+            (p.status, p.content_length, p.body),
+            (200, 4, Body::Empty)
+        ));
+        for (m, path, status) in [
+            ("GET", "/nope", 404),
+            ("GET", "/../x", 403),
+            ("POST", "/", 405),
+        ] {
+            let p = r.plan(m, path);
+            assert_eq!(
+                (p.status, p.content_type),
+                (status, "text/plain"),
+                "{m} {path}"
+            );
+            match p.body {
+                Body::Mem(b) => assert_eq!(b, format!("{status}\n").into_bytes()),
+                other => panic!("{other:?}"),
+            }
+        }
     }
 
     #[test]

@@ -3,28 +3,76 @@
 //! ```text
 //! satbench-server --root DIR [--cert PEM --key PEM] [--cc cubic|bbr|reno]
 //!     [--bind ADDR] [--http-port 80] [--https-port 443] [--no-h3]
-//!     [--access-log FILE] [--tcp-info FILE] [--qlog-dir DIR]
+//!     [--access-log FILE] [--tcp-info FILE] [--quic-info FILE] [--qlog-dir DIR]
 //!     [--tfo] [--no-resumption] [--no-0rtt] [--sndbuf BYTES] [--rcvbuf BYTES]
-//!     [--quic-initcwnd PACKETS] [--idle-timeout-s S] [--no-pacing]
+//!     [--quic-stack quiche|quinn] [--quic-initcwnd PACKETS] [--no-pacing]
+//!     [--quic-max-data BYTES] [--quic-max-stream-data BYTES] [--idle-timeout-s S]
 //! ```
 //! - port 80: HTTP/1.1 in cleartext;
 //! - port 443/TCP: TLS 1.3 with ALPN h2 and http/1.1, advertising HTTP/3 (Alt-Svc);
-//! - port 443/UDP: HTTP/3 over QUIC (quiche), paced.
+//! - port 443/UDP: HTTP/3 over QUIC, paced: quiche (default, `quic.rs`) or
+//!   quinn with the `h3` crate (`--quic-stack quinn`, `quic_quinn.rs`).
+//!
+//! `--bind` defaults to 127.0.0.1: started by hand, the server serves the
+//! directory to this machine only. Give the address to serve on (a testbed
+//! host's, or 0.0.0.0) explicitly.
 //!
 //! Congestion control: for TCP, TCP_CONGESTION on the listening sockets (and
-//! checked on every accepted one: it is in the access log); for QUIC, quiche's
-//! own (cubic, reno, or BBRv2 for `bbr`; the kernel's `bbr` is BBRv1).
+//! checked on every accepted one: it is in the access log); for QUIC, the
+//! stack's own: quiche's cubic, reno, or BBRv2 for `bbr`; quinn's Cubic,
+//! NewReno, or its experimental BBR (a BBRv1 port) for `bbr`. The kernel's
+//! `bbr` is BBRv1.
+//!
+//! QUIC windows: `--quic-max-data` and `--quic-max-stream-data` set the
+//! connection- and stream-level flow-control windows this server advertises
+//! (for downloads the loader's windows are the ones that count). Given, the
+//! window is fixed for the whole connection on both stacks (quiche: also its
+//! autotuning cap, `set_max_connection_window`/`set_max_stream_window`);
+//! not given, 32 MiB and 8 MiB initially (quiche then autotunes within its
+//! 24 MiB/16 MiB caps; quinn keeps them). quinn cannot turn pacing off:
+//! `--no-pacing --quic-stack quinn` is refused.
+//!
+//! `--quic-info FILE`: every 10 ms while a QUIC connection has data to send,
+//! and at close, one JSON line of its sender state and what limited it
+//! (`limits.rs`); `--tcp-info FILE` likewise for TCP (TCP_INFO).
 //! Keys go to $SSLKEYLOGFILE when it is set. Prints one JSON line when ready;
 //! exits 0 on SIGTERM or SIGINT; configuration errors exit 2.
 
 mod files;
+mod limits;
 mod log;
 mod quic;
+mod quic_quinn;
 mod tcp;
 mod tcpinfo;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+
+/// The QUIC implementation serving HTTP/3.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QuicStack {
+    Quiche,
+    Quinn,
+}
+
+impl QuicStack {
+    pub fn name(self) -> &'static str {
+        match self {
+            QuicStack::Quiche => "quiche",
+            QuicStack::Quinn => "quinn",
+        }
+    }
+}
+
+/// The connection-level window advertised when `--quic-max-data` is not given.
+pub const DEFAULT_QUIC_MAX_DATA: u64 = 32 << 20;
+/// The stream-level window advertised when `--quic-max-stream-data` is not given.
+pub const DEFAULT_QUIC_MAX_STREAM_DATA: u64 = 8 << 20;
+/// quiche's default initial congestion window, in packets (used for quinn too).
+pub const DEFAULT_QUIC_INITCWND: usize = 10;
+/// The UDP payload both stacks send and accept (no path MTU discovery).
+pub const QUIC_MAX_DATAGRAM: usize = 1350;
 
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -39,6 +87,7 @@ pub struct Options {
     pub alt_svc: bool,
     pub access_log: Option<String>,
     pub tcp_info: Option<String>,
+    pub quic_info: Option<String>,
     pub qlog_dir: Option<String>,
     pub tfo: bool,
     pub resumption: bool,
@@ -48,6 +97,31 @@ pub struct Options {
     pub quic_initcwnd: Option<usize>,
     pub idle_timeout_s: u64,
     pub pacing: bool,
+    pub quic_stack: QuicStack,
+    /// `--quic-max-data`: connection-level window, fixed when given.
+    pub quic_max_data: Option<u64>,
+    /// `--quic-max-stream-data`: stream-level window, fixed when given.
+    pub quic_max_stream_data: Option<u64>,
+}
+
+impl Options {
+    /// The connection-level window advertised.
+    pub fn max_data(&self) -> u64 {
+        self.quic_max_data.unwrap_or(DEFAULT_QUIC_MAX_DATA)
+    }
+    /// The stream-level window advertised.
+    pub fn max_stream_data(&self) -> u64 {
+        self.quic_max_stream_data
+            .unwrap_or(DEFAULT_QUIC_MAX_STREAM_DATA)
+    }
+    /// The initial congestion window, in packets.
+    pub fn initcwnd(&self) -> usize {
+        self.quic_initcwnd.unwrap_or(DEFAULT_QUIC_INITCWND)
+    }
+    /// The congestion control asked for (cubic when none).
+    pub fn cc_name(&self) -> &str {
+        self.cc.as_deref().unwrap_or("cubic")
+    }
 }
 
 fn usage(msg: &str) -> ! {
@@ -62,13 +136,14 @@ impl Default for Options {
             cert: None,
             key: None,
             cc: None,
-            bind: "0.0.0.0".into(),
+            bind: "127.0.0.1".into(),
             http_port: 80,
             https_port: 443,
             h3: true,
             alt_svc: true,
             access_log: None,
             tcp_info: None,
+            quic_info: None,
             qlog_dir: None,
             tfo: false,
             resumption: true,
@@ -78,6 +153,9 @@ impl Default for Options {
             quic_initcwnd: None,
             idle_timeout_s: 30,
             pacing: true,
+            quic_stack: QuicStack::Quiche,
+            quic_max_data: None,
+            quic_max_stream_data: None,
         }
     }
 }
@@ -100,6 +178,18 @@ pub enum ArgError {
     /// No `--root`.
     #[error("--root is required")]
     NoRoot,
+    /// `--quic-stack` other than quiche or quinn.
+    #[error("--quic-stack: must be quiche or quinn, got {0:?}")]
+    BadQuicStack(String),
+    /// A window of 0 bytes, or above QUIC's 2^62 - 1.
+    #[error("{flag}: must be 1 to 4611686018427387903 bytes, got {value}")]
+    BadWindow { flag: &'static str, value: u64 },
+    /// An initial window of 0 packets.
+    #[error("--quic-initcwnd: must be at least 1 packet")]
+    BadInitcwnd,
+    /// A setting quinn has no way to apply.
+    #[error("{0}")]
+    NotWithQuinn(&'static str),
     /// Only one of `--cert` and `--key`.
     #[error("--cert and --key go together")]
     CertWithoutKey,
@@ -127,6 +217,15 @@ fn num<T: std::str::FromStr>(flag: &'static str, p: &mut lexopt::Parser) -> Resu
     value
         .parse()
         .map_err(|_| ArgError::NotANumber { flag, value })
+}
+
+/// A flow-control window in bytes: 1 to 2^62 - 1 (a QUIC varint).
+fn window(flag: &'static str, p: &mut lexopt::Parser) -> Result<u64, ArgError> {
+    let v: u64 = num(flag, p)?;
+    if v == 0 || v >= 1 << 62 {
+        return Err(ArgError::BadWindow { flag, value: v });
+    }
+    Ok(v)
 }
 
 /// Parse the arguments after the program name.
@@ -159,6 +258,18 @@ where
             }
             Long("access-log") => o.access_log = Some(p.value()?.string()?),
             Long("tcp-info") => o.tcp_info = Some(p.value()?.string()?),
+            Long("quic-info") => o.quic_info = Some(p.value()?.string()?),
+            Long("quic-stack") => {
+                o.quic_stack = match p.value()?.string()?.as_str() {
+                    "quiche" => QuicStack::Quiche,
+                    "quinn" => QuicStack::Quinn,
+                    other => return Err(ArgError::BadQuicStack(other.into())),
+                }
+            }
+            Long("quic-max-data") => o.quic_max_data = Some(window("--quic-max-data", &mut p)?),
+            Long("quic-max-stream-data") => {
+                o.quic_max_stream_data = Some(window("--quic-max-stream-data", &mut p)?)
+            }
             Long("qlog-dir") => o.qlog_dir = Some(p.value()?.string()?),
             Long("tfo") => o.tfo = true,
             Long("no-resumption") => o.resumption = false,
@@ -174,6 +285,14 @@ where
     if o.root.is_empty() {
         return Err(ArgError::NoRoot);
     }
+    if o.quic_initcwnd == Some(0) {
+        return Err(ArgError::BadInitcwnd);
+    }
+    if o.quic_stack == QuicStack::Quinn && !o.pacing {
+        return Err(ArgError::NotWithQuinn(
+            "--no-pacing: quinn always paces (quinn-proto has no switch for its pacer)",
+        ));
+    }
     if o.cert.is_some() != o.key.is_some() {
         return Err(ArgError::CertWithoutKey);
     }
@@ -182,6 +301,42 @@ where
         o.alt_svc = false;
     }
     Ok(o)
+}
+
+/// The congestion control implementation of the QUIC stack in use.
+pub fn quic_cc_impl(opts: &Options) -> String {
+    match opts.quic_stack {
+        QuicStack::Quiche => quic::quic_cc_impl(opts.cc_name()),
+        QuicStack::Quinn => quic_quinn::cc_impl(opts.cc_name()).to_string(),
+    }
+}
+
+/// The QUIC settings in effect, for the ready line.
+fn quic_settings(opts: &Options) -> serde_json::Map<String, serde_json::Value> {
+    // quiche autotunes a window it was not told to fix, up to its caps.
+    let (conn_cap, stream_cap) = match opts.quic_stack {
+        QuicStack::Quiche => (
+            opts.quic_max_data
+                .unwrap_or(quic::QUICHE_MAX_CONNECTION_WINDOW),
+            opts.quic_max_stream_data
+                .unwrap_or(quic::QUICHE_MAX_STREAM_WINDOW),
+        ),
+        QuicStack::Quinn => (opts.max_data(), opts.max_stream_data()),
+    };
+    let v = serde_json::json!({
+        "quic_stack": opts.quic_stack.name(),
+        "quic_max_data": opts.max_data(),
+        "quic_max_stream_data": opts.max_stream_data(),
+        "quic_fc_autotune": opts.quic_stack == QuicStack::Quiche
+            && (opts.quic_max_data.is_none() || opts.quic_max_stream_data.is_none()),
+        "quic_fc_window_cap": {"conn": conn_cap, "stream": stream_cap},
+        "quic_initcwnd_packets": opts.initcwnd(),
+        "quic_max_datagram": QUIC_MAX_DATAGRAM,
+        "quic_pacing": opts.pacing,
+        "quic_0rtt": opts.zero_rtt,
+        "quic_qlog": opts.qlog_dir.as_ref().map(|_| "sqlog"),
+    });
+    v.as_object().expect("object").clone()
 }
 
 fn main() {
@@ -193,6 +348,7 @@ fn main() {
     };
     let access = open(&opts.access_log, "--access-log");
     let tcp_info = open(&opts.tcp_info, "--tcp-info");
+    let quic_info = open(&opts.quic_info, "--quic-info");
     if let Some(d) = &opts.qlog_dir {
         std::fs::create_dir_all(d).unwrap_or_else(|e| usage(&format!("--qlog-dir {d}: {e}")));
     }
@@ -214,17 +370,24 @@ fn main() {
     let https = tls.as_ref().map(|_| bind(opts.https_port));
     let stop = Arc::new(AtomicBool::new(false));
     let quic = if opts.h3 {
-        let s = quic::Server::new(
-            &opts,
-            Arc::new(files::Root::new(root.path()).expect("root")),
-            access.clone(),
-        )
-        .unwrap_or_else(|e| usage(&e.to_string()));
+        let files = Arc::new(files::Root::new(root.path()).expect("root"));
         let st = stop.clone();
+        let run: Box<dyn FnOnce() + Send> = match opts.quic_stack {
+            QuicStack::Quiche => {
+                let s = quic::Server::new(&opts, files, access.clone(), quic_info.clone())
+                    .unwrap_or_else(|e| usage(&e.to_string()));
+                Box::new(move || s.run(st))
+            }
+            QuicStack::Quinn => {
+                let s = quic_quinn::Server::new(&opts, files, access.clone(), quic_info.clone())
+                    .unwrap_or_else(|e| usage(&e.to_string()));
+                Box::new(move || s.run(st))
+            }
+        };
         Some(
             std::thread::Builder::new()
                 .name("quic".into())
-                .spawn(move || s.run(st))
+                .spawn(run)
                 .expect("spawn"),
         )
     } else {
@@ -261,10 +424,19 @@ fn main() {
                 "ready": true, "pid": std::process::id(), "root": shared.root.path(),
                 "http_port": opts.http_port, "https_port": opts.https_port, "h3": opts.h3,
                 "tcp_cc": cc_in_effect,
-                "quic_cc": opts.h3.then(|| quic::cc_family(opts.cc.as_deref().unwrap_or("cubic"))),
-                "quic_cc_impl": opts.h3.then(|| quic::quic_cc_impl(opts.cc.as_deref().unwrap_or("cubic"))),
+                "quic_cc": opts.h3.then(|| quic::cc_family(opts.cc_name())),
+                "quic_cc_impl": opts.h3.then(|| quic_cc_impl(&opts)),
                 "version": env!("CARGO_PKG_VERSION"),
             })
+            .as_object()
+            .map(|m| {
+                let mut m = m.clone();
+                if opts.h3 {
+                    m.extend(quic_settings(&opts));
+                }
+                serde_json::Value::Object(m)
+            })
+            .expect("object")
         );
         let terminate = tokio::signal::unix::SignalKind::terminate();
         let mut term = tokio::signal::unix::signal(terminate).expect("signal");
@@ -310,6 +482,79 @@ mod tests {
             (0, Some(4096), false, false)
         );
         assert_eq!(parse(["--root", "/srv"]).unwrap().idle_timeout_s, 30);
+    }
+
+    #[test]
+    fn quic_stack_windows_and_bind() {
+        let o = parse(["--root", "/srv"]).unwrap();
+        assert_eq!(o.bind, "127.0.0.1");
+        assert_eq!(o.quic_stack, QuicStack::Quiche);
+        assert_eq!(
+            (o.max_data(), o.max_stream_data(), o.initcwnd()),
+            (32 << 20, 8 << 20, 10)
+        );
+        assert_eq!((o.quic_info, o.quic_max_data), (None, None));
+        let o = parse([
+            "--root",
+            "/srv",
+            "--quic-stack",
+            "quinn",
+            "--quic-max-data",
+            "1000000",
+            "--quic-max-stream-data",
+            "500000",
+            "--quic-info",
+            "q.jsonl",
+            "--quic-initcwnd",
+            "32",
+            "--bind",
+            "0.0.0.0",
+        ])
+        .unwrap();
+        assert_eq!(o.quic_stack, QuicStack::Quinn);
+        assert_eq!((o.max_data(), o.max_stream_data()), (1_000_000, 500_000));
+        assert_eq!(
+            (o.quic_info.as_deref(), o.initcwnd(), o.bind.as_str()),
+            (Some("q.jsonl"), 32, "0.0.0.0")
+        );
+        let o = parse(["--root", "/", "--quic-stack", "quiche", "--no-pacing"]).unwrap();
+        assert!(!o.pacing);
+    }
+
+    #[test]
+    fn quic_messages() {
+        assert_eq!(
+            err(&["--root", "/", "--quic-stack", "msquic"]),
+            "--quic-stack: must be quiche or quinn, got \"msquic\""
+        );
+        assert_eq!(
+            err(&["--root", "/", "--quic-stack", "quinn", "--no-pacing"]),
+            "--no-pacing: quinn always paces (quinn-proto has no switch for its pacer)"
+        );
+        assert_eq!(
+            err(&["--root", "/", "--no-pacing", "--quic-stack", "quinn"]),
+            "--no-pacing: quinn always paces (quinn-proto has no switch for its pacer)"
+        );
+        assert_eq!(
+            err(&["--root", "/", "--quic-max-data", "0"]),
+            "--quic-max-data: must be 1 to 4611686018427387903 bytes, got 0"
+        );
+        assert_eq!(
+            err(&["--root", "/", "--quic-max-stream-data", "4611686018427387904"]),
+            "--quic-max-stream-data: must be 1 to 4611686018427387903 bytes, got 4611686018427387904"
+        );
+        assert_eq!(
+            err(&["--root", "/", "--quic-max-data", "lots"]),
+            "--quic-max-data: not a valid number: \"lots\""
+        );
+        assert_eq!(
+            err(&["--root", "/", "--quic-initcwnd", "0"]),
+            "--quic-initcwnd: must be at least 1 packet"
+        );
+        assert_eq!(
+            err(&["--root", "/", "--quic-info"]),
+            "--quic-info needs a value"
+        );
     }
 
     #[test]

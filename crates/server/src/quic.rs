@@ -3,10 +3,17 @@
 //! quiche is sans-IO: this loop feeds it datagrams and timeouts and sends
 //! what it produces, holding each packet until the time quiche asks for
 //! (`SendInfo::at`): without that wait quiche's pacing would not happen.
+//!
+//! Every 10 ms each connection is sampled into `limits::Sampler` (and, while
+//! it has something to send, into `--quic-info`): cwnd and RTT from
+//! `path_stats`, bytes in flight as sent - acked - lost bytes of `stats`,
+//! the DATA_BLOCKED/STREAM_DATA_BLOCKED frames quiche sent, the packet this
+//! loop holds for its send time, and the response bytes not yet accepted.
 
-use crate::files::{Resolved, Root};
+use crate::files::{Body, Root};
+use crate::limits::{Observation, QuicInfo, Sampler};
 use crate::log::{unix_ns, JsonLines};
-use crate::Options;
+use crate::{Options, QUIC_MAX_DATAGRAM};
 use quiche::h3::NameValue;
 use std::collections::HashMap;
 use std::io::Read;
@@ -16,8 +23,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-const MAX_DATAGRAM: usize = 1350;
+const MAX_DATAGRAM: usize = QUIC_MAX_DATAGRAM;
 const CHUNK: usize = 64 * 1024;
+/// How often a connection is sampled.
+const SAMPLE_EVERY: Duration = Duration::from_millis(10);
+
+/// quiche's cap on an autotuned connection window (`MAX_CONNECTION_WINDOW`,
+/// quiche 0.30 src/lib.rs, private there).
+pub const QUICHE_MAX_CONNECTION_WINDOW: u64 = 24 << 20;
+/// quiche's cap on an autotuned stream window (`stream::MAX_STREAM_WINDOW`).
+pub const QUICHE_MAX_STREAM_WINDOW: u64 = 16 << 20;
 
 /// quiche's name for a congestion control given as cubic, bbr or reno.
 pub fn quiche_cc(cc: &str) -> &'static str {
@@ -68,6 +83,10 @@ struct Conn {
     paced_wait: Duration,
     /// Requests that arrived as 0-RTT early data.
     early_requests: u64,
+    /// Response bytes (headers and body) quiche has accepted.
+    accepted: u64,
+    sampler: Sampler,
+    next_sample: Instant,
 }
 
 pub struct Server {
@@ -76,6 +95,7 @@ pub struct Server {
     h3_config: quiche::h3::Config,
     root: Arc<Root>,
     access: JsonLines,
+    quic_info: JsonLines,
     opts: Options,
     conns: HashMap<Vec<u8>, Conn>,
     aliases: HashMap<Vec<u8>, Vec<u8>>,
@@ -125,7 +145,12 @@ fn random_cid() -> Vec<u8> {
 }
 
 impl Server {
-    pub fn new(opts: &Options, root: Arc<Root>, access: JsonLines) -> Result<Server, QuicError> {
+    pub fn new(
+        opts: &Options,
+        root: Arc<Root>,
+        access: JsonLines,
+        quic_info: JsonLines,
+    ) -> Result<Server, QuicError> {
         let addr: SocketAddr = format!("{}:{}", opts.bind, opts.https_port)
             .parse()
             .map_err(QuicError::Address)?;
@@ -141,14 +166,7 @@ impl Server {
                 "SO_SNDBUFFORCE",
             )?;
         }
-        let rcv = opts.rcvbuf.unwrap_or(8 << 20);
-        crate::tcpinfo::set_int(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_RCVBUFFORCE,
-            rcv as i32,
-            "SO_RCVBUFFORCE",
-        )?;
+        crate::tcpinfo::set_udp_rcvbuf(fd, opts.rcvbuf)?;
         let (cert, key) = (
             opts.cert.as_deref().unwrap_or(""),
             opts.key.as_deref().unwrap_or(""),
@@ -169,9 +187,18 @@ impl Server {
         c.set_max_idle_timeout(opts.idle_timeout_s * 1000);
         c.set_max_recv_udp_payload_size(MAX_DATAGRAM);
         c.set_max_send_udp_payload_size(MAX_DATAGRAM);
-        c.set_initial_max_data(32 << 20);
-        c.set_initial_max_stream_data_bidi_local(8 << 20);
-        c.set_initial_max_stream_data_bidi_remote(8 << 20);
+        c.set_initial_max_data(opts.max_data());
+        c.set_initial_max_stream_data_bidi_local(opts.max_stream_data());
+        c.set_initial_max_stream_data_bidi_remote(opts.max_stream_data());
+        // A window given on the command line is the window for the whole
+        // connection: quiche would otherwise use min(it, 24 MiB / 16 MiB)
+        // for its later updates and autotune within those caps.
+        if let Some(v) = opts.quic_max_data {
+            c.set_max_connection_window(v);
+        }
+        if let Some(v) = opts.quic_max_stream_data {
+            c.set_max_stream_window(v);
+        }
         c.set_initial_max_stream_data_uni(1 << 20);
         c.set_initial_max_streams_bidi(256);
         c.set_initial_max_streams_uni(16);
@@ -208,6 +235,7 @@ impl Server {
             h3_config,
             root,
             access,
+            quic_info,
             opts: opts.clone(),
             conns: HashMap::new(),
             aliases: HashMap::new(),
@@ -226,7 +254,13 @@ impl Server {
             let wake = self
                 .conns
                 .values()
-                .flat_map(|c| [c.timeout_at, c.pending.as_ref().map(|p| p.2)])
+                .flat_map(|c| {
+                    [
+                        c.timeout_at,
+                        c.pending.as_ref().map(|p| p.2),
+                        Some(c.next_sample),
+                    ]
+                })
                 .flatten()
                 .min();
             let wait = wake
@@ -256,16 +290,72 @@ impl Server {
                 }
                 Self::flush(&self.sock, c, self.opts.pacing);
                 c.timeout_at = c.conn.timeout().map(|d| Instant::now() + d);
+                if c.next_sample <= now {
+                    c.next_sample = now + SAMPLE_EVERY;
+                    Self::sample(&self.quic_info, &self.opts, c, false);
+                }
                 if c.conn.is_closed() {
-                    let c = self.conns.remove(&id).expect("conn");
+                    let mut c = self.conns.remove(&id).expect("conn");
                     self.aliases.retain(|_, v| *v != id);
+                    Self::sample(&self.quic_info, &self.opts, &mut c, true);
                     self.log_close(&c);
                 }
             }
         }
-        for (_, c) in std::mem::take(&mut self.conns) {
+        for (_, mut c) in std::mem::take(&mut self.conns) {
+            Self::sample(&self.quic_info, &self.opts, &mut c, true);
             self.log_close(&c);
         }
+    }
+
+    /// Judge the interval since the last sample; write it while the
+    /// connection has something to send, and at close.
+    fn sample(out: &JsonLines, opts: &Options, c: &mut Conn, at_close: bool) {
+        let s = c.conn.stats();
+        let p = c.conn.path_stats().next();
+        let in_flight = s.sent_bytes.saturating_sub(s.acked_bytes + s.lost_bytes);
+        let o = Observation {
+            cwnd: p.as_ref().map_or(0, |p| p.cwnd as u64),
+            bytes_in_flight: in_flight,
+            mss: MAX_DATAGRAM as u64,
+            app_pending: !c.streams.is_empty(),
+            transport_pending: c.pending.is_some(),
+            pacer_holding: c.pending.is_some(),
+            data_blocked_sent: s.data_blocked_sent_count,
+            stream_data_blocked_sent: s.stream_data_blocked_sent_count,
+            progress: c.accepted,
+        };
+        let v = c.sampler.sample(unix_ns(), &o);
+        if !out.enabled() || !(at_close || o.app_pending || o.transport_pending || in_flight > 0) {
+            return;
+        }
+        let info = QuicInfo {
+            t_unix_ns: unix_ns(),
+            conn: c.id.clone(),
+            quic_stack: "quiche",
+            cc: cc_family(opts.cc_name()),
+            cwnd: o.cwnd,
+            bytes_in_flight: in_flight,
+            srtt_ms: p.as_ref().map_or(0.0, |p| p.rtt.as_secs_f64() * 1e3),
+            min_rtt_ms: p
+                .as_ref()
+                .and_then(|p| p.min_rtt)
+                .map(|d| d.as_secs_f64() * 1e3),
+            // quiche computes its pacing rate but does not expose it.
+            pacing_rate_bps: None,
+            cc_pacing_rate_bps: p.as_ref().and_then(|p| p.max_bandwidth).map(|b| b * 8),
+            delivery_rate_bps: p.as_ref().map(|p| p.delivery_rate * 8),
+            bytes_sent: s.sent_bytes,
+            bytes_acked: Some(s.acked_bytes),
+            bytes_lost: s.lost_bytes,
+            data_blocked_sent: s.data_blocked_sent_count,
+            stream_data_blocked_sent: s.stream_data_blocked_sent_count,
+            pacer_holding: Some(o.pacer_holding),
+            app_pending: o.app_pending,
+            transport_pending: o.transport_pending,
+            at_close,
+        };
+        out.write(&info.json(&v));
     }
 
     fn on_datagram(&mut self, pkt: &mut [u8], from: SocketAddr, local: SocketAddr) {
@@ -298,8 +388,11 @@ impl Server {
             self.next_id += 1;
             if let Some(dir) = &self.opts.qlog_dir {
                 if let Ok(f) = std::fs::File::create(format!("{dir}/{id}.sqlog")) {
+                    // Buffered: qlog writes each event in many small pieces,
+                    // and unbuffered they cut loopback throughput twentyfold.
+                    // Flushed when the connection is dropped.
                     conn.set_qlog(
-                        Box::new(f),
+                        Box::new(std::io::BufWriter::with_capacity(1 << 20, f)),
                         format!("satbench-server {id}"),
                         format!(
                             "cc {}",
@@ -329,6 +422,9 @@ impl Server {
                     paced: 0,
                     paced_wait: Duration::ZERO,
                     early_requests: 0,
+                    accepted: 0,
+                    sampler: Sampler::default(),
+                    next_sample: Instant::now(),
                 },
             );
             scid
@@ -391,29 +487,14 @@ impl Server {
             }
         }
         let _ = c.conn.stream_shutdown(sid, quiche::Shutdown::Read, 0);
-        let (status, len, file, ctype) = if method != "GET" && method != "HEAD" {
-            (405u16, 0, None, "text/plain")
-        } else {
-            match root.resolve(&path) {
-                Resolved::File {
-                    path,
-                    len,
-                    content_type,
-                } => match std::fs::File::open(&path) {
-                    Ok(f) => (200, len, Some(f), content_type),
-                    Err(_) => (404, 0, None, "text/plain"),
-                },
-                Resolved::NotFound => (404, 0, None, "text/plain"),
-                Resolved::Forbidden => (403, 0, None, "text/plain"),
-            }
+        let planned = root.plan(&method, &path);
+        let (status, ctype, content_length) =
+            (planned.status, planned.content_type, planned.content_length);
+        let (file, body_len, buf) = match planned.body {
+            Body::File { file, len } => (Some(file), len, Vec::new()),
+            Body::Mem(b) => (None, 0, b),
+            Body::Empty => (None, 0, Vec::new()),
         };
-        let head = method == "HEAD";
-        let (file, body_len, buf) = match file {
-            Some(f) if !head => (Some(f), len, Vec::new()),
-            Some(_) => (None, 0, Vec::new()),
-            None => (None, 0, format!("{status}\n").into_bytes()),
-        };
-        let content_length = if status == 200 { len } else { buf.len() as u64 };
         let headers = vec![
             quiche::h3::Header::new(b":status", status.to_string().as_bytes()),
             quiche::h3::Header::new(b"server", b"satbench"),
@@ -425,10 +506,10 @@ impl Server {
         if early {
             c.early_requests += 1;
         }
-        let cc = opts.cc.as_deref().unwrap_or("cubic");
+        let cc = opts.cc_name();
         let entry = serde_json::json!({
-            "type": "request", "conn": c.id, "proto": "h3", "tls": true, "cc": cc_family(cc),
-            "cc_impl": quic_cc_impl(cc),
+            "type": "request", "conn": c.id, "proto": "h3", "quic_stack": "quiche", "tls": true,
+            "cc": cc_family(cc), "cc_impl": quic_cc_impl(cc),
             "method": method, "path": path, "status": status, "content_length": content_length,
             "stream": sid, "t_request_unix_ns": t_request, "early_data": early,
         });
@@ -454,6 +535,7 @@ impl Server {
             match h3.send_response(&mut c.conn, sid, h, false) {
                 Ok(()) => {
                     r.headers = None;
+                    c.accepted += 1;
                     r.entry["t_response_unix_ns"] = unix_ns().into();
                 }
                 Err(quiche::h3::Error::StreamBlocked) => return,
@@ -485,6 +567,7 @@ impl Server {
             match h3.send_body(&mut c.conn, sid, &r.buf, fin) {
                 Ok(n) => {
                     r.sent += n as u64;
+                    c.accepted += n as u64;
                     let all = n == r.buf.len();
                     r.buf.drain(..n);
                     if all && fin {
@@ -550,11 +633,12 @@ impl Server {
     fn log_close(&self, c: &Conn) {
         let s = c.conn.stats();
         let p = c.conn.path_stats().next();
+        let peer_tp = c.conn.peer_transport_params();
         self.access.write(&serde_json::json!({
-            "type": "connection", "conn": c.id, "transport": "quic",
+            "type": "connection", "conn": c.id, "transport": "quic", "quic_stack": "quiche",
             "alpn": String::from_utf8_lossy(c.conn.application_proto()),
-            "cc": cc_family(self.opts.cc.as_deref().unwrap_or("cubic")),
-            "cc_impl": quic_cc_impl(self.opts.cc.as_deref().unwrap_or("cubic")),
+            "cc": cc_family(self.opts.cc_name()),
+            "cc_impl": quic_cc_impl(self.opts.cc_name()),
             "peer": c.peer.to_string(),
             "t_open_unix_ns": c.t_open, "t_close_unix_ns": unix_ns(), "requests": c.requests,
             "packets_sent": s.sent, "packets_recv": s.recv, "packets_lost": s.lost,
@@ -564,6 +648,11 @@ impl Server {
             "cwnd": p.as_ref().map(|p| p.cwnd),
             "resumed": c.conn.is_resumed(), "early_requests": c.early_requests,
             "paced_packets": c.paced, "paced_wait_ms": c.paced_wait.as_secs_f64() * 1e3,
+            "data_blocked_sent": s.data_blocked_sent_count,
+            "stream_data_blocked_sent": s.stream_data_blocked_sent_count,
+            "peer_initial_max_data": peer_tp.map(|t| t.initial_max_data),
+            "peer_initial_max_stream_data": peer_tp.map(|t| t.initial_max_stream_data_bidi_local),
+            "limited_ms": c.sampler.tally.json(),
             "error": c.conn.peer_error().map(|e| format!("{e:?}")),
         }));
     }

@@ -14,6 +14,7 @@ pub struct TcpInfo {
     pub backoff: u8,
     pub options: u8,
     pub wscale: u8,
+    /// `tcpi_delivery_rate_app_limited:1, tcpi_fastopen_client_fail:2`.
     pub flags: u8,
     pub rto: u32,
     pub ato: u32,
@@ -88,6 +89,14 @@ impl TcpInfo {
             "bytes_retrans": self.bytes_retrans, "segs_out": self.segs_out,
             "notsent_bytes": self.notsent_bytes, "options": self.options,
             "syn_data": self.options & 0x20 != 0,
+            // Chrono counters (Linux 4.10+), cumulative µs: sending, limited
+            // by the peer's receive window, limited by the send buffer.
+            "busy_time_us": self.busy_time, "rwnd_limited_us": self.rwnd_limited,
+            "sndbuf_limited_us": self.sndbuf_limited,
+            // tcpi_delivery_rate_app_limited: the delivery rate sample was
+            // taken while the application had nothing to send.
+            "app_limited": self.flags & 1 != 0,
+            "delivered": self.delivered,
         })
     }
 }
@@ -161,6 +170,24 @@ pub fn set_int(fd: RawFd, level: i32, opt: i32, v: i32, what: &str) -> Result<()
     setsockopt_bytes(fd, level, opt, &v.to_ne_bytes(), what)
 }
 
+/// A UDP socket's receive buffer: `rcvbuf`, or 8 MiB. SO_RCVBUFFORCE (over
+/// net.core.rmem_max) needs CAP_NET_ADMIN; without it, SO_RCVBUF (capped).
+pub fn set_udp_rcvbuf(fd: RawFd, rcvbuf: Option<u32>) -> Result<(), SockError> {
+    let n = rcvbuf.unwrap_or(8 << 20) as i32;
+    match set_int(
+        fd,
+        libc::SOL_SOCKET,
+        libc::SO_RCVBUFFORCE,
+        n,
+        "SO_RCVBUFFORCE",
+    ) {
+        Err(e) if e.source.raw_os_error() == Some(libc::EPERM) => {
+            set_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, n, "SO_RCVBUF")
+        }
+        other => other,
+    }
+}
+
 pub fn set_congestion(fd: RawFd, cc: &str) -> Result<(), SockError> {
     setsockopt_bytes(
         fd,
@@ -187,8 +214,22 @@ mod tests {
         let c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
         set_congestion(c.as_raw_fd(), "reno").unwrap();
         assert_eq!(congestion(c.as_raw_fd()).as_deref(), Some("reno"));
+        let (mut s, _) = l.accept().unwrap();
+        std::io::Write::write_all(&mut s, &[0u8; 100_000]).unwrap();
         let i = tcp_info(c.as_raw_fd()).unwrap();
         assert_eq!(i.state, 1); // TCP_ESTABLISHED
         assert!(i.snd_cwnd > 0 && i.snd_mss > 0);
+        let j = tcp_info(s.as_raw_fd()).unwrap().json("t1", 0, "reno");
+        // Chrono counters count in jiffies: only their presence is certain here.
+        for k in [
+            "busy_time_us",
+            "rwnd_limited_us",
+            "sndbuf_limited_us",
+            "cwnd",
+            "bytes_sent",
+        ] {
+            assert!(j[k].is_u64(), "{k}: {j}");
+        }
+        assert!(j["app_limited"].is_boolean());
     }
 }

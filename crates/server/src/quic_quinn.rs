@@ -1,0 +1,649 @@
+//! HTTP/3 over QUIC with quinn and the `h3` crate (`--quic-stack quinn`), in
+//! one thread with its own tokio runtime, beside quiche's `quic.rs`: same
+//! files and answers (`files::Root::plan`), same access-log records plus
+//! `"quic_stack": "quinn"`, same `--quic-info` samples.
+//!
+//! Each connection gets its own `ServerConfig` (`Incoming::accept_with`), so
+//! that it can have its own qlog file and its own congestion-control probe:
+//! [`Probe`] wraps quinn's controller and copies what quinn tells it (bytes
+//! sent, acked and lost, bytes in flight after each ACK batch, whether the
+//! connection was application-limited, the window, BBR's pacing rate) where
+//! the sampler reads it. quinn exposes no more: its pacer and the peer's
+//! credit are internal (see `limits.rs` for how the rule copes).
+//!
+//! What quinn can and cannot do here:
+//! - congestion control: Cubic, NewReno, and BBR, which quinn marks
+//!   experimental: a port of Chromium's BBRv1 `bbr_sender` (quinn-proto
+//!   0.11 src/congestion/bbr/mod.rs). quinn's pacer is a token bucket
+//!   refilled at 5/4 cwnd per sRTT for every controller; BBR's own pacing
+//!   rate is only reported (`cc_pacing_rate_bps`);
+//! - pacing cannot be turned off (refused in `main.rs`);
+//! - the initial window is `--quic-initcwnd` x 1350 bytes; datagrams are
+//!   1350 bytes, without path MTU discovery, as quiche's;
+//! - 0-RTT: accepted unless `--no-0rtt` (rustls `max_early_data_size`), but
+//!   answered once the handshake is complete (see `serve`); `early_data`,
+//!   `early_requests` and `resumed` are null: quinn does not expose them;
+//! - qlog: quinn-proto's `qlog` feature, JSON-SEQ, one `.sqlog` per
+//!   connection in `--qlog-dir`.
+
+use crate::files::{Body, Root};
+use crate::limits::{Observation, QuicInfo, Sampler};
+use crate::log::{unix_ns, JsonLines};
+use crate::{Options, QUIC_MAX_DATAGRAM};
+use bytes::Bytes;
+use quinn::congestion::{
+    BbrConfig, Controller, ControllerFactory, ControllerMetrics, CubicConfig, NewRenoConfig,
+};
+use std::io::Read;
+use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const CHUNK: usize = 64 * 1024;
+const SAMPLE_EVERY: Duration = Duration::from_millis(10);
+
+/// The implementation recorded as `cc_impl` for `--cc cubic|bbr|reno`.
+pub fn cc_impl(cc: &str) -> &'static str {
+    match cc {
+        "bbr" => "quinn bbr (experimental, BBRv1 port)",
+        "reno" => "quinn newreno",
+        _ => "quinn cubic",
+    }
+}
+
+/// Why the quinn HTTP/3 server could not start; printed as
+/// `satbench-server: <message>`, exit 2.
+#[derive(Debug, thiserror::Error)]
+pub enum QuinnError {
+    /// `--bind` and `--https-port` make no socket address.
+    #[error("{0}")]
+    Address(std::net::AddrParseError),
+    /// bind(2) of the UDP socket failed.
+    #[error("bind udp {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    /// A socket buffer size was refused.
+    #[error(transparent)]
+    Sock(#[from] crate::tcpinfo::SockError),
+    /// The certificate or key could not be loaded.
+    #[error(transparent)]
+    Tls(#[from] crate::tcp::TlsConfigError),
+    /// rustls has no TLS 1.3 cipher suite QUIC can start with.
+    #[error("quinn: {0}")]
+    Crypto(quinn::crypto::rustls::NoInitialCipherSuite),
+    /// `--idle-timeout-s` too large for QUIC.
+    #[error("--idle-timeout-s: {0}")]
+    IdleTimeout(quinn::VarIntBoundsExceeded),
+}
+
+/// What the [`Probe`] saw, read by the sampler.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ProbeState {
+    pub bytes_in_flight: u64,
+    pub sent: u64,
+    pub acked: u64,
+    pub lost: u64,
+    /// quinn's view at the last ACK batch: nothing to send, and not blocked
+    /// by congestion control or pacing.
+    pub app_limited: bool,
+    pub window: u64,
+    pub ssthresh: Option<u64>,
+    /// The controller's own pacing rate, bits/s (BBR only).
+    pub cc_pacing_rate: Option<u64>,
+}
+
+/// A congestion controller wrapping quinn's, recording what quinn tells it.
+struct Probe {
+    inner: Box<dyn Controller>,
+    st: Arc<Mutex<ProbeState>>,
+}
+
+impl Probe {
+    fn update(&self, f: impl FnOnce(&mut ProbeState)) {
+        let m = self.inner.metrics();
+        let mut st = self.st.lock().expect("probe");
+        f(&mut st);
+        st.window = m.congestion_window;
+        st.ssthresh = m.ssthresh;
+        st.cc_pacing_rate = m.pacing_rate;
+    }
+}
+
+impl Controller for Probe {
+    fn on_sent(&mut self, now: Instant, bytes: u64, last_packet_number: u64) {
+        self.inner.on_sent(now, bytes, last_packet_number);
+        self.update(|s| {
+            s.sent += bytes;
+            s.bytes_in_flight += bytes;
+        });
+    }
+
+    fn on_ack(
+        &mut self,
+        now: Instant,
+        sent: Instant,
+        bytes: u64,
+        app_limited: bool,
+        rtt: &quinn_proto::RttEstimator,
+    ) {
+        self.inner.on_ack(now, sent, bytes, app_limited, rtt);
+        self.update(|s| s.acked += bytes);
+    }
+
+    fn on_end_acks(
+        &mut self,
+        now: Instant,
+        in_flight: u64,
+        app_limited: bool,
+        largest_packet_num_acked: Option<u64>,
+    ) {
+        self.inner
+            .on_end_acks(now, in_flight, app_limited, largest_packet_num_acked);
+        self.update(|s| {
+            s.bytes_in_flight = in_flight;
+            s.app_limited = app_limited;
+        });
+    }
+
+    fn on_congestion_event(
+        &mut self,
+        now: Instant,
+        sent: Instant,
+        is_persistent_congestion: bool,
+        lost_bytes: u64,
+    ) {
+        self.inner
+            .on_congestion_event(now, sent, is_persistent_congestion, lost_bytes);
+        self.update(|s| {
+            s.lost += lost_bytes;
+            s.bytes_in_flight = s.bytes_in_flight.saturating_sub(lost_bytes);
+        });
+    }
+
+    fn on_mtu_update(&mut self, new_mtu: u16) {
+        self.inner.on_mtu_update(new_mtu);
+    }
+
+    fn window(&self) -> u64 {
+        self.inner.window()
+    }
+
+    fn metrics(&self) -> ControllerMetrics {
+        self.inner.metrics()
+    }
+
+    fn clone_box(&self) -> Box<dyn Controller> {
+        Box::new(Probe {
+            inner: self.inner.clone_box(),
+            st: self.st.clone(),
+        })
+    }
+
+    fn initial_window(&self) -> u64 {
+        self.inner.initial_window()
+    }
+
+    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any> {
+        self
+    }
+}
+
+/// Builds a [`Probe`] around the controller `--cc` asks for.
+struct ProbeFactory {
+    inner: Arc<dyn ControllerFactory + Send + Sync>,
+    st: Arc<Mutex<ProbeState>>,
+}
+
+impl ControllerFactory for ProbeFactory {
+    fn build(self: Arc<Self>, now: Instant, current_mtu: u16) -> Box<dyn Controller> {
+        Box::new(Probe {
+            inner: self.inner.clone().build(now, current_mtu),
+            st: self.st.clone(),
+        })
+    }
+}
+
+/// quinn's controller factory for `--cc`, with the initial window in bytes.
+fn cc_factory(cc: &str, initial_window: u64) -> Arc<dyn ControllerFactory + Send + Sync> {
+    match cc {
+        "bbr" => {
+            let mut c = BbrConfig::default();
+            c.initial_window(initial_window);
+            Arc::new(c)
+        }
+        "reno" => {
+            let mut c = NewRenoConfig::default();
+            c.initial_window(initial_window);
+            Arc::new(c)
+        }
+        _ => {
+            let mut c = CubicConfig::default();
+            c.initial_window(initial_window);
+            Arc::new(c)
+        }
+    }
+}
+
+struct Shared {
+    opts: Options,
+    root: Arc<Root>,
+    access: JsonLines,
+    quic_info: JsonLines,
+    crypto: Arc<quinn::crypto::rustls::QuicServerConfig>,
+    idle: quinn::IdleTimeout,
+}
+
+impl Shared {
+    /// One connection's configuration: the transport settings of `opts`, its
+    /// probe, and its qlog file.
+    fn server_config(&self, id: &str, st: Arc<Mutex<ProbeState>>) -> Arc<quinn::ServerConfig> {
+        let o = &self.opts;
+        let mut t = quinn::TransportConfig::default();
+        t.max_idle_timeout(Some(self.idle));
+        t.initial_mtu(QUIC_MAX_DATAGRAM as u16);
+        t.min_mtu(QUIC_MAX_DATAGRAM as u16);
+        t.mtu_discovery_config(None);
+        // Both below 2^62, checked by the argument parser.
+        t.receive_window(quinn::VarInt::from_u64(o.max_data()).expect("varint"));
+        t.stream_receive_window(quinn::VarInt::from_u64(o.max_stream_data()).expect("varint"));
+        // quinn's own cap on unacknowledged data written: never below the
+        // window studied (quiche has no such cap besides the peer's credit).
+        t.send_window(o.max_data());
+        t.max_concurrent_bidi_streams(256u32.into());
+        t.max_concurrent_uni_streams(16u32.into());
+        let initial_window = (o.initcwnd() * QUIC_MAX_DATAGRAM) as u64;
+        t.congestion_controller_factory(Arc::new(ProbeFactory {
+            inner: cc_factory(o.cc_name(), initial_window),
+            st,
+        }));
+        if let Some(dir) = &o.qlog_dir {
+            if let Ok(f) = std::fs::File::create(format!("{dir}/{id}.sqlog")) {
+                let mut q = quinn::QlogConfig::default();
+                q.writer(Box::new(std::io::BufWriter::new(f)))
+                    .title(Some(format!("satbench-server {id}")))
+                    .description(Some(format!("quinn, {}", cc_impl(o.cc_name()))));
+                t.qlog_stream(q.into_stream());
+            }
+        }
+        let mut c = quinn::ServerConfig::with_crypto(self.crypto.clone());
+        c.transport_config(Arc::new(t));
+        c.migration(false);
+        Arc::new(c)
+    }
+}
+
+pub struct Server {
+    sock: std::net::UdpSocket,
+    shared: Arc<Shared>,
+}
+
+impl Server {
+    pub fn new(
+        opts: &Options,
+        root: Arc<Root>,
+        access: JsonLines,
+        quic_info: JsonLines,
+    ) -> Result<Server, QuinnError> {
+        let addr: SocketAddr = format!("{}:{}", opts.bind, opts.https_port)
+            .parse()
+            .map_err(QuinnError::Address)?;
+        let sock =
+            std::net::UdpSocket::bind(addr).map_err(|source| QuinnError::Bind { addr, source })?;
+        let fd = sock.as_raw_fd();
+        if let Some(n) = opts.sndbuf {
+            crate::tcpinfo::set_int(
+                fd,
+                libc::SOL_SOCKET,
+                libc::SO_SNDBUFFORCE,
+                n as i32,
+                "SO_SNDBUFFORCE",
+            )?;
+        }
+        crate::tcpinfo::set_udp_rcvbuf(fd, opts.rcvbuf)?;
+        // The TCP side's certificate, key and key log; QUIC always resumes
+        // (as quiche does: --no-resumption is about TCP).
+        let mut tls = crate::tcp::tls_config(
+            opts.cert.as_deref().unwrap_or(""),
+            opts.key.as_deref().unwrap_or(""),
+            true,
+        )?;
+        tls.alpn_protocols = vec![b"h3".to_vec()];
+        tls.max_early_data_size = if opts.zero_rtt { u32::MAX } else { 0 };
+        let crypto =
+            quinn::crypto::rustls::QuicServerConfig::try_from(tls).map_err(QuinnError::Crypto)?;
+        let idle = quinn::IdleTimeout::try_from(Duration::from_secs(opts.idle_timeout_s))
+            .map_err(QuinnError::IdleTimeout)?;
+        Ok(Server {
+            sock,
+            shared: Arc::new(Shared {
+                opts: opts.clone(),
+                root,
+                access,
+                quic_info,
+                crypto: Arc::new(crypto),
+                idle,
+            }),
+        })
+    }
+
+    pub fn run(self, stop: Arc<AtomicBool>) {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(async move {
+            let sh = self.shared;
+            let endpoint = quinn::Endpoint::new(
+                quinn::EndpointConfig::default(),
+                Some(quinn::ServerConfig::with_crypto(sh.crypto.clone())),
+                self.sock,
+                Arc::new(quinn::TokioRuntime),
+            )
+            .expect("quinn endpoint");
+            let mut tasks = tokio::task::JoinSet::new();
+            let mut next_id = 1u64;
+            let mut tick = tokio::time::interval(Duration::from_millis(50));
+            loop {
+                tokio::select! {
+                    inc = endpoint.accept() => match inc {
+                        Some(inc) => {
+                            let id = format!("q{next_id}");
+                            next_id += 1;
+                            tasks.spawn(serve(sh.clone(), inc, id));
+                        }
+                        None => break,
+                    },
+                    _ = tick.tick() => {
+                        if stop.load(Ordering::Relaxed) {
+                            break;
+                        }
+                    }
+                    Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
+                }
+            }
+            // Every connection still open is closed and logged.
+            endpoint.close(0u32.into(), b"server stopped");
+            let _ = tokio::time::timeout(Duration::from_secs(1), async {
+                while tasks.join_next().await.is_some() {}
+            })
+            .await;
+        });
+    }
+}
+
+/// One connection's counters shared by its request tasks and its sampler.
+#[derive(Default)]
+struct ConnState {
+    requests: AtomicU64,
+    /// Responses not yet wholly handed to quinn.
+    active: AtomicUsize,
+}
+
+async fn serve(sh: Arc<Shared>, inc: quinn::Incoming, id: String) {
+    let t_open = unix_ns();
+    let peer = inc.remote_address();
+    let probe = Arc::new(Mutex::new(ProbeState::default()));
+    let state = Arc::new(ConnState::default());
+    let cfg = sh.server_config(&id, probe.clone());
+    let record = |conn: Option<&quinn::Connection>, sampler: &Sampler, error: Option<String>| {
+        let stats = conn.map(|c| c.stats());
+        let alpn = conn
+            .and_then(|c| c.handshake_data())
+            .and_then(|h| h.downcast::<quinn::crypto::rustls::HandshakeData>().ok())
+            .and_then(|h| h.protocol)
+            .map(|p| String::from_utf8_lossy(&p).into_owned())
+            .unwrap_or_default();
+        let cc = sh.opts.cc_name();
+        serde_json::json!({
+            "type": "connection", "conn": id, "transport": "quic", "quic_stack": "quinn",
+            "alpn": alpn, "cc": crate::quic::cc_family(cc), "cc_impl": cc_impl(cc),
+            "peer": peer.to_string(), "t_open_unix_ns": t_open, "t_close_unix_ns": unix_ns(),
+            "requests": state.requests.load(Ordering::Relaxed),
+            "packets_sent": stats.map(|s| s.path.sent_packets),
+            "packets_recv": stats.map(|s| s.udp_rx.datagrams),
+            "packets_lost": stats.map(|s| s.path.lost_packets),
+            "packets_retrans": null,
+            "bytes_sent": stats.map(|s| s.udp_tx.bytes),
+            "bytes_recv": stats.map(|s| s.udp_rx.bytes),
+            "bytes_lost": stats.map(|s| s.path.lost_bytes),
+            "srtt_ms": conn.map(|c| c.rtt().as_secs_f64() * 1e3),
+            "cwnd": stats.map(|s| s.path.cwnd),
+            // quinn says neither whether the TLS session was resumed nor
+            // whether 0-RTT data was accepted.
+            "resumed": null,
+            "early_requests": null,
+            "paced_packets": null, "paced_wait_ms": null,
+            "data_blocked_sent": stats.map(|s| s.frame_tx.data_blocked),
+            "stream_data_blocked_sent": stats.map(|s| s.frame_tx.stream_data_blocked),
+            "peer_initial_max_data": null, "peer_initial_max_stream_data": null,
+            "limited_ms": sampler.tally.json(),
+            "error": error,
+        })
+    };
+    let connecting = match inc.accept_with(cfg) {
+        Ok(c) => c,
+        Err(e) => {
+            sh.access
+                .write(&record(None, &Sampler::default(), Some(e.to_string())));
+            return;
+        }
+    };
+    // Requests are served once the handshake is complete: 0-RTT data is
+    // accepted (unless --no-0rtt) but answered after the handshake. quinn's
+    // server-side `into_0rtt` would answer at once, but with it every other
+    // connection from a quiche client hung with its request unaccepted by h3
+    // (quinn 0.11.12, h3-quinn 0.0.10); and quinn would not then say which
+    // requests were early.
+    let conn = match connecting.await {
+        Ok(c) => c,
+        Err(e) => {
+            sh.access
+                .write(&record(None, &Sampler::default(), Some(e.to_string())));
+            return;
+        }
+    };
+    let sampling = tokio::spawn(sample_loop(
+        sh.clone(),
+        conn.clone(),
+        id.clone(),
+        probe.clone(),
+        state.clone(),
+    ));
+    let mut h3 = match h3::server::builder()
+        .max_field_section_size(64 * 1024)
+        .build::<_, Bytes>(h3_quinn::Connection::new(conn.clone()))
+        .await
+    {
+        Ok(h) => Some(h),
+        Err(_) => {
+            conn.close(0x101u32.into(), b"h3 setup failed");
+            None
+        }
+    };
+    if let Some(h3) = h3.as_mut() {
+        while let Ok(Some(resolver)) = h3.accept().await {
+            tokio::spawn(respond(sh.clone(), state.clone(), id.clone(), resolver));
+        }
+    }
+    let error = conn.closed().await;
+    let mut sampler = sampling.await.unwrap_or_default();
+    write_sample(&sh, &conn, &id, &probe, &state, &mut sampler, true);
+    sh.access
+        .write(&record(Some(&conn), &sampler, Some(error.to_string())));
+}
+
+/// Sample every 10 ms until the connection closes; returns the sampler.
+async fn sample_loop(
+    sh: Arc<Shared>,
+    conn: quinn::Connection,
+    id: String,
+    probe: Arc<Mutex<ProbeState>>,
+    state: Arc<ConnState>,
+) -> Sampler {
+    let mut sampler = Sampler::default();
+    let mut tick = tokio::time::interval(SAMPLE_EVERY);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {
+                write_sample(&sh, &conn, &id, &probe, &state, &mut sampler, false);
+            }
+            _ = conn.closed() => return sampler,
+        }
+    }
+}
+
+fn write_sample(
+    sh: &Shared,
+    conn: &quinn::Connection,
+    id: &str,
+    probe: &Mutex<ProbeState>,
+    state: &ConnState,
+    sampler: &mut Sampler,
+    at_close: bool,
+) {
+    let p = *probe.lock().expect("probe");
+    let stats = conn.stats();
+    let mss = QUIC_MAX_DATAGRAM as u64;
+    let app_pending = state.active.load(Ordering::Relaxed) > 0;
+    // Sent something, and at the last ACK quinn still had data it held back.
+    let transport_pending = p.sent > 0 && !p.app_limited;
+    let o = Observation {
+        cwnd: p.window,
+        bytes_in_flight: p.bytes_in_flight,
+        mss,
+        app_pending,
+        transport_pending,
+        // quinn's pacer is internal: holding data while the window has room.
+        pacer_holding: transport_pending && p.bytes_in_flight + mss < p.window,
+        data_blocked_sent: stats.frame_tx.data_blocked,
+        stream_data_blocked_sent: stats.frame_tx.stream_data_blocked,
+        progress: stats.udp_tx.bytes,
+    };
+    let v = sampler.sample(unix_ns(), &o);
+    let busy = app_pending || transport_pending || p.bytes_in_flight > 0;
+    if !sh.quic_info.enabled() || !(at_close || busy) {
+        return;
+    }
+    let srtt = conn.rtt();
+    // quinn's pacer: a bucket refilled at 5/4 of the window per sRTT.
+    let pacing =
+        (srtt > Duration::ZERO).then(|| (p.window as f64 * 8.0 * 1.25 / srtt.as_secs_f64()) as u64);
+    let info = QuicInfo {
+        t_unix_ns: unix_ns(),
+        conn: id.to_string(),
+        quic_stack: "quinn",
+        cc: crate::quic::cc_family(sh.opts.cc_name()),
+        cwnd: p.window,
+        bytes_in_flight: p.bytes_in_flight,
+        srtt_ms: srtt.as_secs_f64() * 1e3,
+        min_rtt_ms: Some(stats.path.min_rtt.as_secs_f64() * 1e3),
+        pacing_rate_bps: pacing,
+        cc_pacing_rate_bps: p.cc_pacing_rate,
+        delivery_rate_bps: None,
+        bytes_sent: p.sent,
+        bytes_acked: Some(p.acked),
+        bytes_lost: p.lost,
+        data_blocked_sent: o.data_blocked_sent,
+        stream_data_blocked_sent: o.stream_data_blocked_sent,
+        pacer_holding: None,
+        app_pending,
+        transport_pending,
+        at_close,
+    };
+    sh.quic_info.write(&info.json(&v));
+}
+
+/// Answer one request as `quic.rs` does and log it.
+async fn respond(
+    sh: Arc<Shared>,
+    state: Arc<ConnState>,
+    id: String,
+    resolver: h3::server::RequestResolver<h3_quinn::Connection, Bytes>,
+) {
+    let Ok((req, mut stream)) = resolver.resolve_request().await else {
+        return;
+    };
+    let t_request = unix_ns();
+    state.requests.fetch_add(1, Ordering::Relaxed);
+    state.active.fetch_add(1, Ordering::Relaxed);
+    let method = req.method().as_str().to_string();
+    let path = req
+        .uri()
+        .path_and_query()
+        .map(|p| p.as_str().to_string())
+        .unwrap_or_default();
+    let planned = sh.root.plan(&method, &path);
+    let cc = sh.opts.cc_name();
+    let mut entry = serde_json::json!({
+        "type": "request", "conn": id, "proto": "h3", "quic_stack": "quinn", "tls": true,
+        "cc": crate::quic::cc_family(cc), "cc_impl": cc_impl(cc),
+        "method": method, "path": path, "status": planned.status,
+        "content_length": planned.content_length,
+        "stream": stream.id().into_inner(), "t_request_unix_ns": t_request, "early_data": null,
+    });
+    let resp = hyper::Response::builder()
+        .status(planned.status)
+        .header("server", "satbench")
+        .header("content-type", planned.content_type)
+        .header("content-length", planned.content_length)
+        .body(())
+        .expect("valid response");
+    let (sent, error) = send(&mut stream, resp, planned.body, &mut entry).await;
+    state.active.fetch_sub(1, Ordering::Relaxed);
+    entry["body_bytes"] = sent.into();
+    entry["t_done_unix_ns"] = unix_ns().into();
+    if let Some(e) = error {
+        entry["error"] = e.into();
+    }
+    sh.access.write(&entry);
+}
+
+/// Send the head and body; returns the body bytes handed to quinn and the
+/// error that stopped it, if any.
+async fn send(
+    stream: &mut h3::server::RequestStream<h3_quinn::BidiStream<Bytes>, Bytes>,
+    resp: hyper::Response<()>,
+    body: Body,
+    entry: &mut serde_json::Value,
+) -> (u64, Option<&'static str>) {
+    if stream.send_response(resp).await.is_err() {
+        return (0, Some("send_response failed"));
+    }
+    entry["t_response_unix_ns"] = unix_ns().into();
+    let mut sent = 0u64;
+    match body {
+        Body::File { mut file, len } => {
+            let mut remaining = len;
+            while remaining > 0 {
+                let n = (remaining as usize).min(CHUNK);
+                let mut buf = vec![0u8; n];
+                // Page-cached local files: a blocking read of one chunk is brief.
+                if file.read_exact(&mut buf).is_err() {
+                    stream.stop_stream(h3::error::Code::H3_INTERNAL_ERROR);
+                    return (sent, Some("read failed"));
+                }
+                if stream.send_data(Bytes::from(buf)).await.is_err() {
+                    return (sent, Some("reset by client"));
+                }
+                remaining -= n as u64;
+                sent += n as u64;
+            }
+        }
+        Body::Mem(b) => {
+            let n = b.len() as u64;
+            if stream.send_data(Bytes::from(b)).await.is_err() {
+                return (sent, Some("send_body failed"));
+            }
+            sent = n;
+        }
+        Body::Empty => {}
+    }
+    if stream.finish().await.is_err() {
+        return (sent, Some("send_body failed"));
+    }
+    (sent, None)
+}
