@@ -411,7 +411,7 @@ impl Fetcher {
                     .await
                     .clone()?;
                 obj.conn = h3.id;
-                obj.protocol = "h3".into();
+                // The protocol is the connection's ALPN, set by the stack.
                 h3.fetch(&url, &mut obj, keep, sink).await?;
             }
         }

@@ -2,8 +2,10 @@
 //! the sans-IO `quiche::Connection`, feeds it datagrams and timer expiries,
 //! and serves requests sent to it over a channel, multiplexed on streams.
 //! It shares only the page load's [`Session`] with the HTTP/1.1-2 fetcher.
+//! With `--quic-stack quinn` the same channel is served by `h3_quinn.rs`.
+//! Each object's protocol is the connection's negotiated ALPN.
 
-use crate::session::{keep_type, Object, Progress, Session};
+use crate::session::{keep_type, Object, Progress, QuicStack, QuicWindows, Session};
 use crate::url::Url;
 use quiche::h3::NameValue;
 use std::collections::{HashMap, VecDeque};
@@ -107,14 +109,45 @@ pub enum H3Error {
     /// The server reset the request's stream.
     #[error("{url}: stream reset by the server (error {code})")]
     StreamReset { url: String, code: u64 },
+    /// quinn refused the TLS configuration (no TLS 1.3 suite for QUIC).
+    #[error("quinn: {0}")]
+    QuinnCrypto(quinn::crypto::rustls::NoInitialCipherSuite),
+    /// The UDP socket could not be set up for quinn.
+    #[error("quinn endpoint: {0}")]
+    QuinnEndpoint(Arc<std::io::Error>),
+    /// quinn refused to start the connection.
+    #[error("QUIC: {0}")]
+    QuinnConnect(quinn::ConnectError),
+    /// The quinn connection failed or was closed by the server.
+    #[error("QUIC connection to {authority}: {source}")]
+    QuinnConnection {
+        authority: String,
+        source: quinn::ConnectionError,
+    },
+    /// HTTP/3 could not start on the quinn connection.
+    #[error("h3: {0}")]
+    H3QuinnSetup(Arc<h3::error::ConnectionError>),
+    /// A request on the quinn connection failed (sending it, or reading the answer).
+    #[error("{url}: HTTP/3: {source}")]
+    H3Stream {
+        url: String,
+        source: Arc<h3::error::StreamError>,
+    },
+    /// The request could not be built from the URL.
+    #[error("{0}")]
+    BadRequest(Arc<hyper::http::Error>),
+    /// The answer did not come over HTTP/3.
+    #[error("{url}: answered over {version}, not HTTP/3")]
+    NotH3 { url: String, version: String },
 }
 
 /// A handshake that has not finished by then means no HTTP/3 here.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The client's QUIC transport parameters: large windows, so flow control
-/// never limits a download, and one hundred streams as browsers allow.
-pub fn client_config(cacert: Option<&str>) -> Result<quiche::Config, H3Error> {
+/// The client's QUIC transport parameters: the windows of `w` (large by
+/// default, so flow control never limits a download), and one hundred
+/// streams as browsers allow.
+pub fn client_config(cacert: Option<&str>, w: QuicWindows) -> Result<quiche::Config, H3Error> {
     let mut cfg = quiche::Config::new(quiche::PROTOCOL_VERSION).map_err(H3Error::Config)?;
     cfg.set_application_protos(quiche::h3::APPLICATION_PROTOCOL)
         .map_err(H3Error::Config)?;
@@ -130,9 +163,15 @@ pub fn client_config(cacert: Option<&str>) -> Result<quiche::Config, H3Error> {
     cfg.set_max_idle_timeout(30_000);
     cfg.set_max_recv_udp_payload_size(MAX_DATAGRAM);
     cfg.set_max_send_udp_payload_size(MAX_DATAGRAM);
-    cfg.set_initial_max_data(256 << 20);
-    cfg.set_initial_max_stream_data_bidi_local(128 << 20);
-    cfg.set_initial_max_stream_data_bidi_remote(128 << 20);
+    cfg.set_initial_max_data(w.max_data);
+    cfg.set_initial_max_stream_data_bidi_local(w.max_stream_data);
+    cfg.set_initial_max_stream_data_bidi_remote(w.max_stream_data);
+    if w.fixed {
+        // The same window for the whole connection, not min(it, 24 MiB / 16
+        // MiB) after the first one (quiche's autotuning caps).
+        cfg.set_max_connection_window(w.max_data);
+        cfg.set_max_stream_window(w.max_stream_data);
+    }
     cfg.set_initial_max_stream_data_uni(1 << 20);
     cfg.set_initial_max_streams_bidi(100);
     cfg.set_initial_max_streams_uni(100);
@@ -140,12 +179,13 @@ pub fn client_config(cacert: Option<&str>) -> Result<quiche::Config, H3Error> {
     Ok(cfg)
 }
 
-struct Req {
-    url: Url,
-    keep: bool,
-    sink: Option<std::fs::File>,
-    reply: oneshot::Sender<Result<Object, H3Error>>,
-    obj: Object,
+/// A request handed to a connection's task.
+pub(crate) struct Req {
+    pub url: Url,
+    pub keep: bool,
+    pub sink: Option<std::fs::File>,
+    pub reply: oneshot::Sender<Result<Object, H3Error>>,
+    pub obj: Object,
 }
 
 /// A handle on one HTTP/3 connection.
@@ -163,6 +203,10 @@ impl H3Conn {
         url: &Url,
         peer: SocketAddr,
     ) -> Result<H3Conn, H3Error> {
+        if f.settings.quic_stack == QuicStack::Quinn {
+            let tx = crate::h3_quinn::connect(f, id, url, peer).await?;
+            return Ok(H3Conn { id, tx });
+        }
         let bind = if peer.is_ipv4() {
             "0.0.0.0:0"
         } else {
@@ -190,7 +234,7 @@ impl H3Conn {
         let local = sock
             .local_addr()
             .map_err(|e| H3Error::LocalAddr(Arc::new(e)))?;
-        let mut cfg = client_config(f.settings.quic_cacert.as_deref())?;
+        let mut cfg = client_config(f.settings.quic_cacert.as_deref(), f.settings.quic_windows)?;
         let mut scid = [0u8; quiche::MAX_CONN_ID_LEN];
         ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut scid)
             .map_err(|_| H3Error::Random)?;
@@ -441,6 +485,8 @@ impl Driver {
                 Ok((sid, quiche::h3::Event::Headers { list, .. })) => {
                     if let Some(s) = self.streams.get_mut(&sid) {
                         s.req.obj.ttfb_s = self.f.now();
+                        s.req.obj.protocol =
+                            String::from_utf8_lossy(self.conn.application_proto()).into_owned();
                         for h in &list {
                             match h.name() {
                                 b":status" => {

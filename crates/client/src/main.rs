@@ -3,7 +3,13 @@
 //! ```text
 //! satbench-load URL --protocol h1|h2|h3 [--clients C] [--connections K] [--cacert PEM]
 //!               [--connect-to ADDR:PORT] [--single | --bulk] [--repeat N] [-o FILE] [--timeout S]
+//!               [--quic-stack quiche|quinn] [--quic-max-data BYTES] [--quic-max-stream-data BYTES]
 //! ```
+//! HTTP/3 runs over quiche (default, `h3.rs`) or quinn with the `h3` crate
+//! (`--quic-stack quinn`, `h3_quinn.rs`). `--quic-max-data` and
+//! `--quic-max-stream-data` are the flow-control windows the loader
+//! advertises (default 256 MiB and 128 MiB); given, they are fixed for the
+//! whole connection on both stacks.
 //! Each of the C clients loads the page on its own fresh connections, all at
 //! once, in one thread: HTTP/1.1 on up to K connections per origin (default
 //! 6), HTTP/2 and HTTP/3 on one connection per origin. `--single` fetches
@@ -16,12 +22,13 @@
 mod conn;
 mod discover;
 mod h3;
+mod h3_quinn;
 mod page;
 mod session;
 mod tls;
 mod url;
 
-use session::{Proto, Settings};
+use session::{Proto, QuicStack, QuicWindows, Settings};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use url::Url;
@@ -45,6 +52,21 @@ struct Args {
     repeat: usize,
     output: Option<String>,
     timeout: f64,
+    quic_stack: QuicStack,
+    quic_max_data: Option<u64>,
+    quic_max_stream_data: Option<u64>,
+}
+
+impl Args {
+    /// The windows advertised over QUIC.
+    fn quic_windows(&self) -> QuicWindows {
+        let d = QuicWindows::DEFAULT;
+        QuicWindows {
+            max_data: self.quic_max_data.unwrap_or(d.max_data),
+            max_stream_data: self.quic_max_stream_data.unwrap_or(d.max_stream_data),
+            fixed: self.quic_max_data.is_some() || self.quic_max_stream_data.is_some(),
+        }
+    }
 }
 
 impl Default for Args {
@@ -61,13 +83,18 @@ impl Default for Args {
             repeat: 1,
             output: None,
             timeout: 120.0,
+            quic_stack: QuicStack::Quiche,
+            quic_max_data: None,
+            quic_max_stream_data: None,
         }
     }
 }
 
 const USAGE: &str = "usage: satbench-load URL --protocol h1|h2|h3 [--clients C] \
                      [--connections K] [--cacert PEM] [--connect-to ADDR:PORT] \
-                     [--single|--bulk [--repeat N] [-o FILE]] [--timeout S]";
+                     [--single|--bulk [--repeat N] [-o FILE]] [--timeout S] \
+                     [--quic-stack quiche|quinn] [--quic-max-data BYTES] \
+                     [--quic-max-stream-data BYTES]";
 
 /// What the command line asks for.
 #[derive(Debug)]
@@ -96,6 +123,11 @@ enum ArgError {
     BadProtocol(String),
     #[error("--connect-to: ADDR:PORT, not {0:?}")]
     BadConnectTo(String),
+    #[error("--quic-stack: quiche or quinn, not {0:?}")]
+    BadQuicStack(String),
+    /// A window that is no whole number from 1 to 2^62 - 1.
+    #[error("{flag}: bytes from 1 to 4611686018427387903, not {value:?}")]
+    BadWindow { flag: &'static str, value: String },
     #[error("--timeout: seconds > 0, not {0:?}")]
     BadTimeout(String),
     #[error("no URL")]
@@ -130,6 +162,16 @@ fn count(flag: &'static str, p: &mut lexopt::Parser) -> Result<usize, ArgError> 
     }
 }
 
+/// A flow-control window: 1 to 2^62 - 1 bytes (a QUIC varint).
+fn window(flag: &'static str, p: &mut lexopt::Parser) -> Result<u64, ArgError> {
+    use lexopt::ValueExt;
+    let value = p.value()?.string()?;
+    match value.parse::<u64>() {
+        Ok(n) if (1..1 << 62).contains(&n) => Ok(n),
+        _ => Err(ArgError::BadWindow { flag, value }),
+    }
+}
+
 /// Parse the arguments after the program name.
 fn parse<I>(args: I) -> Result<Command, ArgError>
 where
@@ -151,6 +193,14 @@ where
             Long("connect-to") => {
                 let v = p.value()?.string()?;
                 a.connect_to = Some(v.parse().map_err(|_| ArgError::BadConnectTo(v))?);
+            }
+            Long("quic-stack") => {
+                let v = p.value()?.string()?;
+                a.quic_stack = QuicStack::parse(&v).ok_or(ArgError::BadQuicStack(v))?;
+            }
+            Long("quic-max-data") => a.quic_max_data = Some(window("--quic-max-data", &mut p)?),
+            Long("quic-max-stream-data") => {
+                a.quic_max_stream_data = Some(window("--quic-max-stream-data", &mut p)?)
             }
             Long("single") => a.single = true,
             Long("bulk") => a.bulk = true,
@@ -227,6 +277,8 @@ fn main() {
                 connections: a.connections,
                 tls: tls.clone(),
                 quic_cacert: a.cacert.clone(),
+                quic_stack: a.quic_stack,
+                quic_windows: a.quic_windows(),
                 connect_to: a.connect_to,
                 progress: a.bulk,
                 output: a.output.as_ref().map(std::path::PathBuf::from),
@@ -242,6 +294,8 @@ fn main() {
         out
     });
     let valid = results.iter().filter(|r| r.invalid.is_none()).count();
+    let h3 = proto == Proto::H3;
+    let w = a.quic_windows();
     println!(
         "{}",
         serde_json::json!({
@@ -250,6 +304,10 @@ fn main() {
             "connections_per_origin": if proto == Proto::H1 { a.connections } else { 1 },
             "mode": if a.bulk { "bulk" } else if a.single { "single" } else { "page" },
             "clients_n": a.clients, "valid_n": valid,
+            "quic_stack": h3.then_some(a.quic_stack.name()),
+            "quic_max_data": h3.then_some(w.max_data),
+            "quic_max_stream_data": h3.then_some(w.max_stream_data),
+            "quic_fc_fixed": h3.then_some(w.fixed),
             "wall_ms": wall.elapsed().as_secs_f64() * 1e3, "cpu_ms": cpu_seconds() * 1e3,
             "clients": results.iter().map(page::PageResult::to_json).collect::<Vec<_>>(),
         })
@@ -300,6 +358,28 @@ mod tests {
             (a.single, a.repeat, a.output.as_deref(), a.timeout),
             (true, 3, Some("f"), 120.0)
         );
+        assert_eq!(a.quic_stack, QuicStack::Quiche);
+        assert_eq!(a.quic_windows(), QuicWindows::DEFAULT);
+        let a = load(&[
+            "https://a/",
+            "--protocol",
+            "h3",
+            "--quic-stack",
+            "quinn",
+            "--quic-max-data",
+            "1000000",
+        ]);
+        assert_eq!(a.quic_stack, QuicStack::Quinn);
+        assert_eq!(
+            a.quic_windows(),
+            QuicWindows {
+                max_data: 1_000_000,
+                max_stream_data: 128 << 20,
+                fixed: true
+            }
+        );
+        let a = load(&["u", "--protocol", "h3", "--quic-max-stream-data", "65536"]);
+        assert_eq!(a.quic_windows().max_stream_data, 65536);
         assert!(matches!(parse(["--help"]), Ok(Command::Help)));
         assert!(matches!(parse(["http://a/", "-h"]), Ok(Command::Help)));
     }
@@ -330,6 +410,20 @@ mod tests {
             "--repeat and -o need --single or --bulk"
         );
         assert_eq!(err(&["u", "--protocol"]), "--protocol needs a value");
+        assert_eq!(
+            err(&["u", "--protocol", "h3", "--quic-stack", "msquic"]),
+            "--quic-stack: quiche or quinn, not \"msquic\""
+        );
+        for v in ["0", "-1", "x", "4611686018427387904"] {
+            assert_eq!(
+                err(&["u", "--protocol", "h3", "--quic-max-data", v]),
+                format!("--quic-max-data: bytes from 1 to 4611686018427387903, not {v:?}")
+            );
+        }
+        assert_eq!(
+            err(&["u", "--protocol", "h3", "--quic-max-stream-data"]),
+            "--quic-max-stream-data needs a value"
+        );
         assert_eq!(
             err(&["u", "--protocol", "h1", "--connect-to", "x"]),
             "--connect-to: ADDR:PORT, not \"x\""

@@ -92,12 +92,60 @@ impl ConnInfo {
     }
 }
 
+/// The QUIC implementation for HTTP/3.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QuicStack {
+    Quiche,
+    Quinn,
+}
+
+impl QuicStack {
+    pub fn parse(s: &str) -> Option<QuicStack> {
+        match s {
+            "quiche" => Some(QuicStack::Quiche),
+            "quinn" => Some(QuicStack::Quinn),
+            _ => None,
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            QuicStack::Quiche => "quiche",
+            QuicStack::Quinn => "quinn",
+        }
+    }
+}
+
+/// The flow-control windows the loader advertises over QUIC: they decide
+/// how fast a server may send.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QuicWindows {
+    /// Connection level (initial_max_data; quinn's receive_window).
+    pub max_data: u64,
+    /// Per stream (initial_max_stream_data_bidi_*; quinn's stream_receive_window).
+    pub max_stream_data: u64,
+    /// Given on the command line: kept for the whole connection (quiche's
+    /// autotuning caps set to them). Otherwise quiche uses min(window, its
+    /// 24 MiB / 16 MiB caps) after the first window.
+    pub fixed: bool,
+}
+
+impl QuicWindows {
+    /// 256 MiB and 128 MiB, so that flow control does not limit a download.
+    pub const DEFAULT: QuicWindows = QuicWindows {
+        max_data: 256 << 20,
+        max_stream_data: 128 << 20,
+        fixed: false,
+    };
+}
+
 pub struct Settings {
     pub proto: Proto,
     /// HTTP/1.1 connections per origin.
     pub connections: usize,
     pub tls: Arc<rustls::ClientConfig>,
     pub quic_cacert: Option<String>,
+    pub quic_stack: QuicStack,
+    pub quic_windows: QuicWindows,
     /// Resolve every name to this address instead (curl's --connect-to).
     pub connect_to: Option<SocketAddr>,
     /// Print progress of long bodies on stderr.
