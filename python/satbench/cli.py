@@ -496,6 +496,26 @@ def _export(a: argparse.Namespace, _: list[str]) -> int:
     return 0
 
 
+def _trace_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("trial", help="a trial's id or key (a unique prefix of the key will do)")
+    p.add_argument("--db", default=DEFAULT_DB, help=f"results database (default {DEFAULT_DB})")
+    p.add_argument("-o", "--out", help="write the figure here (SVG; default trace-KEY.svg)")
+    p.add_argument("--json", action="store_true", help="print the time series as JSON instead")
+
+
+def _trace(a: argparse.Namespace, _: list[str]) -> int:
+    from .results import timeseries  # noqa: PLC0415 - matplotlib loads on use
+
+    ts = timeseries.load(Path(a.db), a.trial)
+    if a.json:
+        print(json.dumps(ts.to_json()))
+        return 0
+    out = timeseries.write_svg(ts, Path(a.out or f"trace-{ts.key}.svg"))
+    print(f"trace of trial {ts.key} ({ts.label}): {len(ts.connections)} connections, {len(ts.objects)} objects "
+          f"-> {out}")
+    return 0
+
+
 def _bench_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("what", choices=BENCHES)
     p.add_argument("--json", action="store_true")
@@ -528,6 +548,8 @@ COMMANDS: tuple[Command, ...] = (
     Command("report", "write an HTML report (with SVG figures and statistics) of a results database", _report_args,
             _report),
     Command("export", "export a results database as CSV or Parquet", _export_args, _export),
+    Command("trace", "draw one trial over time: cwnd, in flight, pacing, delivery, RTT, objects", _trace_args,
+            _trace),
     Command("timing", "curl-style timing (DNS, connect, TLS, first byte, total) over fresh connections",
             _timing_args, _timing),
     Command("ca", "make (once) and show the test CA and server certificate", _ca_args, _ca),

@@ -1,0 +1,215 @@
+"""One trial over time: what each connection's congestion controller did
+(congestion window, bytes in flight, pacing and delivery rates, RTT), with
+each object's request and completion marked, all on the server's clock.
+
+Sources, from the trial's artefact folder (``artefacts = ["server"]``):
+
+- ``server/tcp_info.jsonl``: TCP_INFO every 10 ms and at close (TCP);
+- ``server/quic_info.jsonl``: the QUIC server's own samples, where the
+  server writes them; else ``server/qlog/*``: quiche's
+  ``quic:recovery_metrics_updated`` events (deltas, accumulated here);
+- ``server/access.jsonl``: each request's arrival and completion.
+
+``satbench trace --db DB TRIAL`` draws it; :func:`load` returns it.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from ..errors import InputError  # noqa: E402
+
+
+@dataclass
+class Sample:
+    t_s: float  # seconds from the trial's first request
+    cwnd_bytes: float | None = None
+    inflight_bytes: float | None = None
+    srtt_ms: float | None = None
+    pacing_mbps: float | None = None
+    delivery_mbps: float | None = None
+
+
+@dataclass
+class Connection:
+    id: str
+    transport: str  # tcp or quic
+    cc: str | None
+    samples: list[Sample] = field(default_factory=list)
+
+
+@dataclass
+class ObjectMark:
+    path: str
+    conn: str
+    request_s: float
+    done_s: float | None
+    bytes: int
+
+
+@dataclass
+class TrialSeries:
+    key: str
+    label: str
+    t0_unix_ns: int
+    connections: list[Connection]
+    objects: list[ObjectMark]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"key": self.key, "label": self.label, "t0_unix_ns": self.t0_unix_ns,
+                "connections": [{"id": c.id, "transport": c.transport, "cc": c.cc,
+                                 "samples": [s.__dict__ for s in c.samples]} for c in self.connections],
+                "objects": [o.__dict__ for o in self.objects]}
+
+
+def _jsonl(p: Path) -> list[dict[str, Any]]:
+    out = []
+    if p.exists():
+        for line in p.read_text().splitlines():
+            try:
+                out.append(json.loads(line.lstrip("\x1e")))
+            except json.JSONDecodeError:
+                continue
+    return out
+
+
+def _trial(db: Path, which: str) -> tuple[str, str, Path]:
+    """(key, label, artefact folder) of a trial given by id or key (a prefix will do)."""
+    if not db.is_file():
+        raise InputError(f"{db}: no such results database")
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        rows = con.execute("SELECT key, factors, artefacts FROM trials WHERE CAST(id AS TEXT) = ? OR key LIKE ?",
+                           (which, which + "%")).fetchall()
+    except sqlite3.DatabaseError as e:
+        raise InputError(f"{db}: not a satbench results database ({e})") from None
+    finally:
+        con.close()
+    if len(rows) != 1:
+        raise InputError(f"TRIAL {which}: {'no' if not rows else len(rows)} trials match (give an id or a key)")
+    key, factors, art = rows[0]
+    f = json.loads(factors)
+    label = " ".join(f"{k}={f[k]}" for k in ("link", "protocol", "cc", "page", "client") if k in f)
+    if not art or not (Path(art) / "server").is_dir():
+        raise InputError(f"TRIAL {which}: no server artefacts stored (run with artefacts = [\"server\"])")
+    return key, label, Path(art)
+
+
+def _qlog(p: Path) -> tuple[int | None, list[dict[str, Any]]]:
+    """(reference unix ns, events) of a JSON-SEQ qlog."""
+    events = _jsonl(p)
+    ref = None
+    if events and "trace" in events[0]:
+        wall = events[0]["trace"].get("common_fields", {}).get("reference_time", {}).get("wall_clock_time")
+        if wall:
+            whole, _, frac = wall.rstrip("Z").partition(".")
+            dt = datetime.fromisoformat(whole + "+00:00")
+            ref = int(dt.timestamp()) * 10**9 + int((frac + "000000000")[:9])
+    return ref, events[1:]
+
+
+def load(db: Path, which: str) -> TrialSeries:
+    key, label, art = _trial(db, which)
+    server = art / "server"
+    access = _jsonl(server / "access.jsonl")
+    reqs = [e for e in access if e.get("type") == "request" and e.get("t_request_unix_ns")]
+    t0 = min((int(e["t_request_unix_ns"]) for e in reqs), default=0)
+
+    def rel(ns: int | None) -> float | None:
+        return None if ns is None else (int(ns) - t0) / 1e9
+
+    conns: dict[str, Connection] = {}
+    for s in _jsonl(server / "tcp_info.jsonl"):
+        c = conns.setdefault(str(s["conn"]), Connection(str(s["conn"]), "tcp", s.get("cc")))
+        mss = float(s.get("mss") or 1448)
+        c.samples.append(Sample(
+            t_s=rel(s["t_unix_ns"]) or 0.0, cwnd_bytes=float(s["cwnd"]) * mss,
+            inflight_bytes=float(s.get("unacked") or 0) * mss,
+            srtt_ms=float(s["srtt_us"]) / 1e3 if s.get("srtt_us") else None,
+            pacing_mbps=float(s["pacing_rate_Bps"]) * 8 / 1e6 if s.get("pacing_rate_Bps") is not None else None,
+            delivery_mbps=float(s["delivery_rate_Bps"]) * 8 / 1e6 if s.get("delivery_rate_Bps") else None))
+    qinfo = _jsonl(server / "quic_info.jsonl")
+    for s in qinfo:
+        c = conns.setdefault(str(s["conn"]), Connection(str(s["conn"]), "quic", s.get("cc")))
+        c.samples.append(Sample(
+            t_s=rel(s["t_unix_ns"]) or 0.0, cwnd_bytes=s.get("cwnd"), inflight_bytes=s.get("bytes_in_flight"),
+            srtt_ms=s.get("srtt_ms"),
+            pacing_mbps=s["pacing_rate_bps"] / 1e6 if s.get("pacing_rate_bps") else None,
+            delivery_mbps=s["delivery_rate_bps"] / 1e6 if s.get("delivery_rate_bps") else None))
+    if not qinfo:
+        for q in sorted((server / "qlog").glob("*")) if (server / "qlog").is_dir() else []:
+            ref, events = _qlog(q)
+            if ref is None:
+                continue
+            c = Connection(q.stem, "quic", None)
+            state: dict[str, float] = {}
+            for ev in events:
+                if ev.get("name") != "quic:recovery_metrics_updated":
+                    continue
+                state.update({k: v for k, v in ev.get("data", {}).items() if isinstance(v, (int, float))})
+                t = (ref + float(ev["time"]) * 1e6 - t0) / 1e9
+                pr = state.get("pacing_rate")
+                c.samples.append(Sample(t_s=t, cwnd_bytes=state.get("congestion_window"),
+                                        inflight_bytes=state.get("bytes_in_flight"),
+                                        srtt_ms=state.get("smoothed_rtt"),
+                                        pacing_mbps=pr * 8 / 1e6 if pr else None))
+            conns[c.id] = c
+    objects = [ObjectMark(path=str(e.get("path")), conn=str(e.get("conn")),
+                          request_s=rel(e["t_request_unix_ns"]) or 0.0, done_s=rel(e.get("t_done_unix_ns")),
+                          bytes=int(e.get("body_bytes") or 0)) for e in reqs]
+    return TrialSeries(key, label, t0, [c for c in conns.values() if c.samples], objects)
+
+
+def plot(ts: TrialSeries) -> Any:
+    """Four panels on one time axis: window and bytes in flight; pacing and
+    delivery rates; RTT; each object from its request to its completion."""
+    fig, axes = plt.subplots(4, 1, figsize=(9, 9), sharex=True,
+                             gridspec_kw={"height_ratios": [3, 2, 2, max(1.5, 0.12 * len(ts.objects))]})
+    shown = ts.connections[:8]
+    for i, c in enumerate(shown):
+        col = f"C{i}"
+        t = [s.t_s for s in c.samples]
+        axes[0].plot(t, [s.cwnd_bytes for s in c.samples], color=col, lw=1.2, label=f"{c.id} cwnd")
+        axes[0].plot(t, [s.inflight_bytes for s in c.samples], color=col, lw=0.8, ls=":", label=f"{c.id} in flight")
+        axes[1].plot(t, [s.pacing_mbps for s in c.samples], color=col, lw=1.0, label=f"{c.id} pacing")
+        axes[1].plot(t, [s.delivery_mbps for s in c.samples], color=col, lw=0.8, ls="--", label=f"{c.id} delivery")
+        axes[2].plot(t, [s.srtt_ms for s in c.samples], color=col, lw=1.0, label=c.id)
+    colours = {c.id: f"C{i}" for i, c in enumerate(shown)}
+    for j, o in enumerate(ts.objects):
+        end = o.done_s if o.done_s is not None else o.request_s
+        axes[3].plot([o.request_s, end], [j, j], color=colours.get(o.conn, "grey"), lw=3)
+        axes[3].text(end, j, f" {o.path.rsplit('/', 1)[-1] or '/'}", fontsize=6, va="center")
+    axes[0].set_ylabel("bytes")
+    axes[1].set_ylabel("Mbit/s")
+    axes[2].set_ylabel("smoothed RTT (ms)")
+    axes[3].set_ylabel("objects")
+    axes[3].set_yticks([])
+    axes[3].set_xlabel("seconds from the first request (server's clock)")
+    for ax in axes[:3]:
+        ax.grid(alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=6, ncol=2)
+    axes[0].set_title(f"trial {ts.key}: {ts.label}", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def write_svg(ts: TrialSeries, out: Path) -> Path:
+    fig = plot(ts)
+    try:
+        fig.savefig(out, format="svg")
+    except OSError as e:
+        raise InputError(f"-o {out}: cannot write: {e.strerror}") from None
+    finally:
+        plt.close(fig)
+    return out
