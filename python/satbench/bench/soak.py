@@ -6,8 +6,10 @@ and at the end. Everything but memory must be flat; memory may settle."""
 
 from __future__ import annotations
 
+import json
 import os
 import platform
+import re
 import subprocess
 import tempfile
 from pathlib import Path
@@ -15,27 +17,64 @@ from typing import Any
 
 from .. import prereq
 from ..experiment import runner, spec
-from ..testbed.cleanup import NETNS_ETC, RUN_ROOT, list_netns
+from ..testbed.cleanup import NETNS_ETC, NS_RE, RUN_ROOT, list_netns
+from ..testbed.proc import alive
 
 #: Memory may grow this much over a soak (caches, pandas-free runner: little).
 RSS_GROWTH_MAX_MB = 30.0
 
 
+def _others() -> set[str]:
+    """Testbeds of other live processes (another run, a shell): not ours to count."""
+    out = set()
+    if RUN_ROOT.is_dir():
+        for d in RUN_ROOT.iterdir():
+            try:
+                owner = json.loads((d / "owner.json").read_text())
+            except (OSError, ValueError):
+                continue
+            if int(owner["pid"]) != os.getpid() and alive(int(owner["pid"]), owner.get("start")):
+                out.add(d.name)
+    return out
+
+
+def _testbed_of(pid: str) -> str | None:
+    """The testbed a satbench process belongs to: its namespace, or its emulator's run folder."""
+    try:
+        cmd = Path(f"/proc/{pid}/cmdline").read_text().replace("\0", " ")
+    except OSError:
+        return None
+    m = re.search(r"/satbench/([0-9a-f]{6})/", cmd)
+    if m:
+        return m.group(1)
+    ns = subprocess.run(["ip", "netns", "identify", pid], capture_output=True, text=True).stdout.strip()
+    m = NS_RE.match(ns)
+    return m.group(1) if m else None
+
+
 def sample() -> dict[str, int | float]:
-    """What the orchestrator holds, and what testbeds left on the host."""
+    """What the orchestrator holds, and what testbeds left on the host
+    (testbeds that other live processes own are not counted)."""
+    others = _others()
     status = Path("/proc/self/status").read_text()
     rss_kb = int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS:")))
     # This installation's binaries only (a build of them elsewhere is no leftover).
     binaries = f"^{prereq.REPO}/target/release/satbench-(link|server|load)( |$)"
-    procs = subprocess.run(["pgrep", "-c", "-f", binaries], capture_output=True, text=True)
+    pids = subprocess.run(["pgrep", "-f", binaries], capture_output=True, text=True).stdout.split()
     tuns = subprocess.run(["ip", "-o", "link", "show", "type", "tun"], capture_output=True, text=True).stdout
+
+    def mine(name: str) -> bool:
+        m = NS_RE.match(name)
+        return m is not None and m.group(1) not in others
+
     return {"rss_mb": rss_kb / 1024, "open_fds": len(os.listdir("/proc/self/fd")),
             "threads": len(os.listdir("/proc/self/task")),
-            "namespaces": sum(1 for ns in list_netns() if ns.startswith("sb")),
+            "namespaces": sum(1 for ns in list_netns() if mine(ns)),
             "host_tun_devices": len(tuns.splitlines()),
-            "processes": int(procs.stdout.strip() or 0),
-            "run_files": sum(1 for _ in RUN_ROOT.rglob("*")) if RUN_ROOT.exists() else 0,
-            "netns_etc": sum(1 for _ in NETNS_ETC.iterdir()) if NETNS_ETC.exists() else 0}
+            "processes": sum(1 for pid in pids if _testbed_of(pid) not in others),
+            "run_files": sum(1 for d in RUN_ROOT.iterdir() if d.name not in others for _ in d.rglob("*"))
+            if RUN_ROOT.exists() else 0,
+            "netns_etc": sum(1 for d in NETNS_ETC.iterdir() if mine(d.name)) if NETNS_ETC.exists() else 0}
 
 
 def soak(trials: int = 1000) -> dict[str, Any]:
