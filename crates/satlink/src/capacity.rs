@@ -72,6 +72,42 @@ impl Capacity for Rate {
     }
 }
 
+/// A capacity that is switched off in windows (an outage schedule: 1 up,
+/// 0 down). A packet does not start in a window, and a packet whose
+/// transmission would overlap the next window starts after it. The inner
+/// capacity must not keep state between calls (a rate, not a trace).
+pub struct Gated {
+    inner: Box<dyn Capacity>,
+    up: Schedule,
+}
+
+impl Gated {
+    pub fn new(inner: Box<dyn Capacity>, up: Schedule) -> Gated {
+        Gated { inner, up }
+    }
+}
+
+impl Capacity for Gated {
+    fn finish(&mut self, start: Instant, bytes: u32) -> Option<Instant> {
+        let mut s = start;
+        loop {
+            let (v, next) = self.up.segment_at(s);
+            if v == 0.0 {
+                s = next?;
+                continue;
+            }
+            let fin = self.inner.finish(s, bytes)?;
+            match next {
+                Some(n) if n < fin => s = n,
+                _ => return Some(fin),
+            }
+        }
+    }
+    fn nominal_bps(&self) -> Option<f64> {
+        self.inner.nominal_bps().map(|b| b * self.up.mean())
+    }
+}
+
 /// Bytes one Mahimahi delivery opportunity may carry.
 pub const TRACE_OPPORTUNITY_BYTES: u32 = 1504;
 
@@ -305,6 +341,29 @@ mod tests {
             Rate::scheduled(never).finish(Instant::from_secs_f64(2.0), 1),
             None
         );
+    }
+
+    #[test]
+    fn gated_rate_waits_out_the_outage() {
+        // 1 Mbit/s, down from 1 s to 1.1 s of every 2 s.
+        let up = Schedule::new(&[(0.0, 1.0), (1.0, 0.0), (1.1, 1.0)], 2.0).unwrap();
+        let mut g = Gated::new(Box::new(Rate::constant(1e6)), up);
+        // 1000 bytes = 8 ms: fits before the window.
+        assert_eq!(
+            g.finish(Instant::from_millis(900), 1000),
+            Some(Instant::from_millis(908))
+        );
+        // Would overlap it: starts after, at 1.1 s.
+        assert_eq!(
+            g.finish(Instant::from_millis(995), 1000),
+            Some(Instant::from_millis(1108))
+        );
+        // Starts inside it: waits.
+        assert_eq!(
+            g.finish(Instant::from_millis(1050), 1000),
+            Some(Instant::from_millis(1108))
+        );
+        assert_eq!(g.nominal_bps(), Some(1e6 * 0.95));
     }
 
     #[test]

@@ -18,10 +18,12 @@ pub enum Jitter {
     Normal(Duration),
 }
 
-/// One-way delay: a base value (constant or scheduled, in seconds) plus jitter.
+/// One-way delay: a base value (constant or scheduled, in seconds), an
+/// optional extra step (a periodic reconfiguration), plus jitter.
 #[derive(Debug)]
 pub struct Delay {
     base_s: Schedule,
+    extra_s: Option<Schedule>,
     jitter: Jitter,
 }
 
@@ -29,11 +31,21 @@ impl Delay {
     pub fn constant(d: Duration) -> Delay {
         Delay {
             base_s: Schedule::constant(d.as_secs_f64()),
+            extra_s: None,
             jitter: Jitter::None,
         }
     }
     pub fn scheduled(base_s: Schedule, jitter: Jitter) -> Delay {
-        Delay { base_s, jitter }
+        Delay {
+            base_s,
+            extra_s: None,
+            jitter,
+        }
+    }
+    /// Add `extra_s` (seconds, over time) to the base delay.
+    pub fn with_extra(mut self, extra_s: Schedule) -> Delay {
+        self.extra_s = Some(extra_s);
+        self
     }
     pub fn with_jitter(mut self, jitter: Jitter) -> Delay {
         self.jitter = jitter;
@@ -45,12 +57,12 @@ impl Delay {
     }
     /// True if every packet gets the same delay.
     pub fn is_fixed(&self) -> bool {
-        self.base_s.is_constant() && self.jitter == Jitter::None
+        self.base_s.is_constant() && self.extra_s.is_none() && self.jitter == Jitter::None
     }
 
     /// The delay for a packet that leaves the link at `t`.
     pub fn sample(&self, t: Instant, rng: &mut Rng) -> Duration {
-        let base = self.base_s.value_at(t);
+        let base = self.base_s.value_at(t) + self.extra_s.as_ref().map_or(0.0, |e| e.value_at(t));
         let extra = match self.jitter {
             Jitter::None => 0.0,
             Jitter::Uniform(j) => (rng.uniform() * 2.0 - 1.0) * j.as_secs_f64(),

@@ -122,6 +122,13 @@ pub enum WireError {
     /// The checksum field (csum_start + csum_offset) lies outside the packet.
     #[error("checksum field at {at} lies outside the packet's {len} bytes")]
     ChecksumBeyondPacket { at: usize, len: usize },
+    /// The packet is shorter than the fixed IP header of its version.
+    #[error("IPv{version} packet of {len} bytes is shorter than its {need}-byte header")]
+    IpTruncated {
+        version: u8,
+        need: usize,
+        len: usize,
+    },
 }
 
 /// Largest IP packet a 16-bit length field describes.
@@ -344,6 +351,109 @@ impl<'a> GsoChunk<'a> {
             h.emit(&mut f[..VNET_HDR_LEN]);
             emit(f);
         }
+    }
+}
+
+/// Byte offsets of the IP header fields the front end reads.
+mod ip_field {
+    use core::ops::Range;
+    pub const VER_IHL: usize = 0;
+    pub const V4_DST: Range<usize> = 16..20;
+    pub const V6_DST: Range<usize> = 24..40;
+}
+
+/// A checked view of an IPv4 header (smoltcp style): after
+/// [`Ipv4Packet::new_checked`] the fixed 20-byte header is present, the
+/// version is 4 and the header length (IHL) is at least 20 bytes and within
+/// the buffer, so no accessor can panic.
+#[derive(Debug, Clone, Copy)]
+pub struct Ipv4Packet<T: AsRef<[u8]>> {
+    buffer: T,
+}
+
+impl<T: AsRef<[u8]>> Ipv4Packet<T> {
+    /// Check the buffer (untrusted input) and wrap it.
+    pub fn new_checked(buffer: T) -> Result<Ipv4Packet<T>, WireError> {
+        let b = buffer.as_ref();
+        let Some(&first) = b.first() else {
+            return Err(WireError::EmptyPacket);
+        };
+        if first >> 4 != 4 {
+            return Err(WireError::BadIpVersion(first >> 4));
+        }
+        if b.len() < IPV4_MIN_HDR {
+            return Err(WireError::IpTruncated {
+                version: 4,
+                need: IPV4_MIN_HDR,
+                len: b.len(),
+            });
+        }
+        let ihl = (first & 0x0f) as usize * 4;
+        if ihl < IPV4_MIN_HDR {
+            return Err(WireError::Ipv4HeaderTooShort { ihl });
+        }
+        if ihl > b.len() {
+            return Err(WireError::IpTruncated {
+                version: 4,
+                need: ihl,
+                len: b.len(),
+            });
+        }
+        Ok(Ipv4Packet { buffer })
+    }
+
+    /// The header length in bytes (IHL * 4).
+    pub fn header_len(&self) -> usize {
+        (self.buffer.as_ref()[ip_field::VER_IHL] & 0x0f) as usize * 4
+    }
+
+    pub fn dst_addr(&self) -> std::net::Ipv4Addr {
+        let b = &self.buffer.as_ref()[ip_field::V4_DST];
+        std::net::Ipv4Addr::new(b[0], b[1], b[2], b[3])
+    }
+}
+
+/// A checked view of an IPv6 header: after [`Ipv6Packet::new_checked`] the
+/// fixed 40-byte header is present and the version is 6.
+#[derive(Debug, Clone, Copy)]
+pub struct Ipv6Packet<T: AsRef<[u8]>> {
+    buffer: T,
+}
+
+impl<T: AsRef<[u8]>> Ipv6Packet<T> {
+    /// Check the buffer (untrusted input) and wrap it.
+    pub fn new_checked(buffer: T) -> Result<Ipv6Packet<T>, WireError> {
+        let b = buffer.as_ref();
+        let Some(&first) = b.first() else {
+            return Err(WireError::EmptyPacket);
+        };
+        if first >> 4 != 6 {
+            return Err(WireError::BadIpVersion(first >> 4));
+        }
+        if b.len() < IPV6_HDR {
+            return Err(WireError::IpTruncated {
+                version: 6,
+                need: IPV6_HDR,
+                len: b.len(),
+            });
+        }
+        Ok(Ipv6Packet { buffer })
+    }
+
+    pub fn dst_addr(&self) -> std::net::Ipv6Addr {
+        let mut a = [0u8; 16];
+        a.copy_from_slice(&self.buffer.as_ref()[ip_field::V6_DST]);
+        std::net::Ipv6Addr::from(a)
+    }
+}
+
+/// The destination address of an IP packet (either version), checked.
+pub fn ip_destination(packet: &[u8]) -> Result<std::net::IpAddr, WireError> {
+    match packet.first().map(|b| b >> 4) {
+        None => Err(WireError::EmptyPacket),
+        Some(4) => Ipv4Packet::new_checked(packet).map(|p| p.dst_addr().into()),
+        Some(6) => Ipv6Packet::new_checked(packet).map(|p| p.dst_addr().into()),
+        Some(v) => Err(WireError::BadIpVersion(v)),
     }
 }
 
@@ -810,6 +920,92 @@ mod tests {
                 c.wire_size();
                 c.segment(|_| {});
             }
+        }
+    }
+
+    #[test]
+    fn ipv4_view_reads_the_destination() {
+        let mut h = [0u8; 24];
+        h[0] = 0x46; // version 4, IHL 6 (24 bytes)
+        h[16..20].copy_from_slice(&[198, 18, 1, 10]);
+        let p = Ipv4Packet::new_checked(&h[..]).unwrap();
+        assert_eq!(p.header_len(), 24);
+        assert_eq!(p.dst_addr(), std::net::Ipv4Addr::new(198, 18, 1, 10));
+        assert_eq!(
+            ip_destination(&h).unwrap(),
+            "198.18.1.10".parse::<std::net::IpAddr>().unwrap()
+        );
+    }
+
+    #[test]
+    fn ipv4_view_rejects_what_would_panic() {
+        assert_eq!(
+            Ipv4Packet::new_checked(&[][..]).unwrap_err(),
+            WireError::EmptyPacket
+        );
+        assert_eq!(
+            Ipv4Packet::new_checked(&[0x60; 20][..]).unwrap_err(),
+            WireError::BadIpVersion(6)
+        );
+        let e = Ipv4Packet::new_checked(&[0x45; 19][..]).unwrap_err();
+        assert_eq!(
+            e,
+            WireError::IpTruncated {
+                version: 4,
+                need: 20,
+                len: 19
+            }
+        );
+        let mut h = [0u8; 20];
+        h[0] = 0x44;
+        assert_eq!(
+            Ipv4Packet::new_checked(&h[..]).unwrap_err(),
+            WireError::Ipv4HeaderTooShort { ihl: 16 }
+        );
+        h[0] = 0x46;
+        let e = Ipv4Packet::new_checked(&h[..]).unwrap_err();
+        assert_eq!(
+            e,
+            WireError::IpTruncated {
+                version: 4,
+                need: 24,
+                len: 20
+            }
+        );
+    }
+
+    #[test]
+    fn ipv6_view_reads_the_destination() {
+        let mut h = [0u8; 40];
+        h[0] = 0x60;
+        h[24] = 0xfd;
+        h[39] = 1;
+        assert_eq!(
+            ip_destination(&h).unwrap(),
+            "fd00::1".parse::<std::net::IpAddr>().unwrap()
+        );
+        let e = Ipv6Packet::new_checked(&h[..39]).unwrap_err();
+        assert_eq!(
+            e,
+            WireError::IpTruncated {
+                version: 6,
+                need: 40,
+                len: 39
+            }
+        );
+        assert_eq!(
+            ip_destination(&[0x50]).unwrap_err(),
+            WireError::BadIpVersion(5)
+        );
+    }
+
+    #[test]
+    fn ip_views_never_panic_on_garbage() {
+        let mut rng = crate::rng::Rng::new(11);
+        for n in 0..2000usize {
+            let len = n % 64;
+            let b: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();
+            let _ = ip_destination(&b);
         }
     }
 }
