@@ -107,7 +107,7 @@ impl Router {
             .enumerate()
             .flat_map(|(i, ps)| ps.iter().map(move |&p| (p, i)))
             .collect();
-        routes.sort_by(|a, b| b.0.len.cmp(&a.0.len));
+        routes.sort_by_key(|r| std::cmp::Reverse(r.0.len));
         Router {
             routes,
             terminals: subnets.len().max(1),
