@@ -41,6 +41,7 @@ class FakeTestbed:
         self.link = as_spec(spec.link)
         self.client = Host("c1", "fake-c1", "198.18.1.10", ["client.test"])
         self.server = Host("s1", "fake-s1", "198.18.3.10", ["server.test"])
+        self.clients, self.servers = [self.client], [self.server]
         self.effective_tcp_cc = "cubic"
         self._counters: dict[str, Any] | None = None
 

@@ -265,3 +265,16 @@ def test_a_report_never_pools_trials_of_different_links(tmp_path: Path) -> None:
     assert set(p.trials["cc"]) == {"bbr"}  # the links ran both only with BBR
     html = write_report(db, tmp_path / "rep").read_text()
     assert "One panel per link" in html and "balanced subset" in html
+
+
+def test_a_parameter_study_reports_which_settings_matter(tmp_path: Path) -> None:
+    db = tmp_path / "r.sqlite"
+    e = spec.build("tune", {"link": ["wire", "lan"], "protocol": ["h2", "h3"], "page": "blank", "client": "loader",
+                            "cc": ["cubic", "bbr"], "server.tfo": [False, True], "server.pacing": [True, False]},
+                   repetitions=2, seed=2, design={"kind": "fractional", "generators": ["C=AB"], "block": "link",
+                                                  "factors": ["cc", "server.tfo", "server.pacing"]})
+    s, _ = events(e, db)
+    assert s.ran == 2 * 2 * 4 * 2 and s.valid == s.ran
+    html = write_report(db, tmp_path / "rep").read_text()
+    assert "Which settings matter" in html and "Holm" in html and "Tuned against default" in html
+    assert "Main effects and two-factor interactions" in html and "C=AB" in html

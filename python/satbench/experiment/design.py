@@ -87,16 +87,23 @@ class RunOrder:
     trials: list[Trial]
 
 
-def run_order(trials: list[Trial], order: str, file_seed: int | None, stored_seed: int | None = None) -> RunOrder:
+def run_order(trials: list[Trial], order: str, file_seed: int | None, stored_seed: int | None = None,
+              block: str | None = None) -> RunOrder:
     """The order the trials (listed as the file gives them) run in, and its
     seed: the file's seed if it gives one, else the seed the study's first
     run stored (a resumed run keeps its order), else a fresh one (recorded
-    by the run)."""
+    by the run). With a ``block`` factor, the trials run block by block (the
+    blocks in random order, each block's trials in random order)."""
     seed = file_seed if file_seed is not None else stored_seed if stored_seed is not None else secrets.randbits(31)
     ordered = list(trials)
     if order == "random":
         ordered = canonical_order(trials)
-        random.Random(seed).shuffle(ordered)
+        rnd = random.Random(seed)
+        rnd.shuffle(ordered)
+        if block is not None:
+            keys = list(dict.fromkeys(json.dumps(t.factors.get(block), default=str) for t in ordered))
+            rnd.shuffle(keys)
+            ordered = [t for k in keys for t in ordered if json.dumps(t.factors.get(block), default=str) == k]
     return RunOrder(seed=seed, trials=ordered)
 
 

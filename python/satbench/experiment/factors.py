@@ -22,6 +22,7 @@ from ..errors import SatbenchError
 from ..link.profile import KEYS as LINK_KEYS
 from ..model import ClientKind, CongestionControl, Protocol, ServerKind, choices
 from ..path import ELEMENTS, element_class
+from ..testbed import knobs
 
 Check = Callable[[Any], "str | None"]
 
@@ -106,16 +107,20 @@ def check_of(name: str) -> Check | None:
     if name.startswith("link.") and name[5:].rpartition(".")[2] in LINK_KEYS:
         return lambda v: None if isinstance(v, (int, float, str)) and not isinstance(v, bool) \
             else f"must be a number or string, got {v!r}"
+    if knobs.is_knob(name):
+        return lambda v: knobs.check(name, v)
     if name.startswith("server.") and name[7:] in server_options.experiment_keys():
         return lambda v: server_options.check_value(name[7:], v)
     return None
 
 
 def known() -> str:
-    return ", ".join([*FACTORS, "link.KEY", "server.OPTION"])
+    return ", ".join([*FACTORS, "link.KEY", "server.OPTION", "server.sysctl.KEY", "client.sysctl.KEY",
+                      "server.offload.FEATURE", "client.offload.FEATURE"])
 
 
 def keyed(factors: dict[str, Any]) -> dict[str, Any]:
+    # Knob and option families are keyed when given: a study without them keeps its keys.
     """The factors that identify a trial: all but the later ones at their default."""
     return {k: v for k, v in factors.items()
             if not (k in FACTORS and not FACTORS[k].keyed and v == FACTORS[k].default)}

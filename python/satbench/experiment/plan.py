@@ -49,6 +49,9 @@ class Plan:
                  "  links: " + "; ".join(f"{s.label} [{h}] base RTT {s.base_rtt_ms:g} ms"
                                           for h, s in e.links.items()),
                  f"  to run: {len(self.todo)} trials, estimated {format_duration(self.estimate_s())}"]
+        if e.design is not None:
+            lines[2:2] = ["  " + d for d in e.design.describe()] + (
+                [f"  blocks: by {e.block}, each in its own random order"] if e.block else [])
         for i, t in enumerate(trials[:limit] if limit else trials, 1):
             mark = "done" if t.key in self.done else f"~{trial_estimate(t):.1f} s"
             lines.append(f"  {i:4d}. [{t.key}] rep {t.rep}  {t.label(e.varied)}  ({mark})")

@@ -32,12 +32,13 @@ from typing import Any, Protocol, TypeVar
 from .. import prereq
 from ..endpoints import LoadRequest, ServeRequest, client_class, pages, server_class
 from ..endpoints.base import Client, Server
-from ..endpoints.options import ServerOptions
+from ..endpoints.options import ServerOptions, experiment_keys
 from ..errors import SatbenchError, TestbedError
 from ..metrics import object_metrics
 from ..model import ClientKind, ClientOutcome, LinkCounters, ServerKind, TrialStatus
 from ..path import elements
 from ..results.store import Store, TrialRecord, check_path
+from ..testbed import knobs
 from ..testbed.cleanup import cleanup
 from ..testbed.host import Host
 from ..testbed.testbed import Testbed, TestbedSpec
@@ -60,6 +61,12 @@ class RunningTestbed(Protocol):
 
     @property
     def server(self) -> Host: ...
+
+    @property
+    def servers(self) -> list[Host]: ...
+
+    @property
+    def clients(self) -> list[Host]: ...
 
     @property
     def link_counters(self) -> LinkCounters | None: ...
@@ -184,6 +191,7 @@ class Runner:
                 e.configure(spec)
             with self.lab.testbed(spec) as tb:
                 clock.mark("testbed_up_s")
+                rec.env["knobs"] = knobs.apply(knobs.from_factors(t.factors), tb)
                 with ExitStack() as running:
                     for e in path:
                         running.enter_context(e.start(tb, art))
@@ -210,7 +218,8 @@ class Runner:
                            overhead_s=None, seed=seed, env=env, links=t.links, artefacts=str(art))
 
     def _serve(self, t: Trial, tb: RunningTestbed, art: Path) -> ServeRequest:
-        opts = ServerOptions(**{k[7:]: v for k, v in t.factors.items() if k.startswith("server.")})
+        names = experiment_keys()
+        opts = ServerOptions(**{k[7:]: v for k, v in t.factors.items() if k.startswith("server.") and k[7:] in names})
         return ServeRequest(root=self.pages_root, log_dir=art / "server", host=tb.server, cc=t.cc, options=opts,
                             telemetry="server" in self.exp.artefacts)
 

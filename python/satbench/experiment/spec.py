@@ -50,6 +50,7 @@ from ..link import profile as link_profile
 from ..link.spec import LinkSpec, check, resolve
 from ..model import ClientKind, ServerKind
 from ..path import ELEMENTS, element_class
+from . import designs
 from .design import RunOrder, Trial, run_order
 from .factors import FACTORS, REQUIRED, check_of, known
 
@@ -77,6 +78,10 @@ class Experiment:
     varied: list[str]
     #: The trials, in the order the file lists them.
     trials: list[Trial]
+    #: The design of [factors] (None: the full cross product).
+    design: Design | None = None
+    #: Run the trials block by block of this factor (each block in its own random order).
+    block: str | None = None
 
     @property
     def links(self) -> dict[str, LinkSpec]:
@@ -84,12 +89,13 @@ class Experiment:
         return {s.hash: s for t in self.trials for s in t.links.values()}
 
     def run_order(self, stored_seed: int | None = None) -> RunOrder:
-        return run_order(self.trials, self.order, self.seed, stored_seed)
+        return run_order(self.trials, self.order, self.seed, stored_seed, self.block)
 
     def spec_json(self, seed: int) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "repetitions": self.repetitions,
                 "order": self.order, "seed": seed, "timeout_s": self.timeout_s, "warmup": self.warmup,
-                "artefacts": self.artefacts, "varied": self.varied, "trials": len(self.trials)}
+                "artefacts": self.artefacts, "varied": self.varied, "trials": len(self.trials),
+                "design": self.design.to_json() if self.design else None, "block": self.block}
 
 
 class Locator:
@@ -148,8 +154,8 @@ def parse(doc: dict[str, Any], text: str, file: str) -> Experiment:
         return ExperimentError(msg, file=file, line=loc.line(table, key, index), field=fld)
 
     for k in doc:
-        if k not in ("experiment", "factors", "scenario", "trial"):
-            raise err("unknown table or key (expected [experiment], [factors], [[scenario]], [[trial]])",
+        if k not in ("experiment", "factors", "scenario", "trial", "design"):
+            raise err("unknown table or key (expected [experiment], [factors], [design], [[scenario]], [[trial]])",
                       None, k, fld=k)
     ex = doc.get("experiment")
     if not isinstance(ex, dict):
@@ -234,6 +240,12 @@ def parse(doc: dict[str, Any], text: str, file: str) -> Experiment:
             keys = list(merged)
             for values in itertools.product(*(merged[k] for k in keys)):
                 combos.append((str(sname), dict(zip(keys, values)), i, "scenario", s_reps))
+    elif "design" in doc:
+        design = _design(doc["design"], base, err)
+        rest = [k for k in base if k not in design.factors]
+        for values in itertools.product(*(base[k] for k in rest)):
+            for row in design.rows:
+                combos.append(("main", {**dict(zip(rest, values)), **row}, None, "factors", reps))
     elif not trial_raw or any(len(v) > 1 for v in base.values()):
         # The cross product of [factors]; with explicit trials and only fixed
         # factors, [factors] just gives the trials their defaults.
@@ -248,6 +260,9 @@ def parse(doc: dict[str, Any], text: str, file: str) -> Experiment:
         combos.append((f"trial{i + 1}", {**fixed, **{k: v[0] for k, v in own.items()}}, i, "trial", reps))
     if not combos:
         raise ExperimentError("no trials: give [factors], [[scenario]] or [[trial]]", file=file)
+    if "design" in doc and (scen_raw or trial_raw):
+        raise err("a [design] applies to [factors]; it cannot be combined with [[scenario]] or [[trial]]", "design",
+                  fld="design")
 
     links = _Links()
     by_key: dict[str, Trial] = {}
@@ -284,9 +299,103 @@ def parse(doc: dict[str, Any], text: str, file: str) -> Experiment:
             if k not in all_keys:
                 all_keys.append(k)
     varied = [k for k in all_keys if len({json.dumps(t.factors.get(k), default=str) for t in trials}) > 1]
+    block = doc.get("design", {}).get("block") if isinstance(doc.get("design"), dict) else None
     return Experiment(name=name, description=description, file=file, text=text, repetitions=reps, order=order,
                       seed=seed, timeout_s=float(timeout), warmup=warmup, artefacts=artefacts, varied=varied,
-                      trials=trials)
+                      trials=trials, design=_design(doc["design"], base, err) if "design" in doc else None,
+                      block=block)
+
+
+@dataclass(frozen=True)
+class Design:
+    """How [factors]' design factors combine (the others are crossed with every row)."""
+
+    kind: str
+    factors: list[str]
+    rows: list[dict[str, Any]]
+    fractional: designs.Fractional | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"kind": self.kind, "factors": self.factors, "rows": len(self.rows)}
+        if self.fractional is not None:
+            f = self.fractional
+            out.update({"k": f.k, "p": f.p, "generators": list(f.generators), "resolution": f.resolution,
+                        "letters": dict(zip(f.letters, self.factors)),
+                        "defining_relation": f.defining_relation(), "aliases": f.aliases()})
+        return out
+
+    def describe(self) -> list[str]:
+        """The design in words, for the plan."""
+        if self.kind == "ofat":
+            return [f"design: one factor at a time over {', '.join(self.factors)}: {len(self.rows)} runs "
+                    f"(the baseline, then each other level alone)"]
+        if self.fractional is None:
+            return [f"design: full factorial over {', '.join(self.factors)}: {len(self.rows)} runs"]
+        f = self.fractional
+        res = "full factorial" if f.p == 0 else f"resolution {f.resolution}"
+        lines = [f"design: 2^({f.k}-{f.p}) fractional factorial, {len(self.rows)} runs, {res}"
+                 + (f", generators {' '.join(f.generators)}" if f.generators else ""),
+                 "  letters: " + ", ".join(f"{c}={n}" for c, n in zip(f.letters, self.factors))]
+        if f.p:
+            lines.append("  defining relation: I = " + " = ".join(f.defining_relation()))
+            clash = {e: a for e, a in f.aliases().items() if a}
+            lines.append("  aliases (to two-factor interactions): "
+                         + ("; ".join(f"{e} = {' = '.join(a)}" for e, a in clash.items()) or "none"))
+        return lines
+
+
+DESIGN_KEYS = {"kind", "factors", "resolution", "generators", "baseline", "block"}
+
+
+def _design(raw: Any, base: dict[str, list[Any]], err: Callable[..., ExperimentError]) -> Design:
+    """The [design] table, checked against [factors]."""
+    def bad(key: str | None, msg: str) -> ExperimentError:
+        return err(msg, "design", key, fld=f"design.{key}" if key else "design")
+
+    if not isinstance(raw, dict):
+        raise bad(None, "must be a table")
+    for k in raw:
+        if k not in DESIGN_KEYS:
+            raise bad(k, f"unknown key (known: {', '.join(sorted(DESIGN_KEYS))})")
+    kind = raw.get("kind", "full")
+    if kind not in ("full", "ofat", "fractional"):
+        raise bad("kind", f"must be full, ofat or fractional, got {kind!r}")
+    names = raw.get("factors", [k for k, v in base.items() if len(v) > 1 and k != raw.get("block")])
+    if not isinstance(names, list) or not names or any(not isinstance(n, str) for n in names):
+        raise bad("factors", "must be a list of factor names from [factors]")
+    for n in names:
+        if n not in base or len(base[n]) < 2:
+            raise bad("factors", f"{n!r} is not a factor with levels in [factors]")
+    block = raw.get("block")
+    if block is not None and (block not in base or block in names):
+        raise bad("block", f"must be a factor of [factors] outside the design, got {block!r}")
+    if kind == "full":
+        rows = [dict(zip(names, v)) for v in itertools.product(*(base[n] for n in names))]
+        return Design(kind, names, rows)
+    if kind == "ofat":
+        baseline = raw.get("baseline", {})
+        if not isinstance(baseline, dict) or any(k not in names or v not in base[k] for k, v in baseline.items()):
+            raise bad("baseline", "must give a level of [factors] for design factors only")
+        full_base = {n: baseline.get(n, base[n][0]) for n in names}
+        return Design(kind, names, designs.ofat({n: base[n] for n in names}, full_base))
+    two = [n for n in names if len(base[n]) != 2]
+    if two:
+        raise bad("factors", f"a fractional factorial needs two levels per factor; {two[0]!r} has {len(base[two[0]])}")
+    try:
+        if "generators" in raw:
+            gens = raw["generators"]
+            if not isinstance(gens, list):
+                raise bad("generators", "must be a list such as [\"E=ABCD\"]")
+            frac = designs.fractional(len(names), len(gens), [str(g) for g in gens])
+        else:
+            res = raw.get("resolution", 4)
+            if isinstance(res, bool) or not isinstance(res, int) or not 3 <= res <= 8:
+                raise bad("resolution", f"must be a whole number from 3 to 8, got {res!r}")
+            frac = designs.for_resolution(len(names), res)
+    except designs.DesignError as e:
+        raise bad("generators" if "generators" in raw else "factors", str(e)) from None
+    rows = [{n: base[n][0 if code < 0 else 1] for n, code in zip(names, run)} for run in frac.runs]
+    return Design(kind, names, rows, frac)
 
 
 def _complete(f: dict[str, Any]) -> dict[str, Any]:
@@ -351,7 +460,7 @@ def _resolve_links(full: dict[str, Any], links: _Links, blame: Callable[[str, st
 def build(name: str, factors: dict[str, Any], *, repetitions: int = 1, seed: int | None = None,
           timeout_s: float = 180, order: str = "random", warmup: int = 0, artefacts: list[str] | None = None,
           description: str = "", scenarios: list[dict[str, Any]] | None = None,
-          trials: list[dict[str, Any]] | None = None) -> Experiment:
+          trials: list[dict[str, Any]] | None = None, design: dict[str, Any] | None = None) -> Experiment:
     """An experiment from Python values, validated as a file would be (errors
     name the field; the file is ``<api>``)."""
     ex: dict[str, Any] = {"name": name, "description": description, "repetitions": repetitions, "order": order,
@@ -363,4 +472,6 @@ def build(name: str, factors: dict[str, Any], *, repetitions: int = 1, seed: int
         doc["scenario"] = scenarios
     if trials:
         doc["trial"] = trials
+    if design:
+        doc["design"] = design
     return parse(doc, "", "<api>")

@@ -33,6 +33,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from ..errors import InputError  # noqa: E402
+from .analysis import factorial_effects, knob_effects, tuned_against_default  # noqa: E402
 from .read import Results  # noqa: E402
 from .stats import bootstrap_median_ci, mann_whitney_p, mean_ci, median_diff_ci  # noqa: E402
 
@@ -336,6 +337,7 @@ def _experiment_section(r: Results, name: str, figs: _Figures) -> str:
                        f"{html.escape(how)}</p>")
             out.append(figs.add(_panel_fig(panels, lambda ax, d: _bars(ax, d, x, "overhead_pct", hue=hue)),
                                 "overhead", f"Protocol overhead by {x}" + (" and protocol" if hue else "")))
+    out.append(_knobs_section(valid, varied, spec, metrics))
     # Summary table per cell.
     if varied:
         rows = []
@@ -365,4 +367,59 @@ def _experiment_section(r: Results, name: str, figs: _Figures) -> str:
     env_cols = [c for c in ("satbench_commit", "kernel", "browser") if c in df.columns]
     envs = df[env_cols].drop_duplicates().astype(str).values.tolist()
     out.append("<h3>Environment</h3>" + _table(envs, env_cols))
+    return "".join(out)
+
+
+def _is_knob(name: str) -> bool:
+    return name.startswith(("server.", "client.")) or name == "cc"
+
+
+def _knobs_section(valid: Any, varied: list[str], spec: dict[str, Any], metrics: list[str]) -> str:
+    """Which settings matter (study D): effects of knobs per network, ranked, Holm-corrected."""
+    knobs = [v for v in varied if _is_knob(v)]
+    if not knobs:
+        return ""
+    network = "link" if "link" in varied else "none"
+    others = [v for v in varied if v not in knobs and v != "link"]
+    out = ["<h3>Which settings matter</h3><p class='note'>Per network, each setting's effect on the median: "
+           "median at the level minus median at the baseline (the first level), with the other settings at "
+           "their baseline where the design has such trials, within each combination of "
+           + html.escape(", ".join(others) or "nothing else")
+           + "; a percentile-bootstrap 95 % interval, a two-sided Mann-Whitney U p, and p adjusted for all tests "
+             "of the table by Holm's method (significant: adjusted p &lt; 0.05). Ranked by the effect relative "
+             "to the baseline median.</p>"]
+    for m in [x for x in ("plt_ms", "fcp_ms") if x in metrics]:
+        rows = [[e.network, e.within, e.knob, f"{e.baseline} → {e.level}", f"{e.n_baseline}/{e.n_level}",
+                 e.median_baseline, e.effect, f"[{e.ci_low:.0f}, {e.ci_high:.0f}]", 100 * e.relative, e.p,
+                 e.p_holm, "yes" if e.significant else ""]
+                for e in knob_effects(valid, knobs, m, network, others)]
+        if rows:
+            out.append(f"<h4>{html.escape(METRICS[m])}</h4>" + _table(rows, [
+                "network", "within", "setting", "levels", "n", "median at baseline", "effect", "95 % CI",
+                "effect %", "p", "p (Holm)", "significant"]))
+    design = spec.get("design") or {}
+    if design.get("kind") == "fractional" and "plt_ms" in metrics:
+        facs = [f for f in design.get("factors", []) if f in valid.columns]
+        rows = [[e.network, e.term, e.aliases or "-", e.effect, f"[{e.ci_low:.0f}, {e.ci_high:.0f}]", e.p,
+                 e.p_holm] for e in factorial_effects(valid, facs, "plt_ms", network)]
+        out.append("<h4>Main effects and two-factor interactions (factorial design)</h4><p class='note'>"
+                   f"2^({design.get('k')}-{design.get('p')}), resolution {design.get('resolution')}, generators "
+                   f"{html.escape(' '.join(design.get('generators') or []) or 'none')}. Effect = mean at + minus "
+                   "mean at -, by least squares; t intervals from the replicates; Holm-adjusted p. An effect is "
+                   "estimated together with its aliases.</p>"
+                   + _table(rows, ["network", "effect of", "aliased with", "effect (ms)", "95 % CI", "p",
+                                   "p (Holm)"]))
+    if "protocol" in varied and "plt_ms" in metrics:
+        rows = []
+        for t in tuned_against_default(valid, [k for k in knobs if k in valid.columns], "plt_ms", network):
+            for other, (med, p) in t.beats.items():
+                rows.append([t.network, t.protocol, t.default_median, t.tuned_median, t.tuned_setting, other, med,
+                             "yes" if t.tuned_median < med and p < 0.05 else "no", p])
+        if rows:
+            out.append("<h4>Tuned against default</h4><p class='note'>Per network: a protocol with every setting "
+                       "at its baseline, its best observed setting (lowest median PLT, two trials at least), and "
+                       "whether that tuned protocol beats another protocol at its defaults (lower median, "
+                       "Mann-Whitney p &lt; 0.05).</p>"
+                       + _table(rows, ["network", "protocol", "default median", "tuned median", "tuned setting",
+                                       "against", "its default median", "tuned beats it", "p"]))
     return "".join(out)
