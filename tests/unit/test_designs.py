@@ -73,7 +73,7 @@ def _synthetic(seed: int = 4) -> pd.DataFrame:
     C subtracts 100 ms on 'geo' only."""
     rng = np.random.default_rng(seed)
     rows = []
-    for net, a, b, c, rep in itertools.product(["lan", "geo"], [0, 1], [0, 1], [0, 1], range(6)):
+    for net, a, b, c, _rep in itertools.product(["lan", "geo"], [0, 1], [0, 1], [0, 1], range(6)):
         plt = 1000 + 300 * a - (100 * c if net == "geo" else 0) + rng.normal(0, 30)
         rows.append({"link": net, "A": a, "B": b, "C": c, "plt_ms": plt, "protocol": "h2"})
     return pd.DataFrame(rows)
