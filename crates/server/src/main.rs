@@ -335,6 +335,9 @@ fn quic_settings(opts: &Options) -> serde_json::Map<String, serde_json::Value> {
         "quic_pacing": opts.pacing,
         "quic_0rtt": opts.zero_rtt,
         "quic_qlog": opts.qlog_dir.as_ref().map(|_| "sqlog"),
+        // quinn's cap on data written and not yet acknowledged (quiche has none).
+        "quic_send_window": (opts.quic_stack == QuicStack::Quinn)
+            .then(|| quic_quinn::send_window(opts)),
     });
     v.as_object().expect("object").clone()
 }

@@ -20,6 +20,10 @@
 //! - pacing cannot be turned off (refused in `main.rs`);
 //! - the initial window is `--quic-initcwnd` x 1350 bytes; datagrams are
 //!   1350 bytes, without path MTU discovery, as quiche's;
+//! - windows: `--quic-max-data` is quinn's `receive_window`,
+//!   `--quic-max-stream-data` its `stream_receive_window`, both fixed (quinn
+//!   does not autotune); its send window (data written and not yet acked)
+//!   is at least 64 MiB ([`send_window`]);
 //! - 0-RTT: accepted unless `--no-0rtt` (rustls `max_early_data_size`), but
 //!   answered once the handshake is complete (see `serve`); `early_data`,
 //!   `early_requests` and `resumed` are null: quinn does not expose them;
@@ -75,6 +79,9 @@ pub enum QuinnError {
     /// rustls has no TLS 1.3 cipher suite QUIC can start with.
     #[error("quinn: {0}")]
     Crypto(quinn::crypto::rustls::NoInitialCipherSuite),
+    /// quinn could not take the socket (its platform set-up).
+    #[error("quinn endpoint: {0}")]
+    Endpoint(std::io::Error),
     /// `--idle-timeout-s` too large for QUIC.
     #[error("--idle-timeout-s: {0}")]
     IdleTimeout(quinn::VarIntBoundsExceeded),
@@ -228,6 +235,18 @@ fn cc_factory(cc: &str, initial_window: u64) -> Arc<dyn ControllerFactory + Send
     }
 }
 
+/// The least of quinn's send window (its cap on data written and not yet
+/// acknowledged): above the bandwidth-delay products of the testbed's
+/// links (64 MiB is 600 ms at 890 Mbit/s).
+pub const MIN_SEND_WINDOW: u64 = 64 << 20;
+
+/// quinn's send window: `--quic-max-data` or [`MIN_SEND_WINDOW`], whichever
+/// is larger, so that it does not limit a download where quiche, which has
+/// no such cap besides the peer's credit, would not be limited.
+pub fn send_window(o: &Options) -> u64 {
+    o.max_data().max(MIN_SEND_WINDOW)
+}
+
 struct Shared {
     opts: Options,
     root: Arc<Root>,
@@ -250,9 +269,7 @@ impl Shared {
         // Both below 2^62, checked by the argument parser.
         t.receive_window(quinn::VarInt::from_u64(o.max_data()).expect("varint"));
         t.stream_receive_window(quinn::VarInt::from_u64(o.max_stream_data()).expect("varint"));
-        // quinn's own cap on unacknowledged data written: never below the
-        // window studied (quiche has no such cap besides the peer's credit).
-        t.send_window(o.max_data());
+        t.send_window(send_window(o));
         t.max_concurrent_bidi_streams(256u32.into());
         t.max_concurrent_uni_streams(16u32.into());
         let initial_window = (o.initcwnd() * QUIC_MAX_DATAGRAM) as u64;
@@ -277,7 +294,8 @@ impl Shared {
 }
 
 pub struct Server {
-    sock: std::net::UdpSocket,
+    rt: tokio::runtime::Runtime,
+    endpoint: quinn::Endpoint,
     shared: Arc<Shared>,
 }
 
@@ -313,37 +331,46 @@ impl Server {
         )?;
         tls.alpn_protocols = vec![b"h3".to_vec()];
         tls.max_early_data_size = if opts.zero_rtt { u32::MAX } else { 0 };
-        let crypto =
-            quinn::crypto::rustls::QuicServerConfig::try_from(tls).map_err(QuinnError::Crypto)?;
+        let crypto = Arc::new(
+            quinn::crypto::rustls::QuicServerConfig::try_from(tls).map_err(QuinnError::Crypto)?,
+        );
         let idle = quinn::IdleTimeout::try_from(Duration::from_secs(opts.idle_timeout_s))
             .map_err(QuinnError::IdleTimeout)?;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let endpoint = {
+            let _in_runtime = rt.enter();
+            quinn::Endpoint::new(
+                quinn::EndpointConfig::default(),
+                Some(quinn::ServerConfig::with_crypto(crypto.clone())),
+                sock,
+                Arc::new(quinn::TokioRuntime),
+            )
+            .map_err(QuinnError::Endpoint)?
+        };
         Ok(Server {
-            sock,
+            rt,
+            endpoint,
             shared: Arc::new(Shared {
                 opts: opts.clone(),
                 root,
                 access,
                 quic_info,
-                crypto: Arc::new(crypto),
+                crypto,
                 idle,
             }),
         })
     }
 
     pub fn run(self, stop: Arc<AtomicBool>) {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("runtime");
+        let Server {
+            rt,
+            endpoint,
+            shared: sh,
+        } = self;
         rt.block_on(async move {
-            let sh = self.shared;
-            let endpoint = quinn::Endpoint::new(
-                quinn::EndpointConfig::default(),
-                Some(quinn::ServerConfig::with_crypto(sh.crypto.clone())),
-                self.sock,
-                Arc::new(quinn::TokioRuntime),
-            )
-            .expect("quinn endpoint");
             let mut tasks = tokio::task::JoinSet::new();
             let mut next_id = 1u64;
             let mut tick = tokio::time::interval(Duration::from_millis(50));
