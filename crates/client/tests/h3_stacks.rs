@@ -174,6 +174,28 @@ fn every_server_stack_with_every_loader_stack() {
                 "{what}: bytes differ"
             );
         }
+        // The same refusals as over TCP: 404, and 403 outside the root.
+        for (path, status) in [("/missing.bin", 404), ("/%2e%2e/etc/passwd", 403)] {
+            let url = format!("https://localhost:{}{path}", server.port);
+            let out = Command::new(LOADER)
+                .args([
+                    url.as_str(),
+                    "--protocol",
+                    "h3",
+                    "--single",
+                    "--timeout",
+                    "20",
+                ])
+                .arg("--cacert")
+                .arg(certs().join("ca.pem"))
+                .args(["--connect-to", &format!("127.0.0.1:{}", server.port)])
+                .output()
+                .unwrap();
+            let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            let o = &v["clients"][0]["objects"][0];
+            assert_eq!(o["status"], status, "server {server_stack}: {v}");
+            assert_eq!(o["protocol"], "h3");
+        }
         server.stop();
         let access = lines(&logs.join("access.jsonl"));
         let requests: Vec<_> = access.iter().filter(|r| r["type"] == "request").collect();
@@ -181,10 +203,14 @@ fn every_server_stack_with_every_loader_stack() {
             .iter()
             .filter(|r| r["type"] == "connection")
             .collect();
-        assert_eq!((requests.len(), conns.len()), (2, 2), "{access:?}");
+        assert_eq!((requests.len(), conns.len()), (4, 4), "{access:?}");
+        let statuses: Vec<_> = requests.iter().map(|r| r["status"].clone()).collect();
+        assert_eq!(statuses, [200, 200, 404, 403], "server {server_stack}");
         for r in &requests {
             assert_eq!(r["quic_stack"], server_stack);
             assert_eq!(r["proto"], "h3");
+        }
+        for r in &requests[..2] {
             assert_eq!(r["body_bytes"], body.len());
         }
         for c in &conns {

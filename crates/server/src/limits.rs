@@ -192,6 +192,15 @@ pub struct Sampler {
 }
 
 impl Sampler {
+    /// A sampler whose first interval starts at `t_ns` (the connection's
+    /// opening), so that the classes add up to the connection's lifetime.
+    pub fn starting(t_ns: u64) -> Sampler {
+        Sampler {
+            last_ns: Some(t_ns),
+            ..Default::default()
+        }
+    }
+
     /// Judge the interval ending at `t_ns` (any monotonic nanoseconds).
     pub fn sample(&mut self, t_ns: u64, o: &Observation) -> Verdict {
         let (conn_blocked, stream_blocked) = self.fc.observe(
@@ -392,5 +401,9 @@ mod tests {
             s.tally.json(),
             json!({"cwnd": 10.0, "flow_control": 20.0, "pacing": 0.0, "application": 5.0})
         );
+        // Started at the connection's opening, the first interval counts.
+        let mut s = Sampler::starting(1_000_000_000);
+        assert_eq!(s.sample(1_002_000_000, &idle).interval_ms, 2.0);
+        assert_eq!(s.tally.get(LimitedBy::Application), 2.0);
     }
 }

@@ -423,7 +423,7 @@ impl Server {
                     paced_wait: Duration::ZERO,
                     early_requests: 0,
                     accepted: 0,
-                    sampler: Sampler::default(),
+                    sampler: Sampler::starting(unix_ns()),
                     next_sample: Instant::now(),
                 },
             );

@@ -474,6 +474,7 @@ async fn serve(sh: Arc<Shared>, inc: quinn::Incoming, id: String) {
         }
     };
     let sampling = tokio::spawn(sample_loop(
+        Sampler::starting(t_open),
         sh.clone(),
         conn.clone(),
         id.clone(),
@@ -497,7 +498,7 @@ async fn serve(sh: Arc<Shared>, inc: quinn::Incoming, id: String) {
         }
     }
     let error = conn.closed().await;
-    let mut sampler = sampling.await.unwrap_or_default();
+    let mut sampler = sampling.await.unwrap_or_else(|_| Sampler::starting(t_open));
     write_sample(&sh, &conn, &id, &probe, &state, &mut sampler, true);
     sh.access
         .write(&record(Some(&conn), &sampler, Some(error.to_string())));
@@ -505,13 +506,13 @@ async fn serve(sh: Arc<Shared>, inc: quinn::Incoming, id: String) {
 
 /// Sample every 10 ms until the connection closes; returns the sampler.
 async fn sample_loop(
+    mut sampler: Sampler,
     sh: Arc<Shared>,
     conn: quinn::Connection,
     id: String,
     probe: Arc<Mutex<ProbeState>>,
     state: Arc<ConnState>,
 ) -> Sampler {
-    let mut sampler = Sampler::default();
     let mut tick = tokio::time::interval(SAMPLE_EVERY);
     loop {
         tokio::select! {
