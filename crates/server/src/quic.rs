@@ -9,6 +9,9 @@
 //! `path_stats`, bytes in flight as sent - acked - lost bytes of `stats`,
 //! the DATA_BLOCKED/STREAM_DATA_BLOCKED frames quiche sent, the packet this
 //! loop holds for its send time, and the response bytes not yet accepted.
+//! Samples are taken between iterations of the loop: while it is busy
+//! sending a large window they come as often as it iterates (each carries
+//! its `interval_ms`).
 
 use crate::files::{Body, Root};
 use crate::limits::{Observation, QuicInfo, Sampler};
