@@ -125,6 +125,15 @@ class ClientResult:
     ttfb_ms: float | None
     bytes: int | None
     throughput_mbps: float | None
+    #: In a mixed population: the client's group (its protocol), kind, host,
+    #: when it really started (unix ms, the shared clock of every namespace),
+    #: its connections, and its throughput over its fair share.
+    group: str | None = None
+    kind: str | None = None
+    host: str | None = None
+    start_unix_ms: float | None = None
+    connections: int | None = None
+    normalised_throughput: float | None = None
 
 
 @dataclass(kw_only=True)
@@ -141,6 +150,8 @@ class ClientOutcome:
     raw: Any = None
     #: Seconds the load itself took (the trial's time minus this is the harness's overhead).
     load_s: float | None = None
+    #: When the load really started (unix ms), where the client knows it.
+    start_unix_ms: float | None = None
 
     def __post_init__(self) -> None:
         if self.status is TrialStatus.FAILED:

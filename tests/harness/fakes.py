@@ -39,9 +39,11 @@ class FakeTestbed:
     def __init__(self, spec: TestbedSpec):
         self.spec = spec
         self.link = as_spec(spec.link)
-        self.client = Host("c1", "fake-c1", "198.18.1.10", ["client.test"])
+        self.clients = [Host(f"c{i}", f"fake-c{i}", f"198.18.1.{9 + i}", [f"c{i}.test"])
+                        for i in range(1, spec.clients + 1)]
+        self.client = self.clients[0]
         self.server = Host("s1", "fake-s1", "198.18.3.10", ["server.test"])
-        self.clients, self.servers = [self.client], [self.server]
+        self.servers = [self.server]
         self.effective_tcp_cc = "cubic"
         self._counters: dict[str, Any] | None = None
 
@@ -106,14 +108,17 @@ class FakeLoader(Client):
             e, FakeLoader.fail_next = FakeLoader.fail_next, None
             raise e
         plt = 4 * self.rtt_ms + 10 * req.clients
+        # HTTP/1.1 clients take a little longer here: a population's groups differ.
+        plt += 20 if req.protocol.value == "h1" else 0
         clients = [ClientResult(client=i, valid=True, reason=None, plt_ms=plt + i, fcp_ms=plt / 2, lcp_ms=plt,
                                 ttfb_ms=self.rtt_ms, bytes=100_000, throughput_mbps=0.8 / (plt / 1000))
                    for i in range(req.clients)]
         objects = [ObjectTiming(client=0, url=req.url + f"img{k}.jpg", protocol=req.protocol.alpn, status=200,
                                 bytes=12_500, start_ms=self.rtt_ms, ttfb_ms=2 * self.rtt_ms, end_ms=plt)
                    for k in range(8)]
+        start = (req.start_at or 0.0) * 1000 + 0.5 * len(FakeLoader.loads) % 3  # within a few ms of the barrier
         out = ClientOutcome(status=TrialStatus.VALID, objects=objects, clients=clients, raw={"fake": True},
-                            load_s=plt / 1000)
+                            load_s=plt / 1000, start_unix_ms=start if req.start_at else None)
         out.metrics = {k: out.median(k) for k in ("plt_ms", "fcp_ms", "lcp_ms", "ttfb_ms")}
         return out
 

@@ -147,7 +147,7 @@ def test_v1_database_opens_reports_and_resumes(tmp_path: Path) -> None:
     started = next(x for x in seen if isinstance(x, runner.Started))
     assert started.migrated_from == 1 and (s.already, s.ran) == (10, 0)
     con = sqlite3.connect(db)
-    assert con.execute("PRAGMA user_version").fetchone() == (2,)
+    assert con.execute("PRAGMA user_version").fetchone() == (3,)
     after = con.execute("SELECT id, key_v1, status, started FROM trials ORDER BY id").fetchall()
     assert [(i, k, st, t) for i, k, st, t in before] == after  # nothing measured is lost
     # The stored link is the one the emulator reported with its counters.
@@ -278,3 +278,39 @@ def test_a_parameter_study_reports_which_settings_matter(tmp_path: Path) -> None
     html = write_report(db, tmp_path / "rep").read_text()
     assert "Which settings matter" in html and "Holm" in html and "Tuned against default" in html
     assert "Main effects and two-factor interactions" in html and "C=AB" in html
+
+
+def test_a_mixed_population(tmp_path: Path) -> None:
+    """Five HTTP/1.1 and five HTTP/2 clients, each on its own host, released at
+    once: per-client rows with their group, host and start; per-group
+    medians; Jain's index from the stored throughputs, by its formula."""
+    db = tmp_path / "r.sqlite"
+    e = spec.build("mix", {"link": "fair-lan", "page": "uniform-100k", "client": "loader",
+                           "clients": [{"h1": 5, "h2": 5}, {"h1": 10, "h2": 0}]}, seed=1)
+    assert {t.factors["protocol"] for t in e.trials} == {"mix"}
+    s, _ = events(e, db)
+    assert (s.ran, s.valid) == (2, 2), s.reasons
+    assert [b.clients for b in fakes.FakeTestbed.built] == [10, 10]  # a host per client
+    con = sqlite3.connect(db)
+    tid = con.execute("SELECT id FROM trials WHERE factors LIKE '%\"h2\": 5%'").fetchone()[0]
+    rows = con.execute("SELECT grp, host, start_unix_ms, throughput_mbps, normalised_throughput FROM clients "
+                       f"WHERE trial_id = {tid} ORDER BY client").fetchall()
+    m = dict(con.execute(f"SELECT name, value FROM metrics WHERE trial_id = {tid}").fetchall())
+    con.close()
+    assert [r[0] for r in rows] == ["h1"] * 5 + ["h2"] * 5 and len({r[1] for r in rows}) == 10
+    xs = [r[4] for r in rows]
+    assert m["jain_throughput"] == pytest.approx(sum(xs) ** 2 / (len(xs) * sum(x * x for x in xs)))
+    fair = 100 / 10  # fair-lan: 100 Mbit/s shared by ten
+    assert xs[0] == pytest.approx(rows[0][3] / fair)
+    assert m["plt_ms_h1"] > m["plt_ms_h2"] and m["clients_h1"] == 5
+    assert 0 <= m["start_skew_ms"] <= 5
+
+
+def test_a_population_is_validated() -> None:
+    base = {"link": "fair-lan", "page": "uniform-100k", "client": "loader"}
+    with pytest.raises(spec.ExperimentError, match="groups are protocols"):
+        spec.build("x", {**base, "clients": {"h4": 2}})
+    with pytest.raises(spec.ExperimentError, match="leave protocol out"):
+        spec.build("x", {**base, "protocol": "h2", "clients": {"h1": 2}})
+    with pytest.raises(spec.ExperimentError, match="Chromium's HTTP/1.1 limit"):
+        spec.build("x", {**base, "clients": {"h1": {"n": 2, "client": "chromium", "connections": 1}}})

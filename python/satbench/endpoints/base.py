@@ -41,6 +41,9 @@ class LoadRequest:
     #: The trial's artefact folder, and which optional artefacts to keep there.
     artefacts: Path | None = None
     keep: frozenset[str] = frozenset()
+    #: Start the load at this unix time (seconds), not before: every client of
+    #: a population is released by one barrier (all namespaces share one clock).
+    start_at: float | None = None
 
 
 class Client(ABC):

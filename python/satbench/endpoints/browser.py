@@ -45,6 +45,7 @@ _COLLECT = """() => {
   const fcp = performance.getEntriesByName('first-contentful-paint')[0];
   const lcp = window.__satbench ? window.__satbench.lcp : [];
   return {
+    time_origin: performance.timeOrigin,
     nav: nav ? {startTime: nav.startTime, responseStart: nav.responseStart, domContentLoadedEventEnd:
                 nav.domContentLoadedEventEnd, loadEventEnd: nav.loadEventEnd, nextHopProtocol: nav.nextHopProtocol,
                 transferSize: nav.transferSize, responseEnd: nav.responseEnd, connectStart: nav.connectStart,
@@ -68,6 +69,8 @@ class BrowseOptions:
     viewport: tuple[int, int] = (1280, 720)
     har: Path | None = None
     netlog: Path | None = None
+    #: Navigate at this unix time, not before (a population's barrier).
+    start_at: float | None = None
 
     def validate(self) -> None:
         if self.protocol not in choices(Protocol):
@@ -92,6 +95,8 @@ class LoadResult:
     resources: list[dict[str, Any]] = field(default_factory=list)
     browser: str = ""
     wall_s: float = 0.0
+    #: When the navigation really started (the page's performance.timeOrigin, unix ms).
+    start_unix_ms: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -120,6 +125,7 @@ def settle(collect: Callable[[], dict[str, Any]], opts: BrowseOptions, pause: Ca
 def page_metrics(res: LoadResult, data: dict[str, Any]) -> None:
     """PLT, TTFB, DOMContentLoaded, FCP and LCP from what ``_COLLECT`` returned (any browser)."""
     nav = data.get("nav") or {}
+    res.start_unix_ms = data.get("time_origin")
     res.plt_ms = nav.get("loadEventEnd", 0) - nav.get("startTime", 0) if nav else None
     res.ttfb_ms = nav.get("responseStart")
     res.dcl_ms = nav.get("domContentLoadedEventEnd")
@@ -162,4 +168,5 @@ def outcome(r: LoadResult) -> ClientOutcome:
                           lcp_ms=r.lcp_ms, ttfb_ms=r.ttfb_ms, bytes=r.bytes_received,
                           throughput_mbps=r.bytes_received * 8 / r.plt_ms / 1e3 if r.plt_ms else None)
     return ClientOutcome(status=status, reason=r.invalid_reason, metrics=metrics, objects=objects, clients=[client],
-                         raw=r.to_json(), load_s=None if r.plt_ms is None else r.plt_ms / 1e3)
+                         raw=r.to_json(), load_s=None if r.plt_ms is None else r.plt_ms / 1e3,
+                         start_unix_ms=r.start_unix_ms)

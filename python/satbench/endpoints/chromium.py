@@ -19,6 +19,7 @@ import shlex
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -31,6 +32,7 @@ from playwright.sync_api import sync_playwright
 from ..errors import PrerequisiteError, TestbedError
 from ..model import ClientKind, ClientOutcome, Protocol
 from ..testbed.host import Host
+from ..testbed.proc import wait_until
 from . import ca as ca_mod
 from .base import Client, LoadRequest, Problem
 from .browser import _COLLECT, _OBSERVER, BrowseOptions, LoadResult, judge, outcome, page_metrics, settle
@@ -123,6 +125,7 @@ class Browser:
                 cdp.send("Network.setCacheDisabled", {"cacheDisabled": True})
                 page.add_init_script(_OBSERVER)
                 error = None
+                wait_until(opts.start_at)
                 try:
                     page.goto(url, wait_until="load", timeout=opts.timeout_s * 1000)
                 except PlaywrightError as e:
@@ -194,11 +197,15 @@ class Chromium(Client):
 
     def load(self, req: LoadRequest) -> ClientOutcome:
         art = req.artefacts
-        opts = BrowseOptions(protocol=req.protocol.value, timeout_s=req.timeout_s,
+        opts = BrowseOptions(protocol=req.protocol.value, timeout_s=req.timeout_s, start_at=req.start_at,
                              har=art / "page.har" if art and "har" in req.keep else None,
                              netlog=art / "netlog.json" if art and "netlog" in req.keep else None)
         try:
-            r = self.browser.load(req.url, opts, host=req.host)
+            if threading.current_thread() is threading.main_thread():
+                r = self.browser.load(req.url, opts, host=req.host)
+            else:  # one of a population: Playwright's sync API wants a driver per thread
+                with Browser() as b:
+                    r = b.load(req.url, opts, host=req.host)
         except PlaywrightError as e:  # the harness failed, not the path
             raise TestbedError(f"browser: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from None
         return outcome(r)

@@ -38,6 +38,8 @@ class LoadOptions:
     repeat: int = 1
     timeout_s: float = 120.0
     connect_to: str | None = None
+    #: Start at this unix time (ns), waiting for it (a population's barrier).
+    start_at_ns: int | None = None
 
     def validate(self) -> None:
         if self.protocol not in choices(Protocol):
@@ -62,6 +64,8 @@ class LoadOptions:
             argv += [f"--{self.mode}", "--repeat", str(self.repeat)]
         if self.connect_to:
             argv += ["--connect-to", self.connect_to]
+        if self.start_at_ns is not None:
+            argv += ["--start-at", str(self.start_at_ns)]
         return argv
 
 
@@ -133,7 +137,8 @@ def outcome(d: dict[str, Any], single: bool) -> ClientOutcome:
     bad = [c for c in cs if not c["valid"]]
     out = ClientOutcome(status=TrialStatus.INVALID if bad else TrialStatus.VALID,
                         reason=f"client {bad[0]['client']}: {bad[0]['invalid_reason']}" if bad else None,
-                        objects=objects, clients=clients, raw=d, load_s=d["wall_ms"] / 1e3)
+                        objects=objects, clients=clients, raw=d, load_s=d["wall_ms"] / 1e3,
+                        start_unix_ms=d["start_unix_ns"] / 1e6 if d.get("start_unix_ns") else None)
     out.metrics = {k: out.median(k) for k in ("plt_ms", "fcp_ms", "lcp_ms", "ttfb_ms")}
     out.metrics.update({"throughput_mbps": out.median("throughput_mbps"),
                         "bytes_received": sum(c["bytes"] for c in cs),
@@ -155,7 +160,8 @@ class Loader(Client):
 
     def load(self, req: LoadRequest) -> ClientOutcome:
         opts = LoadOptions(protocol=req.protocol.value, clients=req.clients, connections=req.connections,
-                           mode="single" if req.single else "page", timeout_s=req.timeout_s)
+                           mode="single" if req.single else "page", timeout_s=req.timeout_s,
+                           start_at_ns=None if req.start_at is None else int(req.start_at * 1e9))
         try:
             p = req.host.run(opts.argv(req.url), capture_output=True, text=True, timeout=req.timeout_s + 60)
         except subprocess.TimeoutExpired:

@@ -16,6 +16,7 @@ from typing import Any
 
 from ..endpoints import pages
 from ..link.spec import LinkSpec
+from . import population
 
 #: Harness overhead per trial (testbed build and teardown, server start, client
 #: start), without the LCP wait, as measured on a 2-core machine: `satbench bench
@@ -59,7 +60,12 @@ def trial_s(factors: dict[str, Any], link: LinkSpec) -> float:
     total, n_objects = page_bytes(str(factors["page"]))
     client = factors.get("client", "chromium")
     proto = factors.get("protocol", "h2")
-    clients = int(factors.get("clients", 1))
+    mix = population.groups(factors)
+    clients = population.size(factors)
+    if mix is not None:  # a population: its slowest group's protocol, and its heaviest kind's overhead
+        proto = "h1" if any(g.protocol.value == "h1" for g in mix) else mix[0].protocol.value
+        client = "chromium" if any(g.kind.value == "chromium" for g in mix) else (
+            "firefox" if any(g.kind.value == "firefox" for g in mix) else "loader")
     handshake = 1 if proto == "h3" else 2
     rounds = handshake + 1  # + the HTML request
     conns = 1
@@ -99,4 +105,6 @@ def trial_s(factors: dict[str, Any], link: LinkSpec) -> float:
     t = rounds * rtt + transfer + OVERHEAD_S.get(str(client), 0.5)
     if client in ("chromium", "firefox"):
         t += LCP_SETTLE_S
+    if mix is not None:  # every client prepares before the barrier
+        t += max(1.0, clients * population.PREPARE_S["browser" if client != "loader" else "loader"])
     return t

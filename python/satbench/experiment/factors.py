@@ -23,6 +23,7 @@ from ..link.profile import KEYS as LINK_KEYS
 from ..model import ClientKind, CongestionControl, Protocol, ServerKind, choices
 from ..path import ELEMENTS, element_class
 from ..testbed import knobs
+from . import population
 
 Check = Callable[[Any], "str | None"]
 
@@ -75,9 +76,12 @@ CORE: tuple[Factor, ...] = (
     Factor("page", page_check, None, "test page, or bulk:SIZE for one file"),
     Factor("client", one_of(choices(ClientKind)), "chromium",
            "chromium or firefox (real browsers), loader (satbench-load), curl (timing)"),
-    Factor("clients", whole(1, 200), 1, "concurrent clients (loader)"),
+    Factor("clients", population.check, 1,
+           "concurrent clients (loader), or a population such as { h1 = 5, h2 = 5 } (any client kinds)"),
     Factor("connections", whole(1, 64), 6, "HTTP/1.1 connections per host (loader, firefox)"),
     Factor("server", one_of(choices(ServerKind)), "satbench", "the origin server"),
+    Factor("hosts", one_of(("each", "shared")), "each",
+           "a population's client hosts: one each, or all on one", keyed=False),
 )
 
 

@@ -27,7 +27,8 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
+from typing import Protocol as Interface
 
 from .. import prereq
 from ..endpoints import LoadRequest, ServeRequest, client_class, pages, server_class
@@ -35,7 +36,7 @@ from ..endpoints.base import Client, Server
 from ..endpoints.options import ServerOptions, experiment_keys
 from ..errors import SatbenchError, TestbedError
 from ..metrics import object_metrics
-from ..model import ClientKind, ClientOutcome, LinkCounters, ServerKind, TrialStatus
+from ..model import ClientKind, ClientOutcome, LinkCounters, Protocol, ServerKind, TrialStatus
 from ..path import elements
 from ..results.store import Store, TrialRecord, check_path
 from ..testbed import knobs
@@ -43,6 +44,7 @@ from ..testbed.cleanup import cleanup
 from ..testbed.host import Host
 from ..testbed.testbed import Testbed, TestbedSpec
 from ..version import __version__
+from . import population
 from .design import Trial, trial_key, trial_seed
 from .plan import trial_estimate
 from .spec import Experiment, resolve_trial_links
@@ -53,7 +55,7 @@ METRIC_KEYS = ("plt_ms", "fcp_ms", "lcp_ms", "ttfb_ms")
 # -- the environment a trial runs in ---------------------------------------------------
 
 
-class RunningTestbed(Protocol):
+class RunningTestbed(Interface):
     """What the runner needs of a testbed (a real one, or a test's fake)."""
 
     @property
@@ -186,7 +188,8 @@ class Runner:
             shutil.rmtree(art, ignore_errors=True)
             art.mkdir(parents=True)
             path = elements(t.factors, t.links)
-            spec = TestbedSpec(link=t.link, seed=seed, pcap_dir=art / "pcap" if "pcap" in self.exp.artefacts else None)
+            spec = TestbedSpec(link=t.link, seed=seed, clients=population.hosts_needed(t.factors),
+                               pcap_dir=art / "pcap" if "pcap" in self.exp.artefacts else None)
             for e in path:
                 e.configure(spec)
             with self.lab.testbed(spec) as tb:
@@ -198,7 +201,7 @@ class Runner:
                     server = running.enter_context(self.lab.server(t.server).start(self._serve(t, tb, art)))
                     clock.mark("server_up_s")
                     with clock.span("client_s"):
-                        outcome = self.client(t.client).load(self._request(t, tb, art))
+                        outcome = self._load(t, tb, art)
                     # A part that died during the load makes it no measurement of the path.
                     faults = [f for f in (server.fault(), *tb.faults()) if f]
                 rec.server_summary = server.summary()
@@ -223,11 +226,21 @@ class Runner:
         return ServeRequest(root=self.pages_root, log_dir=art / "server", host=tb.server, cc=t.cc, options=opts,
                             telemetry="server" in self.exp.artefacts)
 
+    def _load(self, t: Trial, tb: RunningTestbed, art: Path) -> ClientOutcome:
+        """The trial's load: one client (of any kind), or a population released at once."""
+        groups = population.groups(t.factors)
+        if groups is None:
+            return self.client(t.client).load(self._request(t, tb, art))
+        fair = t.link.forward.mean_mbps
+        return population.run(groups, self._request(t, tb, art), tb.clients, self.client, fair)
+
     def _request(self, t: Trial, tb: RunningTestbed, art: Path) -> LoadRequest:
         page = str(t.factors["page"])
-        return LoadRequest(url=pages.url_of(page), protocol=t.protocol, host=tb.client, timeout_s=self.exp.timeout_s,
-                           clients=int(t.factors["clients"]), connections=int(t.factors["connections"]),
-                           single=page.startswith("bulk:"), artefacts=art, keep=frozenset(self.exp.artefacts))
+        mixed = population.groups(t.factors) is not None
+        return LoadRequest(url=pages.url_of(page), protocol=Protocol.H2 if mixed else t.protocol, host=tb.client,
+                           timeout_s=self.exp.timeout_s, clients=1 if mixed else int(t.factors["clients"]),
+                           connections=int(t.factors["connections"]), single=page.startswith("bulk:"),
+                           artefacts=art, keep=frozenset(self.exp.artefacts))
 
     @staticmethod
     def _judge(rec: TrialRecord, t: Trial, outcome: ClientOutcome) -> None:
@@ -243,7 +256,7 @@ class Runner:
     def _finish(self, rec: TrialRecord, t: Trial, clock: _Clock, art: Path, outcome: ClientOutcome | None
                 ) -> TrialRecord:
         page = str(t.factors["page"])
-        page_total = self.page_sizes.get(page, 0) * int(t.factors["clients"])
+        page_total = self.page_sizes.get(page, 0) * population.size(t.factors)
         if outcome is not None and rec.objects:
             rec.metrics.update(object_metrics(rec.objects, pages.url_of(page),
                                               pages.object_sizes(self.pages_root, page)))

@@ -50,7 +50,7 @@ from ..link import profile as link_profile
 from ..link.spec import LinkSpec, check, resolve
 from ..model import ClientKind, ServerKind
 from ..path import ELEMENTS, element_class
-from . import designs
+from . import designs, population
 from .design import RunOrder, Trial, run_order
 from .factors import FACTORS, REQUIRED, check_of, known
 
@@ -268,6 +268,13 @@ def parse(doc: dict[str, Any], text: str, file: str) -> Experiment:
     by_key: dict[str, Trial] = {}
     for sname, f, index, table, c_reps in combos:
         full = _complete(f)
+        if population.groups(full) is not None:
+            if "protocol" in full and full["protocol"] != "mix":
+                t_, k_, i_ = (table, "protocol", index) if loc.line(table, "protocol", index) else ("factors",
+                                                                                                    "protocol", None)
+                raise err("a population's protocols come from its clients table: leave protocol out", t_, k_, i_,
+                          "protocol")
+            full["protocol"] = "mix"
         missing = [k for k in REQUIRED if k not in full]
         if missing:
             k = missing[0]
@@ -280,8 +287,13 @@ def parse(doc: dict[str, Any], text: str, file: str) -> Experiment:
                 return err(message, table, culprit, index, culprit)
             return err(message, "factors", culprit, None, culprit)
 
-        problem = (client_class(ClientKind(full["client"])).check(full)
-                   or server_class(ServerKind(full["server"])).check(full))
+        pop = population.groups(full)
+        if pop is None:
+            problem = client_class(ClientKind(full["client"])).check(full)
+        else:
+            problem = next((("clients", f"{g.protocol}: {p[1]}") for g in pop if (p := client_class(g.kind).check(
+                {"clients": 1, "connections": g.connections}))), None)
+        problem = problem or server_class(ServerKind(full["server"])).check(full)
         if problem:
             raise blame(*problem)
         trial_links = _resolve_links(full, links, blame)

@@ -7,6 +7,8 @@ The version is SQLite's ``user_version``:
   specification once (by hash); each trial names its links (``links``, a JSON
   object of role to hash) and its key covers them. ``key_v1`` keeps a
   migrated trial's old key.
+- 3: mixed client populations: each client's group, kind, host, real start
+  (unix ms), connections and normalised throughput (``clients``).
 
 :func:`migrate` brings a database up to :data:`VERSION` in one transaction;
 a database from a newer satbench is refused rather than guessed at.
@@ -20,7 +22,7 @@ from typing import Any, Callable
 
 from ..errors import InputError
 
-VERSION = 2
+VERSION = 3
 
 TABLES = """
 CREATE TABLE IF NOT EXISTS experiments (
@@ -79,6 +81,7 @@ CREATE TABLE IF NOT EXISTS clients (
     reason TEXT,
     plt_ms REAL, fcp_ms REAL, lcp_ms REAL, ttfb_ms REAL,
     bytes INTEGER, throughput_mbps REAL,
+    grp TEXT, kind TEXT, host TEXT, start_unix_ms REAL, connections INTEGER, normalised_throughput REAL,
     PRIMARY KEY (trial_id, client)
 );
 CREATE INDEX IF NOT EXISTS objects_trial ON objects(trial_id);
@@ -115,6 +118,12 @@ def migrate(db: sqlite3.Connection, path: str, resolve_links: LinkResolver, make
         with db:
             _v1_to_v2(db, resolve_links, make_key)
             db.execute("PRAGMA user_version = 2")
+    if had <= 2:
+        with db:
+            for col in ("grp TEXT", "kind TEXT", "host TEXT", "start_unix_ms REAL", "connections INTEGER",
+                        "normalised_throughput REAL"):
+                db.execute(f"ALTER TABLE clients ADD COLUMN {col}")
+            db.execute("PRAGMA user_version = 3")
     return had
 
 

@@ -187,7 +187,9 @@ class Store:
                  for o in r.objects])
             self.db.executemany(
                 "INSERT INTO clients (trial_id, client, valid, reason, plt_ms, fcp_ms, lcp_ms, ttfb_ms, bytes, "
-                "throughput_mbps) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "throughput_mbps, grp, kind, host, start_unix_ms, connections, normalised_throughput) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [(tid, c.client, int(c.valid), c.reason, c.plt_ms, c.fcp_ms, c.lcp_ms, c.ttfb_ms, c.bytes,
-                  c.throughput_mbps) for c in r.clients])
+                  c.throughput_mbps, c.group, c.kind, c.host, c.start_unix_ms, c.connections,
+                  c.normalised_throughput) for c in r.clients])
         return tid

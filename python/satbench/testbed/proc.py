@@ -8,6 +8,7 @@ import json
 import select
 import signal
 import subprocess
+import time
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -63,6 +64,18 @@ def describe_exit(code: int | None) -> str:
             name = "?"
         return f"signal {-code} ({name})"
     return f"exit code {code}"
+
+
+def wait_until(t_unix: float | None) -> None:
+    """Sleep until the wall clock reads ``t_unix`` (all namespaces share it):
+    a coarse sleep, then a short spin for the last two milliseconds."""
+    if t_unix is None:
+        return
+    left = t_unix - time.time()
+    if left > 0.002:
+        time.sleep(left - 0.002)
+    while time.time() < t_unix:
+        pass
 
 
 def proc_start_time(pid: int) -> int | None:

@@ -1,0 +1,230 @@
+"""Mixed client populations on one bottleneck (study B): HTTP/1.1, HTTP/2
+and HTTP/3 clients of any kind loading the same page at the same instant.
+
+    clients = { h1 = 5, h2 = 5 }                          # 5 + 5 clients of the `client` kind
+    clients = { h1 = { n = 5, client = "firefox", connections = 6 }, h3 = 5 }
+
+Each client runs on its own client host behind the same terminal
+(``hosts = "shared"`` puts them all on one). Every client prepares (a
+browser launches, a loader starts) and then waits for one barrier: a wall
+clock instant shared by every namespace. What each really started at is
+measured (a page's ``performance.timeOrigin``, the loader's own clock), and
+the **start skew** is the last start minus the first. A trial is valid only
+if every client's load is valid, the skew is within its target (5 ms for
+loaders, 50 ms with browsers), and the clients had CPU enough: the machine's
+idle share, sampled every 100 ms during the load, must have a median of at
+least :data:`CPU_IDLE_MIN_PCT` percent (ten browsers on two cores measure the
+machine, not the network).
+
+**Fairness**: Jain's index over normalised throughputs,
+J = (sum x_i)^2 / (n * sum x_i^2) with x_i = T_i / (C / n): T_i a client's
+throughput over its own load (bytes received / its PLT), C the link's
+forward rate, C / n the fair share. With equal shares the normalisation does
+not change J; it makes x_i readable (1.0 = exactly a fair share).
+"""
+
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ..endpoints.base import Client, LoadRequest
+from ..errors import TestbedError
+from ..model import ClientKind, ClientOutcome, ClientResult, ObjectTiming, Protocol, TrialStatus, choices, jain
+
+#: Targets for the start skew, by whether browsers take part (ms).
+SKEW_TARGET_MS = {"loader": 5.0, "browser": 50.0}
+#: Below this median idle share of the machine's CPU during a load, the clients were starved.
+CPU_IDLE_MIN_PCT = 5.0
+#: Time the clients get to prepare before the barrier (seconds): per client and at least.
+PREPARE_S = {"loader": 0.3, "browser": 1.2}
+
+
+@dataclass(frozen=True)
+class Group:
+    protocol: Protocol
+    n: int
+    kind: ClientKind
+    connections: int
+
+
+def check(value: Any) -> str | None:
+    """Why ``value`` is no level of the ``clients`` factor (None if it is)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return None if 1 <= value <= 200 else f"must be a whole number from 1 to 200, got {value!r}"
+    if not isinstance(value, dict) or not value:
+        return f"must be a number of clients, or a table of protocols (h1, h2, h3) to clients, got {value!r}"
+    total = 0
+    for k, v in value.items():
+        if k not in choices(Protocol):
+            return f"{k!r}: groups are protocols ({', '.join(choices(Protocol))})"
+        n = v.get("n") if isinstance(v, dict) else v
+        if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= 200:
+            return f"{k}: must be a number of clients from 0 to 200, got {n!r}"
+        if isinstance(v, dict):
+            extra = set(v) - {"n", "client", "connections"}
+            if extra:
+                return f"{k}: unknown key {sorted(extra)[0]!r} (known: n, client, connections)"
+            if "client" in v and v["client"] not in ("chromium", "firefox", "loader"):
+                return f"{k}.client: must be chromium, firefox or loader, got {v['client']!r}"
+            c = v.get("connections", 6)
+            if isinstance(c, bool) or not isinstance(c, int) or not 1 <= c <= 64:
+                return f"{k}.connections: must be a whole number from 1 to 64, got {c!r}"
+        total += n
+    if not 1 <= total <= 200:
+        return f"a population of 1 to 200 clients, got {total}"
+    return None
+
+
+def groups(factors: Mapping[str, Any]) -> list[Group] | None:
+    """The population a trial's factors describe (None: one client kind, as ever)."""
+    value = factors.get("clients")
+    if not isinstance(value, dict):
+        return None
+    out = []
+    for k, v in value.items():
+        spec = v if isinstance(v, dict) else {"n": v}
+        out.append(Group(Protocol(k), int(spec["n"]), ClientKind(spec.get("client", factors.get("client", "loader"))),
+                         int(spec.get("connections", factors.get("connections", 6)))))
+    return [g for g in out if g.n > 0]
+
+
+def size(factors: Mapping[str, Any]) -> int:
+    g = groups(factors)
+    return sum(x.n for x in g) if g is not None else int(factors.get("clients", 1))
+
+
+class CpuSampler:
+    """The machine's idle share of CPU, sampled every 100 ms while it runs."""
+
+    def __init__(self, period_s: float = 0.1):
+        self.period_s, self.idle_pct = period_s, []  # type: ignore[var-annotated]
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="cpu-sampler", daemon=True)
+
+    @staticmethod
+    def _read() -> tuple[int, int]:
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+        idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+        return idle, sum(fields[:8])
+
+    def _run(self) -> None:
+        last = self._read()
+        while not self._stop.wait(self.period_s):
+            now = self._read()
+            d_idle, d_total = now[0] - last[0], now[1] - last[1]
+            if d_total > 0:
+                self.idle_pct.append(100.0 * d_idle / d_total)
+            last = now
+
+    def __enter__(self) -> "CpuSampler":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    @property
+    def median(self) -> float | None:
+        return statistics.median(self.idle_pct) if self.idle_pct else None
+
+
+def run(population: list[Group], request: LoadRequest, hosts: list[Any], client: Callable[[ClientKind], Client],
+        fair_share_mbps: float | None) -> ClientOutcome:
+    """Load the page with every client of the population at once; one outcome for all."""
+    plan: list[tuple[int, Group]] = [(i, g) for g in population for i in range(g.n)]
+    n = len(plan)
+    browsers = any(g.kind.browser for g in population)
+    prep = max(1.0, n * PREPARE_S["browser" if browsers else "loader"])
+    start_at = time.time() + prep
+    results: list[ClientOutcome | BaseException | None] = [None] * n
+    reqs: list[LoadRequest] = []
+    for idx, (_, g) in enumerate(plan):
+        host = hosts[idx % len(hosts)]
+        art = request.artefacts / f"client{idx}" if request.artefacts else None
+        if art is not None:
+            art.mkdir(parents=True, exist_ok=True)
+        reqs.append(replace(request, protocol=g.protocol, host=host, clients=1, connections=g.connections,
+                            start_at=start_at, artefacts=art))
+
+    def one(idx: int) -> None:
+        try:
+            results[idx] = client(plan[idx][1].kind).load(reqs[idx])
+        except BaseException as e:  # noqa: BLE001 - carried to the caller's thread
+            results[idx] = e
+
+    threads = [threading.Thread(target=one, args=(i,), name=f"client{i}") for i in range(n)]
+    with CpuSampler() as cpu:
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+    failed = [r for r in results if isinstance(r, BaseException) or r is None]
+    if failed:
+        e = failed[0]
+        raise TestbedError(f"a client of the population failed: {e}") from (e if isinstance(e, BaseException) else None)
+    outs = [r for r in results if isinstance(r, ClientOutcome)]
+    return merge(plan, reqs, outs, fair_share_mbps, cpu.median, "browser" if browsers else "loader")
+
+
+def merge(plan: list[tuple[int, Group]], reqs: list[LoadRequest], outs: list[ClientOutcome],
+          link_mbps: float | None, cpu_idle_pct: float | None, target: str) -> ClientOutcome:
+    """Per client results, per group and overall medians, Jain's index, the start skew and the verdict."""
+    n = len(outs)
+    clients: list[ClientResult] = []
+    objects: list[ObjectTiming] = []
+    fair = link_mbps / n if link_mbps else None
+    for idx, ((_, g), req, o) in enumerate(zip(plan, reqs, outs, strict=True)):
+        c = o.clients[0] if o.clients else None
+        thr = c.throughput_mbps if c else None
+        clients.append(ClientResult(
+            client=idx, valid=o.status is TrialStatus.VALID, reason=o.reason,
+            plt_ms=c.plt_ms if c else o.metrics.get("plt_ms"), fcp_ms=c.fcp_ms if c else None,
+            lcp_ms=c.lcp_ms if c else None, ttfb_ms=c.ttfb_ms if c else None, bytes=c.bytes if c else None,
+            throughput_mbps=thr, group=g.protocol.value, kind=g.kind.value, host=req.host.role,
+            start_unix_ms=o.start_unix_ms, connections=int(o.metrics.get("connections_opened") or 0),
+            normalised_throughput=thr / fair if thr is not None and fair else None))
+        objects += [replace(ob, client=idx) for ob in o.objects]
+    out = ClientOutcome(status=TrialStatus.VALID, clients=clients, objects=objects,
+                        raw=[o.raw for o in outs])
+    starts = [c.start_unix_ms for c in clients if c.start_unix_ms is not None]
+    skew = max(starts) - min(starts) if len(starts) == n and n else None
+    m: dict[str, float | None] = {k: out.median(k) for k in ("plt_ms", "fcp_ms", "lcp_ms", "ttfb_ms",
+                                                             "throughput_mbps")}
+    for grp in sorted({c.group for c in clients if c.group}):
+        sub = [c for c in clients if c.group == grp]
+        for k in ("plt_ms", "fcp_ms", "lcp_ms", "throughput_mbps"):
+            xs = [getattr(c, k) for c in sub if getattr(c, k) is not None]
+            m[f"{k}_{grp}"] = statistics.median(xs) if xs else None
+        m[f"clients_{grp}"] = len(sub)
+    norm = [c.normalised_throughput for c in clients if c.normalised_throughput is not None]
+    m.update({"jain_throughput": jain(norm) if len(norm) == n else None, "clients_n": n,
+              "start_skew_ms": skew, "cpu_idle_median_pct": cpu_idle_pct,
+              "connections_opened": sum(c.connections or 0 for c in clients),
+              "bytes_received": sum(c.bytes or 0 for c in clients)})
+    out.metrics = m
+    out.load_s = max((o.load_s or 0.0) for o in outs) if outs else None
+    bad = [c for c in clients if not c.valid]
+    if bad:
+        out.status, out.reason = TrialStatus.INVALID, f"client {bad[0].client} ({bad[0].group}): {bad[0].reason}"
+    elif skew is None:
+        out.status, out.reason = TrialStatus.INVALID, "the start of some client is unknown: no start skew"
+    elif skew > SKEW_TARGET_MS[target]:
+        out.status, out.reason = (TrialStatus.INVALID, f"start skew {skew:.1f} ms over the {target} target of "
+                                                       f"{SKEW_TARGET_MS[target]:g} ms")
+    elif cpu_idle_pct is not None and cpu_idle_pct < CPU_IDLE_MIN_PCT:
+        out.status, out.reason = (TrialStatus.INVALID, f"CPU-starved: the machine was {cpu_idle_pct:.1f} % idle "
+                                                       f"during the load (median; at least {CPU_IDLE_MIN_PCT:g} % "
+                                                       "needed)")
+    return out
+
+
+def hosts_needed(factors: Mapping[str, Any]) -> int:
+    """Client hosts a trial needs: one per client, or one for all (``hosts = "shared"``)."""
+    return 1 if factors.get("hosts", "each") == "shared" else size(factors)
