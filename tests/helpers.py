@@ -60,7 +60,8 @@ def satbench_leftovers() -> list[str]:
     etc = Path("/etc/netns")
     if etc.is_dir():
         left += [f"/etc/netns/{d.name}" for d in etc.iterdir() if d.name.startswith("sb")]
-    p = subprocess.run(["pgrep", "-f", "satbench-link"], capture_output=True, text=True)
+    # A testbed's emulator: its configuration lives in the testbed's run folder.
+    p = subprocess.run(["pgrep", "-f", "satbench-link --config /run/satbench/"], capture_output=True, text=True)
     for pid in p.stdout.split():
         try:
             state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
