@@ -25,18 +25,65 @@
 //! | `queue.aqm.target_ms`, `interval_ms` (CoDel) | > 0 ..= 60,000 ms |
 //! | probabilities (`p`, `r`, `loss_good`, `loss_bad`, `ber`, loss schedule values) | 0 ..= 1 |
 //! | trace opportunities | at most 10,000,000, each 0 ..= 1e9 ms, non-decreasing, the last > 0 |
+//! | `rate.unit_bps` (LEO trace) | 1e3 ..= 1e12 bit/s, and at most 1e12 bit/s in any millisecond |
+//! | `rate.ms` (LEO trace lines) | at most 10,000,000, each 0 ..= 1e9 ms, non-decreasing |
+//! | `delay.interval_ms` (LEO trace) | 1 ..= 60,000 ms (default 10) |
+//! | `delay.values_ms` (LEO trace) | at most 10,000,000, each 0 ..= 3,600,000 ms; the trace at most 1e6 s |
+//! | `reconfiguration.period_s` | > 0 ..= 1e6 s (default 15) |
+//! | `reconfiguration.offset_s` | 0 ..< `period_s` (default 0) |
+//! | `reconfiguration.delay_ms` | 0 ..= 3,600,000 ms |
+//! | `reconfiguration.delay_duration_ms`, `loss_duration_ms` | 0 ..< the period |
+//! | `reconfiguration.loss_p` | 0 ..= 1 (default 1) |
+//! | `reconfiguration.outage` | not with a Mahimahi trace rate, not with an access |
+//! | `access.kind` | forward: `acm` or `ccm`; return: `dama` |
+//! | `forward.rate` with an access | `unlimited` (the carrier's rate follows its MODCODs) |
+//! | `access.symbol_rate_baud` (acm, ccm) | 1e3 ..= 1e10 baud |
+//! | `access.roll_off` (acm, ccm) | 0.05 ..= 0.35 (default 0.2) |
+//! | `access.margin_db`, `hysteresis_db` (acm) | 0 ..= 20 dB (defaults 1, 0.5) |
+//! | `access.refresh_ms` (acm) | 1 ..= 60,000 ms (default 1000) |
+//! | `access.modcods` (acm), `access.modcod` (ccm) | names of the DVB-S2 table ("QPSK 1/4" ... "32APSK 9/10"), at least one |
+//! | `access.encapsulation` | forward `gse` (`label_bytes` 0, 3 or 6; default 6) or `none`; return `rle` (`protocol_type_bytes` 0 ..= 2, default 2; `trailer` `seq` or `crc`) or `none` |
+//! | `access.superframe_ms` (dama) | 1 ..= 1000 ms (opensand 26.5, ns3 100) |
+//! | `access.sync_period_ms` (dama) | `superframe_ms` ..= 60,000 ms (opensand 1000, ns3 100) |
+//! | `access.msl_frames` (dama) | 0 ..= 1000 superframes (opensand 23, ns3 0) |
+//! | `access.rtt_estimate_ms` (dama) | > 0 ..= 60,000 ms (opensand msl x superframe, ns3 560) |
+//! | `access.overestimation` (dama) | 1 ..= 10 (opensand 1, ns3 1.1) |
+//! | `access.rbdc_timeout_ms` (dama) | `superframe_ms` ..= 600,000 ms (opensand sync period + superframe, ns3 200) |
+//! | `access.slot_bytes` (dama) | 16 ..= 65,535 (default 188) |
+//! | `return.rate` with dama | constant, schedule or LEO trace, at least one slot per superframe at its peak |
+//! | `terminals` | 1 ..= 256 entries; each needs `subnets` when there are 2 or more |
+//! | `terminals[i].subnets[j]` | an IPv4 or IPv6 prefix `ADDRESS/LENGTH`, no bits after the length |
+//! | `terminals[i].forward` | only with `forward.access`; `clear_sky_cn_db` -10 ..= 50 dB (default 20) |
+//! | `terminals[i].forward.fade` | `path` or `points` (`[time_s, dB]`): times 0 ..= 1e6 s strictly increasing, 0 ..= 100 dB, at most 10,000,000 points; `loop` needs the last time > 0 |
+//! | `terminals[i].return` | only with `return.access`; `cra_bps` (default: the preset's, opensand 0, ns3 50e3), `rbdc_max_bps`, `fca_max_bps` 0 ..= 1e12 bit/s, `vbdc_max_bytes` 0 ..= 16 GiB; at least one of them above 0; the CRAs together at most the carrier's long-run rate |
 //!
 //! A trace rate is `{"kind": "trace", "path": FILE}` (a Mahimahi file: one
 //! offset in ms per line) or `{"kind": "trace", "opportunities_ms": [...]}`
 //! (the same offsets inline), exactly one of the two. `seed` defaults to 0.
+//! LEO traces (`leo_trace`, [`crate::leo`]), attenuation series
+//! ([`crate::fade`]) likewise take a `path` or their values inline.
+//!
+//! # Satellite access and terminals
+//!
+//! `forward.access` and `return.access` make a direction a framed carrier
+//! shared by the terminals ([`crate::framed`]): `acm`/`ccm` (DVB-S2
+//! BBFRAMEs, [`crate::forward`]) and `dama` (DVB-RCS2 bandwidth on demand,
+//! [`crate::dama`]). `terminals` lists the terminals: their subnets (forward
+//! routing), their forward channel and their return allocation. Absent, the
+//! link has one terminal, and without an access everything is as it was
+//! (the canonical form of such a configuration has none of the new keys).
+//! [`LinkConfig::from_json`] fills every default of an access (its preset,
+//! its encapsulation) and of each terminal's part of it.
 //!
 //! # `--check`
 //!
 //! [`check`] parses and validates a configuration, reads trace files and
 //! returns [`Checked`]: the canonical configuration (every default filled
-//! in, traces inline, no seed) and the [`Derived`] numbers of the link.
+//! in, traces, LEO traces and fades inline, no seed) and the [`Derived`]
+//! numbers of the link; a direction with an access adds its
+//! [`DerivedAccess`].
 
-use crate::capacity::{Capacity, Rate, Trace, Unlimited, TRACE_OPPORTUNITY_BYTES};
+use crate::capacity::{Capacity, Gated, Rate, Trace, Unlimited, TRACE_OPPORTUNITY_BYTES};
 use crate::delay::{Delay, Jitter};
 use crate::link::Direction;
 use crate::loss::{Bernoulli, BitErrorRate, GilbertElliott, Loss};
@@ -45,6 +92,9 @@ use crate::rng::Rng;
 use crate::schedule::{Schedule, ScheduleError};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
+
+mod access;
+pub use access::*;
 
 /// Lowest bit rate (1 kbit/s): a 1500-byte packet takes 12 s.
 pub const MIN_RATE_BPS: f64 = 1e3;
@@ -81,6 +131,9 @@ pub struct LinkConfig {
     /// Terminal to gateway.
     #[serde(rename = "return")]
     pub ret: DirectionConfig,
+    /// The terminals on the satellite (absent: one terminal, as before).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub terminals: Option<Vec<TerminalConfig>>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
@@ -100,6 +153,13 @@ pub struct DirectionConfig {
     /// Loss models, all applied to every packet.
     #[serde(default)]
     pub loss: Vec<LossConfig>,
+    /// A framed carrier shared by the terminals: DVB-S2 ACM or CCM
+    /// (forward), DVB-RCS2 bandwidth on demand (return).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub access: Option<AccessConfig>,
+    /// The periodic reconfiguration of a LEO constellation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reconfiguration: Option<ReconfigurationConfig>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
@@ -128,6 +188,17 @@ pub enum RateConfig {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         opportunities_ms: Option<Vec<u64>>,
     },
+    /// A recorded LEO bandwidth trace ([`crate::leo`]): a file (`path`) or
+    /// its lines inline (`ms`), exactly one of the two; each line is
+    /// `unit_bps` ([`MIN_RATE_BPS`] ..= [`MAX_RATE_BPS`]) during its
+    /// millisecond, at most [`MAX_RATE_BPS`] in any millisecond.
+    LeoTrace {
+        unit_bps: f64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        path: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ms: Option<Vec<u64>>,
+    },
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -142,6 +213,22 @@ pub enum DelayConfig {
         #[serde(default)]
         period_s: f64,
     },
+    /// A recorded LEO delay trace ([`crate::leo`]): one one-way delay per
+    /// `interval_ms` (default 10; 1 ..= [`MAX_INTERVAL_MS`]), from a file
+    /// (`path`) or inline (`values_ms`), exactly one of the two; values 0
+    /// ..= [`MAX_DELAY_MS`].
+    LeoTrace {
+        #[serde(default = "ten")]
+        interval_ms: f64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        path: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        values_ms: Option<Vec<f64>>,
+    },
+}
+
+fn ten() -> f64 {
+    10.0
 }
 
 impl Default for DelayConfig {
@@ -405,6 +492,9 @@ impl DirectionConfig {
             RateConfig::Schedule { points, period_s } => {
                 rate_schedule(&format!("{name}.rate"), points, *period_s)?;
             }
+            RateConfig::LeoTrace { unit_bps, path, ms } => {
+                access::leo_rate(&format!("{name}.rate"), *unit_bps, path, ms, false)?;
+            }
             RateConfig::Trace {
                 path,
                 opportunities_ms,
@@ -434,6 +524,19 @@ impl DirectionConfig {
             )?,
             DelayConfig::Schedule { points, period_s } => {
                 delay_schedule(&format!("{name}.delay"), points, *period_s)?;
+            }
+            DelayConfig::LeoTrace {
+                interval_ms,
+                path,
+                values_ms,
+            } => {
+                access::leo_delay(
+                    &format!("{name}.delay"),
+                    *interval_ms,
+                    path,
+                    values_ms,
+                    false,
+                )?;
             }
         }
         match self.jitter {
@@ -467,7 +570,7 @@ impl DirectionConfig {
             }
             LimitConfig::Ms { ms } => {
                 check_positive(&format!("{limit}.ms"), "queue (ms)", ms, MAX_QUEUE_MS)?;
-                if matches!(self.rate, RateConfig::Unlimited) {
+                if matches!(self.rate, RateConfig::Unlimited) && self.access.is_none() {
                     return err(limit, "a limit in milliseconds needs a finite rate");
                 }
             }
@@ -515,6 +618,12 @@ impl DirectionConfig {
                 LossConfig::Ber { ber } => check_prob(&format!("{f}.ber"), ber)?,
             }
         }
+        if let Some(r) = &self.reconfiguration {
+            r.validate(&format!("{name}.reconfiguration"), self)?;
+        }
+        if let Some(a) = &self.access {
+            a.validate(name, self)?;
+        }
         Ok(())
     }
 
@@ -525,11 +634,11 @@ impl DirectionConfig {
         phase_ns: u64,
     ) -> Result<(Box<dyn Capacity>, bool), ConfigError> {
         let field = format!("{name}.rate");
-        Ok(match &self.rate {
+        let (cap, limited): (Box<dyn Capacity>, bool) = match &self.rate {
             RateConfig::Unlimited => (Box::new(Unlimited), false),
             RateConfig::Constant { bps } => (Box::new(Rate::constant(*bps)), true),
-            RateConfig::Schedule { points, period_s } => {
-                let s = rate_schedule(&field, points, *period_s)?.with_phase(phase_ns);
+            RateConfig::Schedule { .. } | RateConfig::LeoTrace { .. } => {
+                let s = self.rate_schedule(name, phase_ns)?;
                 (Box::new(Rate::scheduled(s)), true)
             }
             RateConfig::Trace {
@@ -545,30 +654,107 @@ impl DirectionConfig {
                     "a trace needs exactly one of path and opportunities_ms",
                 )
             }
+        };
+        let up = match &self.reconfiguration {
+            Some(r) => r
+                .model()
+                .up()
+                .or_else(|e| err(format!("{name}.reconfiguration"), e.to_string()))?,
+            None => None,
+        };
+        Ok(match up {
+            Some(up) => (Box::new(Gated::new(cap, up.with_phase(phase_ns))), true),
+            None => (cap, limited),
         })
     }
 
-    /// The queue limit; a limit in ms is sized at the capacity's long-run rate.
-    fn limit(&self, capacity: &dyn Capacity) -> Limit {
+    /// A rate that is a schedule (constant, scheduled, LEO trace) as one,
+    /// in bit/s (reads a LEO trace file).
+    fn rate_schedule(&self, name: &str, phase_ns: u64) -> Result<Schedule, ConfigError> {
+        let field = format!("{name}.rate");
+        match &self.rate {
+            RateConfig::Constant { bps } => Ok(Schedule::constant(*bps)),
+            RateConfig::Schedule { points, period_s } => {
+                Ok(rate_schedule(&field, points, *period_s)?.with_phase(phase_ns))
+            }
+            RateConfig::LeoTrace { unit_bps, path, ms } => {
+                let s = access::leo_rate(&field, *unit_bps, path, ms, true)?.expect("read");
+                Ok(s.with_phase(phase_ns))
+            }
+            _ => err(field, "needs a constant, scheduled or LEO trace rate"),
+        }
+    }
+
+    /// The long-run rate of a schedule-like rate (no file access: infinite
+    /// for a LEO trace file not yet read).
+    fn rate_long_run(&self, name: &str) -> Result<f64, ConfigError> {
+        match &self.rate {
+            RateConfig::LeoTrace { path: Some(_), .. } => Ok(f64::INFINITY),
+            _ => Ok(self.rate_schedule(name, 0)?.mean()),
+        }
+    }
+
+    /// The queue limit; a limit in ms is sized at `nominal_bps`, the
+    /// capacity's long-run rate.
+    fn limit(&self, nominal_bps: Option<f64>) -> Limit {
         match self.queue.limit {
             LimitConfig::Unlimited => Limit::Unlimited,
             LimitConfig::Packets { n } => Limit::Packets(n),
             LimitConfig::Bytes { n } => Limit::Bytes(n),
             LimitConfig::Ms { ms } => {
-                let bps = capacity.nominal_bps().expect("validated: finite rate");
+                let bps = nominal_bps.expect("validated: finite rate");
                 Limit::Bytes(((bps / 8.0) * ms / 1e3).ceil().max(1500.0) as u64)
             }
         }
     }
 
-    /// The base delay in seconds.
+    /// A queue of the configured discipline.
+    fn queue<T: Send + 'static>(&self, limit: Limit) -> Box<dyn Queue<T>> {
+        match self.queue.aqm {
+            AqmConfig::DropTail => Box::new(DropTail::new(limit)),
+            AqmConfig::Codel {
+                target_ms,
+                interval_ms,
+            } => Box::new(CoDel::new(
+                limit,
+                Duration::from_secs_f64(target_ms / 1e3),
+                Duration::from_secs_f64(interval_ms / 1e3),
+            )),
+        }
+    }
+
+    /// The base delay in seconds (reads a LEO trace file).
     fn base_delay(&self, name: &str, phase_ns: u64) -> Result<Schedule, ConfigError> {
         Ok(match &self.delay {
             DelayConfig::Constant { ms } => Schedule::constant(ms / 1e3),
             DelayConfig::Schedule { points, period_s } => {
                 delay_schedule(&format!("{name}.delay"), points, *period_s)?.with_phase(phase_ns)
             }
+            DelayConfig::LeoTrace {
+                interval_ms,
+                path,
+                values_ms,
+            } => access::leo_delay(
+                &format!("{name}.delay"),
+                *interval_ms,
+                path,
+                values_ms,
+                true,
+            )?
+            .expect("read")
+            .with_phase(phase_ns),
         })
+    }
+
+    /// The reconfiguration's extra delay in seconds, if any.
+    fn extra_delay(&self, name: &str, phase_ns: u64) -> Result<Option<Schedule>, ConfigError> {
+        let Some(r) = &self.reconfiguration else {
+            return Ok(None);
+        };
+        Ok(r.model()
+            .delay_s()
+            .or_else(|e| err(format!("{name}.reconfiguration"), e.to_string()))?
+            .map(|s| s.with_phase(phase_ns)))
     }
 
     fn losses(&self, name: &str, phase_ns: u64) -> Result<Vec<Box<dyn Loss>>, ConfigError> {
@@ -589,10 +775,35 @@ impl DirectionConfig {
                 LossConfig::Ber { ber } => Box::new(BitErrorRate::new(*ber)),
             });
         }
+        if let Some(r) = &self.reconfiguration {
+            let burst = r
+                .model()
+                .loss()
+                .or_else(|e| err(format!("{name}.reconfiguration"), e.to_string()))?;
+            if let Some(b) = burst {
+                losses.push(Box::new(Bernoulli::scheduled(b.with_phase(phase_ns))));
+            }
+        }
         Ok(losses)
     }
 
-    /// Build the model. `phase_ns` aligns schedules; `rng` seeds this direction.
+    /// The propagation delay with its jitter and reconfiguration step.
+    fn delay(&self, name: &str, phase_ns: u64) -> Result<Delay, ConfigError> {
+        let jitter = match self.jitter {
+            JitterConfig::None => Jitter::None,
+            JitterConfig::Uniform { ms } => Jitter::Uniform(Duration::from_secs_f64(ms / 1e3)),
+            JitterConfig::Normal { ms } => Jitter::Normal(Duration::from_secs_f64(ms / 1e3)),
+        };
+        let delay = Delay::scheduled(self.base_delay(name, phase_ns)?, jitter);
+        Ok(match self.extra_delay(name, phase_ns)? {
+            Some(extra) => delay.with_extra(extra),
+            None => delay,
+        })
+    }
+
+    /// Build the model of a plain direction (one queue, one capacity; an
+    /// access is built by [`LinkConfig::build_directions`]). `phase_ns`
+    /// aligns schedules; `rng` seeds this direction.
     pub fn build<T: Send + 'static>(
         &self,
         name: &str,
@@ -600,60 +811,77 @@ impl DirectionConfig {
         rng: Rng,
     ) -> Result<Direction<T>, ConfigError> {
         self.validate(name)?;
+        if self.access.is_some() {
+            return err(
+                format!("{name}.access"),
+                "a direction with an access is built with the link's terminals (LinkConfig::build_directions)",
+            );
+        }
         let (capacity, limited) = self.capacity(name, phase_ns)?;
-        let limit = self.limit(capacity.as_ref());
-        let queue: Box<dyn Queue<T>> = match self.queue.aqm {
-            AqmConfig::DropTail => Box::new(DropTail::new(limit)),
-            AqmConfig::Codel {
-                target_ms,
-                interval_ms,
-            } => Box::new(CoDel::new(
-                limit,
-                Duration::from_secs_f64(target_ms / 1e3),
-                Duration::from_secs_f64(interval_ms / 1e3),
-            )),
-        };
-        let jitter = match self.jitter {
-            JitterConfig::None => Jitter::None,
-            JitterConfig::Uniform { ms } => Jitter::Uniform(Duration::from_secs_f64(ms / 1e3)),
-            JitterConfig::Normal { ms } => Jitter::Normal(Duration::from_secs_f64(ms / 1e3)),
-        };
-        let delay = Delay::scheduled(self.base_delay(name, phase_ns)?, jitter);
-        let losses = self.losses(name, phase_ns)?;
+        let queue = self.queue(self.limit(capacity.nominal_bps()));
         Ok(Direction::new(
             queue,
             capacity,
             limited,
-            losses,
-            delay,
+            self.losses(name, phase_ns)?,
+            self.delay(name, phase_ns)?,
             self.reorder,
             rng,
         ))
     }
 
-    /// The numbers of this direction's model (reads a trace file).
+    /// A direction around a framed stage: this direction's losses and delay.
+    fn framed_direction<T: Send + 'static>(
+        &self,
+        name: &str,
+        phase_ns: u64,
+        stage: Box<dyn crate::stage::Stage<T>>,
+        rng: Rng,
+    ) -> Result<Direction<T>, ConfigError> {
+        Ok(Direction::with_stage(
+            stage,
+            self.losses(name, phase_ns)?,
+            self.delay(name, phase_ns)?,
+            self.reorder,
+            rng,
+        ))
+    }
+
+    /// The numbers of this direction's model (reads a trace file). A
+    /// direction with an access gets its numbers from [`LinkConfig::derived`].
     pub fn derived(&self, name: &str) -> Result<DerivedDirection, ConfigError> {
         self.validate(name)?;
-        let (capacity, _) = self.capacity(name, 0)?;
-        let (queue_limit_bytes, queue_limit_packets) = match self.limit(capacity.as_ref()) {
+        let nominal = self.capacity(name, 0)?.0.nominal_bps();
+        self.derived_at(name, nominal)
+    }
+
+    /// The numbers, the long-run rate given.
+    fn derived_at(
+        &self,
+        name: &str,
+        mean_bps: Option<f64>,
+    ) -> Result<DerivedDirection, ConfigError> {
+        let (queue_limit_bytes, queue_limit_packets) = match self.limit(mean_bps) {
             Limit::Unlimited => (None, None),
             Limit::Packets(n) => (None, Some(n as u64)),
             Limit::Bytes(n) => (Some(n), None),
         };
         let base = self.base_delay(name, 0)?;
+        let extra = self.extra_delay(name, 0)?.map_or(0.0, |e| e.max());
         let survive: f64 = self
             .losses(name, 0)?
             .iter()
             .map(|l| 1.0 - l.mean_loss(DERIVED_PACKET_BYTES))
             .product();
         Ok(DerivedDirection {
-            mean_bps: capacity.nominal_bps(),
+            mean_bps,
             min_delay_ms: base.min() * 1e3,
-            max_delay_ms: base.max() * 1e3,
+            max_delay_ms: base.max() * 1e3 + extra * 1e3,
             packet_loss_1500: 1.0 - survive,
             queue_limit_bytes,
             queue_limit_packets,
             trace_opportunity_bytes: TRACE_OPPORTUNITY_BYTES,
+            access: None,
         })
     }
 
@@ -668,6 +896,39 @@ impl DirectionConfig {
             self.rate = RateConfig::Trace {
                 path: None,
                 opportunities_ms: Some(t.opportunities().to_vec()),
+            };
+        }
+        if let RateConfig::LeoTrace {
+            unit_bps,
+            path: Some(path),
+            ms: None,
+        } = &self.rate
+        {
+            let f = format!("{name}.rate.path");
+            let text = std::fs::read_to_string(path)
+                .or_else(|e| err(&f, format!("cannot read {path}: {e}")))?;
+            let ms =
+                crate::leo::parse_bandwidth(&text).or_else(|e| err(&f, format!("{path}: {e}")))?;
+            self.rate = RateConfig::LeoTrace {
+                unit_bps: *unit_bps,
+                path: None,
+                ms: Some(ms),
+            };
+        }
+        if let DelayConfig::LeoTrace {
+            interval_ms,
+            path: Some(path),
+            values_ms: None,
+        } = &self.delay
+        {
+            let f = format!("{name}.delay.path");
+            let text = std::fs::read_to_string(path)
+                .or_else(|e| err(&f, format!("cannot read {path}: {e}")))?;
+            let v = crate::leo::parse_delays(&text).or_else(|e| err(&f, format!("{path}: {e}")))?;
+            self.delay = DelayConfig::LeoTrace {
+                interval_ms: *interval_ms,
+                path: None,
+                values_ms: Some(v),
             };
         }
         Ok(())
@@ -692,6 +953,11 @@ pub struct DerivedDirection {
     pub queue_limit_packets: Option<u64>,
     /// Bytes one trace opportunity carries.
     pub trace_opportunity_bytes: u32,
+    /// The framed carrier of an access (`mean_bps` is then its clear-sky
+    /// data-field rate, forward, or its carrier's long-run rate, return;
+    /// queue limits are per terminal).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub access: Option<DerivedAccess>,
 }
 
 /// What the model of the link amounts to.
@@ -712,6 +978,8 @@ pub struct Canonical<'a> {
     pub forward: &'a DirectionConfig,
     #[serde(rename = "return")]
     pub ret: &'a DirectionConfig,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub terminals: Option<&'a Vec<TerminalConfig>>,
 }
 
 /// A configuration that passed `--check`.
@@ -766,11 +1034,15 @@ pub fn check(text: &str) -> Result<Checked, ConfigError> {
 }
 
 impl LinkConfig {
-    /// Parse and validate (no file access).
+    /// Parse, fill the defaults of accesses and terminals, and validate
+    /// (no file access).
     pub fn from_json(text: &str) -> Result<LinkConfig, ConfigError> {
-        let c: LinkConfig = serde_json::from_str(text).or_else(|e| err("config", e.to_string()))?;
+        let mut c: LinkConfig =
+            serde_json::from_str(text).or_else(|e| err("config", e.to_string()))?;
+        c.normalise();
         c.forward.validate("forward")?;
         c.ret.validate("return")?;
+        c.validate_terminals()?;
         Ok(c)
     }
 
@@ -780,16 +1052,29 @@ impl LinkConfig {
         (root.fork(1), root.fork(2))
     }
 
-    /// Read trace files and hold their offsets inline instead.
+    /// Read trace, LEO trace and fade files and hold their contents inline instead.
     pub fn inline_traces(&mut self) -> Result<(), ConfigError> {
         self.forward.inline_trace("forward")?;
-        self.ret.inline_trace("return")
+        self.ret.inline_trace("return")?;
+        self.inline_fades()
     }
 
     /// The numbers of the link's model.
     pub fn derived(&self) -> Result<Derived, ConfigError> {
-        let forward = self.forward.derived("forward")?;
-        let ret = self.ret.derived("return")?;
+        let direction =
+            |d: &DirectionConfig, name: &str| -> Result<DerivedDirection, ConfigError> {
+                match self.access_derived(name)? {
+                    None => d.derived(name),
+                    Some((access, mean)) => {
+                        d.validate(name)?;
+                        let mut r = d.derived_at(name, Some(mean))?;
+                        r.access = Some(access);
+                        Ok(r)
+                    }
+                }
+            };
+        let forward = direction(&self.forward, "forward")?;
+        let ret = direction(&self.ret, "return")?;
         Ok(Derived {
             base_rtt_ms: forward.min_delay_ms + ret.min_delay_ms,
             forward,
@@ -803,6 +1088,7 @@ impl LinkConfig {
             align_minute: self.align_minute,
             forward: &self.forward,
             ret: &self.ret,
+            terminals: self.terminals.as_ref(),
         }
     }
 }
