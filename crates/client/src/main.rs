@@ -4,7 +4,11 @@
 //! satbench-load URL --protocol h1|h2|h3 [--clients C] [--connections K] [--cacert PEM]
 //!               [--connect-to ADDR:PORT] [--single | --bulk] [--repeat N] [-o FILE] [--timeout S]
 //!               [--quic-stack quiche|quinn] [--quic-max-data BYTES] [--quic-max-stream-data BYTES]
+//!               [--start-at UNIX_NS]
 //! ```
+//! `--start-at` waits for that wall-clock instant before loading (a population
+//! of loaders in several namespaces released at once); the output carries the
+//! instant the load really started, `start_unix_ns`.
 //! HTTP/3 runs over quiche (default, `h3.rs`) or quinn with the `h3` crate
 //! (`--quic-stack quinn`, `h3_quinn.rs`). `--quic-max-data` and
 //! `--quic-max-stream-data` are the flow-control windows the loader
@@ -55,6 +59,8 @@ struct Args {
     quic_stack: QuicStack,
     quic_max_data: Option<u64>,
     quic_max_stream_data: Option<u64>,
+    /// Start at this wall-clock time (ns since the Unix epoch), not before.
+    start_at: Option<u64>,
 }
 
 impl Args {
@@ -86,6 +92,7 @@ impl Default for Args {
             quic_stack: QuicStack::Quiche,
             quic_max_data: None,
             quic_max_stream_data: None,
+            start_at: None,
         }
     }
 }
@@ -94,7 +101,7 @@ const USAGE: &str = "usage: satbench-load URL --protocol h1|h2|h3 [--clients C] 
                      [--connections K] [--cacert PEM] [--connect-to ADDR:PORT] \
                      [--single|--bulk [--repeat N] [-o FILE]] [--timeout S] \
                      [--quic-stack quiche|quinn] [--quic-max-data BYTES] \
-                     [--quic-max-stream-data BYTES]";
+                     [--quic-max-stream-data BYTES] [--start-at UNIX_NS]";
 
 /// What the command line asks for.
 #[derive(Debug)]
@@ -130,6 +137,8 @@ enum ArgError {
     BadWindow { flag: &'static str, value: String },
     #[error("--timeout: seconds > 0, not {0:?}")]
     BadTimeout(String),
+    #[error("--start-at: nanoseconds since the Unix epoch, not {0:?}")]
+    BadStartAt(String),
     #[error("no URL")]
     NoUrl,
     #[error("--repeat and -o need --single or --bulk")]
@@ -213,6 +222,10 @@ where
                     _ => return Err(ArgError::BadTimeout(v)),
                 }
             }
+            Long("start-at") => {
+                let v = p.value()?.string()?;
+                a.start_at = Some(v.parse::<u64>().map_err(|_| ArgError::BadStartAt(v))?);
+            }
             Short('h') | Long("help") => return Ok(Command::Help),
             Value(v) if a.url.is_empty() => a.url = v.string()?,
             Value(v) => return Err(ArgError::SecondUrl(v.string()?)),
@@ -242,6 +255,25 @@ fn cpu_seconds() -> f64 {
     tv(ru.ru_utime) + tv(ru.ru_stime)
 }
 
+fn unix_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
+/// Sleep until the wall clock reads `at` (ns): a coarse sleep, then a spin
+/// over the last two milliseconds.
+fn wait_until_unix_ns(at: u64) {
+    let now = unix_ns();
+    if at > now + 2_000_000 {
+        std::thread::sleep(Duration::from_nanos(at - now - 2_000_000));
+    }
+    while unix_ns() < at {
+        std::hint::spin_loop();
+    }
+}
+
 fn main() {
     let a = match parse(std::env::args_os().skip(1)) {
         Ok(Command::Load(a)) => a,
@@ -266,6 +298,12 @@ fn main() {
         .enable_all()
         .build()
         .expect("runtime");
+    // A population's barrier: every client waits for the same instant of the
+    // wall clock, which all the testbed's namespaces share.
+    if let Some(at) = a.start_at {
+        wait_until_unix_ns(at);
+    }
+    let start_unix_ns = unix_ns();
     let wall = Instant::now();
     let single = if a.single || a.bulk { a.repeat } else { 0 };
     let timeout = Duration::from_secs_f64(a.timeout);
@@ -309,6 +347,7 @@ fn main() {
             "quic_max_stream_data": h3.then_some(w.max_stream_data),
             "quic_fc_fixed": h3.then_some(w.fixed),
             "wall_ms": wall.elapsed().as_secs_f64() * 1e3, "cpu_ms": cpu_seconds() * 1e3,
+            "start_unix_ns": start_unix_ns,
             "clients": results.iter().map(page::PageResult::to_json).collect::<Vec<_>>(),
         })
     );
