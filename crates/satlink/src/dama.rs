@@ -427,12 +427,25 @@ impl ReturnCarrier {
 
     fn slot_start(&self, sf: u64, j: u32, n: u32) -> Instant {
         let t = self.p.sf_ns();
-        Instant::from_nanos(sf * t + (j as u128 * t as u128 / n.max(1) as u128) as u64)
+        let n = n.max(1) as u64;
+        let off = match (j as u64).checked_mul(t) {
+            Some(x) => x / n,
+            None => (j as u128 * t as u128 / n as u128) as u64,
+        };
+        Instant::from_nanos(sf * t + off)
     }
 
-    /// The rate granted to terminal `i` in the superframe in force.
-    fn granted_bps(&self, i: usize) -> f64 {
-        self.grants[i].total() as f64 * self.p.slot_bytes as f64 * 8.0 / self.p.sf_s()
+    /// Add to `series` the rate granted to terminal `i` by the superframe in
+    /// force (starting at `from`) up to `to`: its grant for one superframe,
+    /// then what a quiet carrier gives every superframe (CRA and free capacity).
+    fn account(&self, series: &mut RateSeries, i: usize, from: Instant, to: Instant) {
+        let g = self.grants[i];
+        let bps = |slots: u32| slots as f64 * self.p.slot_bytes as f64 * 8.0 / self.p.sf_s();
+        let end = (from + self.p.superframe).min(to);
+        series.add(from, end, bps(g.total()));
+        if to > end {
+            series.add(end, to, bps(g.cra + g.free));
+        }
     }
 
     /// Superframe `k` begins: requests sent, requests in force, allocation.
@@ -443,10 +456,11 @@ impl ReturnCarrier {
             let skipped = k - prev - 1;
             let t_prev = Instant::from_nanos(prev * self.p.sf_ns());
             for i in 0..self.grants.len() {
-                let rate = self.granted_bps(i);
+                let mut series = std::mem::take(&mut self.stats[i].granted_bps);
+                self.account(&mut series, i, t_prev, t);
                 let g = self.grants[i];
                 let s = &mut self.stats[i];
-                s.granted_bps.add(t_prev, t, rate);
+                s.granted_bps = series;
                 let slot = self.p.slot_bytes as u64;
                 s.granted.cra += g.cra as u64 * slot * skipped;
                 s.granted.free += g.free as u64 * slot * skipped;
@@ -542,8 +556,11 @@ impl Carrier for ReturnCarrier {
                     continue;
                 };
                 let d = ready.as_nanos().saturating_sub(t0);
-                let mut j = ((d as u128 * n as u128).div_ceil(sf_ns as u128) as u64)
-                    .max(self.used[i] as u64) as u32;
+                let first = match d.checked_mul(n as u64) {
+                    Some(x) => x.div_ceil(sf_ns),
+                    None => (d as u128 * n as u128).div_ceil(sf_ns as u128) as u64,
+                };
+                let mut j = first.max(self.used[i] as u64).min(n as u64) as u32;
                 while j < n && self.slot_start(k, j, n) < ready {
                     j += 1;
                 }
@@ -589,6 +606,11 @@ impl Carrier for ReturnCarrier {
         self.stats[frame.terminal].used_bytes += used as u64;
     }
 
+    fn ends_in_order(&self) -> bool {
+        // One terminal's slots never overlap; several terminals' may.
+        self.agents.len() == 1
+    }
+
     fn report(&self, until: Instant) -> (Vec<TerminalDetail>, u64) {
         let mut interval = crate::series::INTERVAL_MS * 1_000_000;
         let details = self
@@ -600,7 +622,7 @@ impl Carrier for ReturnCarrier {
                 let mut series = s.granted_bps.clone();
                 if let Some(k) = self.sf {
                     let t = Instant::from_nanos(k * self.p.sf_ns());
-                    series.add(t, until.max(t), self.granted_bps(i));
+                    self.account(&mut series, i, t, until.max(t));
                 }
                 interval = interval.max(series.interval_ns());
                 TerminalDetail::Return(ReturnTerminal {

@@ -96,6 +96,10 @@ impl Carrier for ForwardCarrier {
         })
     }
 
+    fn ends_in_order(&self) -> bool {
+        true
+    }
+
     fn settle(&mut self, now: Instant) {
         for t in self.terminals.iter_mut() {
             t.adaptation.modcod_at(now, &t.channel);

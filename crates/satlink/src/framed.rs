@@ -64,6 +64,10 @@ pub trait Carrier: Send {
         -> Result<Frame, Option<Instant>>;
     /// `used` of the frame's payload bytes carried data.
     fn on_frame_filled(&mut self, _frame: &Frame, _used: u32) {}
+    /// True if frames end in the order they start (no two overlap).
+    fn ends_in_order(&self) -> bool {
+        false
+    }
     /// Bring time-driven state up to `now` (reports).
     fn settle(&mut self, _now: Instant) {}
     /// Per terminal, what the carrier's control loop did up to `until`; and
@@ -122,6 +126,8 @@ pub struct Framed<T> {
     /// Packets whose last piece is on the air, by the end of its frame.
     sent: DelayLine<(Entry<T>, bool)>,
     wake: Option<Instant>,
+    /// A packet arrived since the carrier was last asked.
+    dirty: bool,
     scratch: Vec<Entry<T>>,
     frames: u64,
     frames_lost: u64,
@@ -139,6 +145,7 @@ impl<T: Send> Framed<T> {
     ) -> Framed<T> {
         assert_eq!(queues.len(), carrier.terminals(), "one queue per terminal");
         let kind = encap.kind();
+        let in_order = carrier.ends_in_order();
         Framed {
             terms: queues
                 .into_iter()
@@ -153,8 +160,9 @@ impl<T: Send> Framed<T> {
                 .collect(),
             carrier,
             encap,
-            sent: DelayLine::new(true),
+            sent: DelayLine::new(!in_order),
             wake: None,
+            dirty: false,
             scratch: Vec::new(),
             frames: 0,
             frames_lost: 0,
@@ -170,6 +178,11 @@ impl<T: Send> Framed<T> {
     /// Build every frame that starts by `now`.
     fn run(&mut self, now: Instant, c: &mut Counters) {
         self.last_now = self.last_now.max(now);
+        // Nothing arrived and the carrier has nothing to do before `wake`.
+        if !self.dirty && self.wake.map_or(true, |w| now < w) {
+            return;
+        }
+        self.dirty = false;
         loop {
             let view = View {
                 terms: &self.terms,
@@ -255,6 +268,7 @@ impl<T: Send> Stage<T> for Framed<T> {
         let i = terminal.min(self.terms.len() - 1);
         let wire = self.encap.whole(e.bytes);
         self.terms[i].queue.enqueue(now, e)?;
+        self.dirty = true;
         self.terms[i].queued_wire += wire as u64;
         self.carrier.on_arrival(now, i, wire);
         Ok(())

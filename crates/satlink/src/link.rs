@@ -151,10 +151,9 @@ impl<T: Send> Direction<T> {
         r
     }
 
-    /// Move the model up to `now` (without delivering) and report: the
-    /// carrier's time series then reach `now`.
+    /// Report with a framed carrier's control loops and time series brought
+    /// up to `now` (packets are not moved: the counters are `report`'s).
     pub fn report_at(&mut self, now: Instant) -> CountersReport {
-        self.advance(now);
         self.stage.settle(now);
         self.report()
     }

@@ -8,8 +8,9 @@ use std::ffi::OsString;
 pub struct Args {
     /// The link configuration (JSON); `-` is standard input.
     pub config: String,
-    /// Network namespace path and TUN device of the terminal side.
-    pub terminal: Option<(String, String)>,
+    /// Network namespace path and TUN device of each terminal, in the order
+    /// of the configuration's `terminals` (one `--terminal` each).
+    pub terminals: Vec<(String, String)>,
     /// Network namespace path and TUN device of the gateway side.
     pub gateway: Option<(String, String)>,
     /// Where to write the counters on exit (stdout if absent).
@@ -20,6 +21,10 @@ pub struct Args {
     pub parent_pid: Option<i32>,
     /// Only check the configuration and print the resolved link.
     pub check: bool,
+    /// Measure the model's cost per packet in simulated time and print it.
+    pub bench_model: bool,
+    /// Packets per direction for `--bench-model`.
+    pub packets: Option<u64>,
 }
 
 /// A command line that cannot be used.
@@ -37,6 +42,9 @@ pub enum ArgError {
     /// `--parent-pid` that is no number.
     #[error("--parent-pid expects a number")]
     BadPid,
+    /// `--packets` that is no positive number.
+    #[error("--packets expects a positive number")]
+    BadPackets,
     /// No `--config`.
     #[error("--config is required")]
     NoConfig,
@@ -82,7 +90,7 @@ where
     while let Some(arg) = p.next()? {
         match arg {
             Long("config") => a.config = p.value()?.string()?,
-            Long("terminal") => a.terminal = Some(side("--terminal", p.value()?.string()?)?),
+            Long("terminal") => a.terminals.push(side("--terminal", p.value()?.string()?)?),
             Long("gateway") => a.gateway = Some(side("--gateway", p.value()?.string()?)?),
             Long("stats") => a.stats = Some(p.value()?.string()?),
             Long("pcap-dir") => a.pcap_dir = Some(p.value()?.string()?),
@@ -90,13 +98,24 @@ where
                 a.parent_pid = Some(p.value()?.parse().map_err(|_| ArgError::BadPid)?)
             }
             Long("check") => a.check = true,
+            Long("bench-model") => a.bench_model = true,
+            Long("packets") => {
+                let n: u64 = p.value()?.parse().map_err(|_| ArgError::BadPackets)?;
+                if n == 0 {
+                    return Err(ArgError::BadPackets);
+                }
+                a.packets = Some(n);
+            }
             other => return Err(other.unexpected().into()),
         }
+    }
+    if a.bench_model {
+        return Ok(a);
     }
     if a.config.is_empty() {
         return Err(ArgError::NoConfig);
     }
-    if !a.check && (a.terminal.is_none() || a.gateway.is_none()) {
+    if !a.check && (a.terminals.is_empty() || a.gateway.is_none()) {
         return Err(ArgError::NoDevices);
     }
     Ok(a)
@@ -127,14 +146,50 @@ mod tests {
             "42",
         ])
         .unwrap();
-        assert_eq!(a.terminal, Some(("/run/netns/t".into(), "tun0".into())));
+        assert_eq!(a.terminals, vec![("/run/netns/t".into(), "tun0".into())]);
         assert_eq!(a.gateway, Some(("/run/netns/g".into(), "tun1".into())));
         assert_eq!(
             (a.stats.as_deref(), a.parent_pid, a.check),
             (Some("s.json"), Some(42), false)
         );
         let c = parse(["--check", "--config", "-"]).unwrap();
-        assert!(c.check && c.config == "-" && c.terminal.is_none());
+        assert!(c.check && c.config == "-" && c.terminals.is_empty());
+    }
+
+    #[test]
+    fn repeated_terminals_in_order() {
+        let a = parse([
+            "--config",
+            "l.json",
+            "--terminal",
+            "/run/netns/t1:tun0",
+            "--terminal",
+            "/run/netns/t2:tun0",
+            "--gateway",
+            "/run/netns/g:tun1",
+        ])
+        .unwrap();
+        assert_eq!(
+            a.terminals,
+            vec![
+                ("/run/netns/t1".into(), "tun0".into()),
+                ("/run/netns/t2".into(), "tun0".into())
+            ]
+        );
+    }
+
+    #[test]
+    fn bench_model_needs_no_config() {
+        let a = parse(["--bench-model", "--packets", "1000"]).unwrap();
+        assert!(a.bench_model && a.packets == Some(1000));
+        assert_eq!(
+            err(&["--bench-model", "--packets", "0"]),
+            "--packets expects a positive number"
+        );
+        assert_eq!(
+            err(&["--bench-model", "--packets", "x"]),
+            "--packets expects a positive number"
+        );
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! satbench-link: the TUN front end of the link model.
 //!
-//! It attaches to two TUN devices, one in the satellite terminal's network
+//! It attaches to TUN devices, one in each satellite terminal's network
 //! namespace and one in the gateway's, and moves packets between them through
 //! two [`satlink::Direction`]s, driven by one thread. All timing decisions
 //! are the library's: when packets are due is the model's, how to wait for
@@ -8,16 +8,29 @@
 //! sleeps and counts.
 //!
 //! ```text
-//! satbench-link --config FILE --terminal NETNS:DEV --gateway NETNS:DEV
-//!               [--stats FILE] [--pcap-dir DIR] [--parent-pid PID]
+//! satbench-link --config FILE --terminal NETNS:DEV [--terminal NETNS:DEV ...]
+//!               --gateway NETNS:DEV [--stats FILE] [--pcap-dir DIR] [--parent-pid PID]
 //! satbench-link --check --config FILE
+//! satbench-link --bench-model [--packets N]
 //! ```
+//!
+//! Several terminals: one `--terminal` per entry of the configuration's
+//! `terminals`, in its order (their numbers must match). Packets from the
+//! gateway go to the terminal whose `subnets` hold their destination (the
+//! longest prefix; none: dropped and counted as `unroutable`); packets of a
+//! terminal go to the gateway. With one terminal every packet goes to it, as
+//! before. Captures: `terminal.pcap` for the first terminal,
+//! `terminal1.pcap`, `terminal2.pcap`, ... for the others (0-based), and
+//! `gateway.pcap`.
 //! `FILE` is the JSON of [`satlink::config::LinkConfig`]; `-` reads it from
 //! standard input.
 //!
 //! A run prints one JSON line `{"ready": true, ...}` on stdout once
 //! attached; on SIGTERM/SIGINT/SIGHUP it stops, writes the counters to
-//! `--stats`, exits 0. Configuration errors exit 2 with one line on stderr,
+//! `--stats`, exits 0. A direction with an access adds `access` to its
+//! counters ([`satlink::stats::AccessReport`]: frames, frames lost to fades,
+//! encapsulation bytes, and per terminal its MODCOD and C/N or its requests
+//! and grants, with their time series). Configuration errors exit 2 with one line on stderr,
 //! `satbench-link: FILE: FIELD: MESSAGE`.
 //!
 //! `--check` is the one place where link parameters are checked (the ranges
@@ -32,16 +45,23 @@
 //!   ([`satlink::config::DerivedDirection`]);
 //! - 2 with `{"ok": false, "field": "forward.rate.bps", "message": "..."}`;
 //!   the field is `config` for unreadable files, JSON syntax and unknown
-//!   fields.
+//!   fields. A direction with an access adds `access` to its numbers
+//!   ([`satlink::config::DerivedAccess`]).
+//!
+//! `--bench-model` pushes packets through the model in simulated time, once
+//! through a plain GEO link and once with bandwidth on demand and ACM, and
+//! prints one JSON line of nanoseconds per packet (see `bench.rs`).
 //!
 //! Command-line errors exit 2 with one line `satbench-link: MESSAGE` on stderr.
 
 mod args;
+mod bench;
 mod sys;
 
 use satlink::config::{ConfigError, LinkConfig};
 use satlink::pacing::{Pacer, WakeMargin};
 use satlink::pcap::PcapWriter;
+use satlink::route::Router;
 use satlink::stats::CountersReport;
 use satlink::wire::{complete_checksum, GsoChunk, VnetHeader, VNET_HDR_LEN};
 use satlink::{Direction, Instant};
@@ -52,7 +72,12 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::{Arc, Mutex};
 use std::thread;
 
-type Frame = Vec<u8>;
+/// A packet in the model: the frame and its terminal (for the forward
+/// direction, the terminal to deliver it to).
+struct Packet {
+    terminal: usize,
+    frame: Vec<u8>,
+}
 type Capture = Option<Arc<Mutex<PcapWriter<BufWriter<File>>>>>;
 
 fn usage_exit(msg: &str) -> ! {
@@ -75,6 +100,10 @@ struct DirectionReport {
     wake_margin_us: f64,
     /// CPU time spent polling without sleeping, in seconds.
     spin_s: f64,
+    /// Forward packets no terminal's subnets hold (dropped; with several
+    /// terminals only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    unroutable: Option<u64>,
 }
 
 #[derive(Serialize)]
@@ -89,16 +118,20 @@ struct Report<'a> {
     config: &'a LinkConfig,
 }
 
-/// One side of the emulator: a direction's model and the devices it joins.
+/// One side of the emulator: a direction's model and the devices it joins
+/// (forward: the gateway's in, the terminals' out; return: the other way).
 struct Side {
-    dir: Direction<Frame>,
-    input: RawFd,
-    output: RawFd,
-    cap_in: Capture,
-    cap_out: Capture,
+    dir: Direction<Packet>,
+    inputs: Vec<RawFd>,
+    outputs: Vec<RawFd>,
+    cap_in: Vec<Capture>,
+    cap_out: Vec<Capture>,
+    /// Forward with several terminals: which terminal a packet goes to.
+    router: Option<Router>,
     chunks: u64,
     malformed: u64,
     write_errors: u64,
+    unroutable: u64,
 }
 
 /// Both directions, driven by one thread: a reply generated while a packet is
@@ -121,11 +154,21 @@ fn capture(cap: &Capture, unix_ns: u64, frame: &[u8]) {
     }
 }
 
+/// The output (device, capture) of a packet: its terminal's, or the one.
+fn pick<T>(v: &[T], terminal: usize) -> &T {
+    if v.len() == 1 {
+        &v[0]
+    } else {
+        &v[terminal.min(v.len() - 1)]
+    }
+}
+
 impl Side {
-    /// Read what is waiting (at most a batch) into the model.
-    fn ingest(&mut self, buf: &mut [u8], mono0: u64, real0: u64) {
+    /// Read what is waiting on input `k` (at most a batch) into the model.
+    fn ingest(&mut self, k: usize, buf: &mut [u8], mono0: u64, real0: u64) {
+        let input = self.inputs[k];
         for _ in 0..64 {
-            let n = match sys::read_frame(self.input, buf) {
+            let n = match sys::read_frame(input, buf) {
                 Ok(Some(n)) => n,
                 Ok(None) | Err(_) => break,
             };
@@ -136,26 +179,50 @@ impl Side {
                 self.malformed += 1;
                 continue;
             };
+            // The terminal: the input's on return, the destination's forward.
+            let terminal = match &self.router {
+                None => k,
+                Some(r) => match r.route(&frame[VNET_HDR_LEN..]) {
+                    Some(t) => t,
+                    None => {
+                        self.unroutable += 1;
+                        continue;
+                    }
+                },
+            };
+            let cap_in = &self.cap_in[k];
             if !h.is_gso() {
-                capture(&self.cap_in, unix, frame);
+                capture(cap_in, unix, frame);
+                let p = Packet {
+                    terminal,
+                    frame: frame.to_vec(),
+                };
                 self.dir
-                    .on_packet(now, frame.to_vec(), (n - VNET_HDR_LEN) as u32, 1);
+                    .on_packet_for(now, terminal, p, (n - VNET_HDR_LEN) as u32, 1);
                 continue;
             }
             self.chunks += 1;
             match GsoChunk::new_checked(frame) {
                 Ok(c) if self.dir.needs_segments() => {
-                    let (dir, cap) = (&mut self.dir, &self.cap_in);
+                    let dir = &mut self.dir;
                     c.segment(|seg| {
-                        capture(cap, unix, &seg);
+                        capture(cap_in, unix, &seg);
                         let b = (seg.len() - VNET_HDR_LEN) as u32;
-                        dir.on_packet(now, seg, b, 1);
+                        let p = Packet {
+                            terminal,
+                            frame: seg,
+                        };
+                        dir.on_packet_for(now, terminal, p, b, 1);
                     });
                 }
                 Ok(c) => {
                     let (p, b) = c.wire_size();
-                    capture(&self.cap_in, unix, frame);
-                    self.dir.on_packet(now, frame.to_vec(), b, p);
+                    capture(cap_in, unix, frame);
+                    let pk = Packet {
+                        terminal,
+                        frame: frame.to_vec(),
+                    };
+                    self.dir.on_packet_for(now, terminal, pk, b, p);
                 }
                 Err(_) => self.malformed += 1,
             }
@@ -165,9 +232,13 @@ impl Side {
     /// Write every packet due at `now`; true if any was.
     fn deliver(&mut self, now: Instant, real0: u64) -> bool {
         let mut any = false;
-        while let Some(f) = self.dir.poll_transmit(now) {
-            capture(&self.cap_out, real0 + now.as_nanos(), &f);
-            if !sys::write_frame(self.output, &f) {
+        while let Some(p) = self.dir.poll_transmit(now) {
+            capture(
+                pick(&self.cap_out, p.terminal),
+                real0 + now.as_nanos(),
+                &p.frame,
+            );
+            if !sys::write_frame(*pick(&self.outputs, p.terminal), &p.frame) {
                 self.write_errors += 1;
             }
             any = true;
@@ -175,14 +246,15 @@ impl Side {
         any
     }
 
-    fn report(self, pacer: &Pacer) -> DirectionReport {
+    fn report(mut self, pacer: &Pacer, now: Instant) -> DirectionReport {
         DirectionReport {
-            counters: self.dir.report(),
+            counters: self.dir.report_at(now),
             offload_chunks: self.chunks,
             malformed: self.malformed,
             write_errors: self.write_errors,
             wake_margin_us: pacer.margin_ns() as f64 / 1e3,
             spin_s: pacer.spin_ns() as f64 / 1e9,
+            unroutable: self.router.as_ref().map(|_| self.unroutable),
         }
     }
 }
@@ -197,6 +269,17 @@ impl Pump {
         let mut buf = vec![0u8; VNET_HDR_LEN + 65_536 + 256];
         let margin = calibrate();
         let mut pacer = Pacer::new(self.now(), margin);
+        // Every input of both sides, then the stop signal.
+        let inputs: Vec<(usize, usize)> = (0..2)
+            .flat_map(|s| (0..self.sides[s].inputs.len()).map(move |k| (s, k)))
+            .collect();
+        let mut fds: Vec<RawFd> = inputs
+            .iter()
+            .map(|&(s, k)| self.sides[s].inputs[k])
+            .collect();
+        fds.push(self.stop);
+        let mut ready = vec![false; fds.len()];
+        let mut pfds = Vec::with_capacity(fds.len());
         loop {
             let now = self.now();
             let mut delivered = false;
@@ -205,20 +288,25 @@ impl Pump {
             }
             let due = self.sides.iter().filter_map(|s| s.dir.poll_timeout()).min();
             let wait = pacer.plan(self.now(), due, delivered);
-            let fds = [self.sides[0].input, self.sides[1].input, self.stop];
-            let ready = sys::poll_readable(&fds, wait.timeout().map(|t| t.as_nanos() as u64));
+            sys::poll_readable(
+                &fds,
+                wait.timeout().map(|t| t.as_nanos() as u64),
+                &mut pfds,
+                &mut ready,
+            );
             pacer.woke(self.now(), ready.iter().any(|r| *r));
-            if ready[2] {
+            if ready[fds.len() - 1] {
                 break;
             }
-            for (i, side) in self.sides.iter_mut().enumerate() {
+            for (i, &(s, k)) in inputs.iter().enumerate() {
                 if ready[i] {
-                    side.ingest(&mut buf, self.mono0, self.real0);
+                    self.sides[s].ingest(k, &mut buf, self.mono0, self.real0);
                 }
             }
         }
+        let now = self.now();
         let [f, r] = self.sides;
-        (f.report(&pacer), r.report(&pacer))
+        (f.report(&pacer, now), r.report(&pacer, now))
     }
 }
 
@@ -269,6 +357,13 @@ fn read_config(path: &str) -> std::io::Result<String> {
 fn main() {
     let args =
         args::parse(std::env::args_os().skip(1)).unwrap_or_else(|e| usage_exit(&e.to_string()));
+    if args.bench_model {
+        println!(
+            "{}",
+            bench::run(args.packets.unwrap_or(bench::PACKETS)).to_json_line()
+        );
+        return;
+    }
     let text = read_config(&args.config);
     if args.check {
         let checked = text
@@ -297,14 +392,19 @@ fn main() {
     } else {
         0
     };
-    let (rf, rr) = config.rngs();
-    let fwd: Direction<Frame> = config
-        .forward
-        .build("forward", phase, rf)
+    let (fwd, ret): (Direction<Packet>, Direction<Packet>) = config
+        .build_directions(phase)
         .unwrap_or_else(|e| usage_exit(&format!("{}: {e}", args.config)));
-    let ret: Direction<Frame> = config
-        .ret
-        .build("return", phase, rr)
+    let terminals = config.terminal_count();
+    if args.terminals.len() != terminals {
+        usage_exit(&format!(
+            "{}: terminals: the configuration has {terminals} terminal(s) but {} --terminal given",
+            args.config,
+            args.terminals.len()
+        ));
+    }
+    let router = config
+        .router()
         .unwrap_or_else(|e| usage_exit(&format!("{}: {e}", args.config)));
 
     sys::die_with_parent();
@@ -319,30 +419,53 @@ fn main() {
     // process of the testbed's hosts.
     let home = "/proc/self/ns/net";
     let home_fd = std::fs::File::open(home).unwrap_or_else(|e| fail(format!("open({home}): {e}")));
-    let term = open_side(args.terminal.as_ref().expect("checked"));
+    let terms: Vec<OwnedFd> = args.terminals.iter().map(open_side).collect();
     let gw = open_side(args.gateway.as_ref().expect("checked"));
     sys::enter_netns_fd(&home_fd).unwrap_or_else(|e| fail(e.to_string()));
-    let off_t = sys::set_offload(term.as_raw_fd(), &args.terminal.as_ref().unwrap().1)
+    let mut offloads = sys::set_offload(gw.as_raw_fd(), &args.gateway.as_ref().unwrap().1)
         .unwrap_or_else(|e| fail(e.to_string()));
-    let off_g = sys::set_offload(gw.as_raw_fd(), &args.gateway.as_ref().unwrap().1)
-        .unwrap_or_else(|e| fail(e.to_string()));
-    let cap_t = open_capture(&args.pcap_dir, "terminal");
+    for (fd, (_, dev)) in terms.iter().zip(&args.terminals) {
+        offloads &= sys::set_offload(fd.as_raw_fd(), dev).unwrap_or_else(|e| fail(e.to_string()));
+    }
+    let cap_t: Vec<Capture> = (0..terms.len())
+        .map(|i| match i {
+            0 => open_capture(&args.pcap_dir, "terminal"),
+            i => open_capture(&args.pcap_dir, &format!("terminal{i}")),
+        })
+        .collect();
     let cap_g = open_capture(&args.pcap_dir, "gateway");
     let stop = sys::eventfd().unwrap_or_else(|e| fail(e.to_string()));
-    let side = |dir, input: &OwnedFd, output: &OwnedFd, cap_in: &Capture, cap_out: &Capture| Side {
+    let raw = |v: &[OwnedFd]| v.iter().map(|f| f.as_raw_fd()).collect::<Vec<_>>();
+    let side = |dir, inputs, outputs, cap_in, cap_out, router| Side {
         dir,
-        input: input.as_raw_fd(),
-        output: output.as_raw_fd(),
-        cap_in: cap_in.clone(),
-        cap_out: cap_out.clone(),
+        inputs,
+        outputs,
+        cap_in,
+        cap_out,
+        router,
         chunks: 0,
         malformed: 0,
         write_errors: 0,
+        unroutable: 0,
     };
     let pump = Pump {
         sides: [
-            side(fwd, &gw, &term, &cap_g, &cap_t),
-            side(ret, &term, &gw, &cap_t, &cap_g),
+            side(
+                fwd,
+                vec![gw.as_raw_fd()],
+                raw(&terms),
+                vec![cap_g.clone()],
+                cap_t.clone(),
+                (terminals > 1).then_some(router),
+            ),
+            side(
+                ret,
+                raw(&terms),
+                vec![gw.as_raw_fd()],
+                cap_t.clone(),
+                vec![cap_g.clone()],
+                None,
+            ),
         ],
         stop: stop.as_raw_fd(),
         mono0,
@@ -356,21 +479,21 @@ fn main() {
     println!(
         "{}",
         serde_json::json!({"ready": true, "pid": std::process::id(), "seed": config.seed,
-            "offloads": off_t & off_g})
+            "offloads": offloads})
     );
     let _ = std::io::stdout().flush();
 
     sys::wait_signal(&sigset);
     sys::eventfd_signal(stop.as_raw_fd());
     let (forward, ret) = worker.join().expect("link thread");
-    for c in [cap_t, cap_g].into_iter().flatten() {
+    for c in cap_t.into_iter().chain([cap_g]).flatten() {
         let _ = c.lock().expect("pcap lock").flush();
     }
     let report = Report {
         seed: config.seed,
         started_unix_ns: real0,
         duration_s: (sys::monotonic_ns() - mono0) as f64 / 1e9,
-        offloads: off_t & off_g,
+        offloads,
         forward,
         ret,
         config: &config,

@@ -149,20 +149,20 @@ pub fn eventfd_signal(fd: RawFd) {
 }
 
 /// Wait for `fds` to become readable or for `timeout_ns` (None: forever).
-/// Returns the readiness of each fd.
-pub fn poll_readable(fds: &[RawFd; 3], timeout_ns: Option<u64>) -> [bool; 3] {
-    let mut p = [libc::pollfd {
-        fd: -1,
-        events: 0,
+/// Writes the readiness of each fd into `ready` (same length as `fds`);
+/// `pfds` is scratch space kept by the caller.
+pub fn poll_readable(
+    fds: &[RawFd],
+    timeout_ns: Option<u64>,
+    pfds: &mut Vec<libc::pollfd>,
+    ready: &mut [bool],
+) {
+    pfds.clear();
+    pfds.extend(fds.iter().map(|&fd| libc::pollfd {
+        fd,
+        events: libc::POLLIN,
         revents: 0,
-    }; 3];
-    for (i, &fd) in fds.iter().enumerate() {
-        p[i] = libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        };
-    }
+    }));
     let ts = timeout_ns.map(|ns| libc::timespec {
         tv_sec: (ns / 1_000_000_000) as i64,
         tv_nsec: (ns % 1_000_000_000) as i64,
@@ -170,22 +170,18 @@ pub fn poll_readable(fds: &[RawFd; 3], timeout_ns: Option<u64>) -> [bool; 3] {
     let tsp = ts
         .as_ref()
         .map_or(std::ptr::null(), |t| t as *const libc::timespec);
-    // SAFETY: p holds fds.len() valid pollfds; tsp is null or valid.
+    // SAFETY: pfds holds fds.len() valid pollfds; tsp is null or valid.
     let n = unsafe {
         libc::ppoll(
-            p.as_mut_ptr(),
-            fds.len() as libc::nfds_t,
+            pfds.as_mut_ptr(),
+            pfds.len() as libc::nfds_t,
             tsp,
             std::ptr::null(),
         )
     };
-    let mut r = [false; 3];
-    if n > 0 {
-        for i in 0..3 {
-            r[i] = p[i].revents & (libc::POLLIN | libc::POLLERR | libc::POLLHUP) != 0;
-        }
+    for (r, p) in ready.iter_mut().zip(pfds.iter()) {
+        *r = n > 0 && p.revents & (libc::POLLIN | libc::POLLERR | libc::POLLHUP) != 0;
     }
-    r
 }
 
 /// Sleep for `ns` with a timed wait (as the event loop does).
