@@ -25,6 +25,8 @@
 
 mod conn;
 mod discover;
+#[cfg(test)]
+mod fuzz;
 mod h3;
 mod h3_quinn;
 mod page;

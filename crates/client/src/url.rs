@@ -40,21 +40,33 @@ impl Url {
             )));
         }
         let default = if https { 443 } else { 80 };
-        let (host, port) = match authority.rsplit_once(':') {
-            Some((h, p)) if !h.ends_with(']') || authority.starts_with('[') => {
-                let port = p
-                    .parse::<u16>()
-                    .map_err(|_| UrlError(format!("{s:?}: bad port {p:?}")))?;
-                (h.to_string(), port)
+        let bad_port = |p: &str| UrlError(format!("{s:?}: bad port {p:?}"));
+        let (host, port) = if authority.starts_with('[') {
+            // An IP literal: "[v6]" or "[v6]:port".
+            let close = authority
+                .find(']')
+                .ok_or_else(|| UrlError(format!("{s:?}: bad host (unclosed '[')")))?;
+            let (h, rest) = authority.split_at(close + 1);
+            match rest.strip_prefix(':') {
+                Some(p) => (h, port_number(p).ok_or_else(|| bad_port(p))?),
+                None if rest.is_empty() => (h, default),
+                None => return Err(bad_port(rest)),
             }
-            _ => (authority.to_string(), default),
+        } else {
+            match authority.rsplit_once(':') {
+                Some((h, p)) => (h, port_number(p).ok_or_else(|| bad_port(p))?),
+                None => (authority, default),
+            }
         };
+        if !valid_host(host) {
+            return Err(UrlError(format!("{s:?}: bad host {host:?}")));
+        }
         let path = if path.is_empty() {
             "/".to_string()
         } else if path.starts_with('?') {
-            format!("/{path}")
+            format!("/{}", escape(path))
         } else {
-            path.to_string()
+            escape(path)
         };
         Ok(Url {
             https,
@@ -125,6 +137,7 @@ impl Url {
                 path.push_str(&self.path[i..]);
             }
         }
+        let path = escape(&path);
         Some(Url {
             path,
             ..self.clone()
@@ -142,6 +155,44 @@ impl fmt::Display for Url {
             self.path
         )
     }
+}
+
+/// A port: 1 to 5 decimal digits (no sign), at most 65535.
+fn port_number(p: &str) -> Option<u16> {
+    if p.is_empty() || p.len() > 5 || !p.bytes().all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    p.parse().ok()
+}
+
+/// A host as RFC 3986 writes one: a registered name (letters, digits,
+/// `-._~`, sub-delimiters, percent escapes) or an IP literal in brackets.
+fn valid_host(h: &str) -> bool {
+    if let Some(inner) = h.strip_prefix('[').and_then(|r| r.strip_suffix(']')) {
+        return !inner.is_empty()
+            && inner
+                .bytes()
+                .all(|c| c.is_ascii_hexdigit() || c == b':' || c == b'.');
+    }
+    !h.is_empty()
+        && h.bytes()
+            .all(|c| c.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=%".contains(&c))
+}
+
+/// Percent-encode what a request target cannot carry raw (spaces, control
+/// characters, non-ASCII bytes of UTF-8, `"<>\^`{|}`), as browsers do
+/// before they request a reference; `%` is left alone, so that escaping
+/// twice changes nothing.
+fn escape(path: &str) -> String {
+    let mut out = String::with_capacity(path.len());
+    for c in path.bytes() {
+        if c.is_ascii_graphic() && !b"\"<>\\^`{|}".contains(&c) {
+            out.push(c as char);
+        } else {
+            out.push_str(&format!("%{c:02X}"));
+        }
+    }
+    out
 }
 
 fn remove_dot_segments(path: &str) -> String {
@@ -237,5 +288,50 @@ mod tests {
         assert_eq!(j("javascript:void(0)"), None);
         assert_eq!(j("#top"), None);
         assert_eq!(j("  "), None);
+    }
+
+    /// Found by the `url`, `html` and `css` fuzz targets: URLs that did not
+    /// survive `Display` and `parse` (the loader re-parses fetched URLs and
+    /// panicked on those), and paths hyper refuses to send.
+    #[test]
+    fn fuzz_regressions() {
+        let base = u("https://s.test/pages/shop/index.html?v=2");
+        let j = |r: &str| base.join(r).map(|x| x.to_string());
+        // Spaces, non-ASCII and <"> are escaped as browsers do; % is kept.
+        assert_eq!(
+            j("a b/\u{e9}<x>.jpg?q=\"1\" 2").as_deref(),
+            Some("https://s.test/pages/shop/a%20b/%C3%A9%3Cx%3E.jpg?q=%221%22%202")
+        );
+        assert_eq!(
+            j("100%25.txt").as_deref(),
+            Some("https://s.test/pages/shop/100%25.txt")
+        );
+        assert_eq!(u("https://s.test/paf/\u{80} x").path, "/paf/%C2%80%20x");
+        // Hosts a URL cannot have: empty, with a colon, with spaces.
+        for bad in [
+            "http://:80/",
+            "http://a:b:80/x",
+            "http://a b/",
+            "https://[::1/",
+        ] {
+            assert!(Url::parse(bad).is_err(), "{bad}");
+        }
+        assert_eq!(j("//a:b:80/x"), None);
+        // Ports are digits only.
+        assert!(Url::parse("http://h:+81/").is_err());
+        assert!(Url::parse("http://h:/").is_err());
+        // IPv6 literals with and without a port.
+        assert_eq!(
+            (u("https://[::1]/").host.as_str(), u("https://[::1]/").port),
+            ("[::1]", 443)
+        );
+        assert_eq!(u("https://[::1]:8443/x").port, 8443);
+        for s in [
+            "https://[::1]/",
+            "https://[::1]:8443/x",
+            "http://h:81/a%20b?c",
+        ] {
+            assert_eq!(u(&u(s).to_string()), u(s), "{s}");
+        }
     }
 }
