@@ -99,7 +99,9 @@ def _server_args(p: argparse.ArgumentParser) -> None:
                    help="server congestion control: TCP_CONGESTION per socket, and quiche's (bbr = BBRv2 in quiche)")
     for f in server_options.fields():
         flag, help = server_options.flag_of(f), str(f.metadata["help"])
-        if server_options.is_bool(f):
+        if f.metadata["choices"]:
+            p.add_argument(flag, dest=f.name, choices=f.metadata["choices"], default=f.default, help=help)
+        elif server_options.is_bool(f):
             p.add_argument(flag, dest=f.name, action="store_false" if f.default else "store_true",
                            help=("no " + help) if f.default else help)
         else:

@@ -83,6 +83,11 @@ class ClientKind(enum.StrEnum):
     def browser(self) -> bool:
         return self in (ClientKind.CHROMIUM, ClientKind.FIREFOX)
 
+    @property
+    def fetches_objects(self) -> bool:
+        """Whether the client loads a page's objects (curl fetches the one URL)."""
+        return self is not ClientKind.CURL
+
 
 class ServerKind(enum.StrEnum):
     SATBENCH = "satbench"
@@ -242,14 +247,29 @@ class ServerSummary:
     tcp_max_cwnd: int | None = None
     tcp_min_rtt_ms: float | None = None
     qlogs: int | None = None
+    #: The QUIC stacks that served (quiche, quinn).
+    quic_stacks: list[str] | None = None
+    #: What limited the server's sending, in ms summed over its connections: for QUIC,
+    #: the server's own classification (cwnd, flow_control, pacing, application); for
+    #: TCP, the kernel's (cwnd = busy but not receive-window or send-buffer limited,
+    #: receive_window, sndbuf, application = the rest of the connection's life).
+    limited_ms: dict[str, float] | None = None
+    #: The same, per connection.
+    connections_limited: list[dict[str, Any]] | None = None
     #: The congestion control the testbed's routes give TCP sockets that choose none.
     tcp_cc_route: str | None = None
+
+    def limited_shares(self) -> dict[str, float | None]:
+        """Each limitation's share of the time, in percent (the trial's metrics limited_*_pct)."""
+        lm = self.limited_ms or {}
+        total = sum(lm.values())
+        return {f"limited_{k}_pct": (100 * v / total if total else None) for k, v in sorted(lm.items())}
 
     def to_json(self) -> dict[str, Any]:
         """The stored form (the keys of satbench 0.1's summary; absent values left out)."""
         out: dict[str, Any] = {"kind": self.kind.value}
         for k in ("connections", "requests", "protocols", "cc", "cc_impl", "bytes_served", "tcp_total_retrans",
-                  "tcp_max_cwnd", "tcp_min_rtt_ms", "qlogs"):
+                  "tcp_max_cwnd", "tcp_min_rtt_ms", "qlogs", "quic_stacks", "limited_ms", "connections_limited"):
             v = getattr(self, k)
             if v is not None:
                 out[k] = v

@@ -38,6 +38,7 @@ def events(e: spec.Experiment, db: Path, **kw: object) -> tuple[runner.RunSummar
 @pytest.fixture(autouse=True)
 def _reset() -> None:
     fakes.FakeLoader.fail_next = None
+    fakes.FakeLoader.too_fast_next = False
     fakes.FakeLoader.loads.clear()
     fakes.FakeServer.report_cc = None
     fakes.FakeServer.die = None
@@ -60,8 +61,8 @@ def test_every_trial_is_stored_once_with_its_link(tmp_path: Path) -> None:
     for _, row in df.iterrows():
         spec_json = links[row["link_hash"]]
         assert spec_json["derived"]["forward"]["min_delay_ms"] == row["link.delay_ms"]
-        # The fake loader's PLT is 4 base RTTs + 10 ms: the link the trial ran is the one it was given.
-        assert row["plt_ms"] == pytest.approx(4 * 2 * row["link.delay_ms"] + 10)
+        # The fake loader's PLT is 6 base RTTs + 10 ms (+20 over HTTP/1.1): the link the trial ran is the one it was given.
+        assert row["plt_ms"] == pytest.approx(6 * 2 * row["link.delay_ms"] + 10 + (20 if row["protocol"] == "h1" else 0))
     # Seeds: the emulator's seed derives from the order seed and the trial's key.
     assert {b.seed for b in fakes.FakeTestbed.built} == set(df["seed"])
 
@@ -202,6 +203,21 @@ def test_a_part_that_dies_fails_its_trial_and_the_next_runs(tmp_path: Path) -> N
     with Results(db) as r:
         df = r.trials("fake")
     assert len(df) == 8 and df["key"].is_unique and set(df.status) == {"valid"}
+
+
+def test_a_load_faster_than_physics_fails_as_a_harness_error(tmp_path: Path) -> None:
+    db = tmp_path / "r.sqlite"
+    fakes.FakeLoader.too_fast_next = True
+    s, _ = events(exp(), db)
+    assert (s.ran, s.failed, s.valid) == (8, 1, 7)
+    (reason,) = s.reasons
+    assert reason.startswith("harness error: plt_ms") and "below the physical lower bound" in reason
+    with Results(db) as r:
+        df = r.trials("fake")
+    # Every trial carries its bound; every valid one is above it.
+    assert df["lower_bound_ms"].notna().all()
+    valid = df[df.status == "valid"]
+    assert (valid["plt_ms"] >= valid["lower_bound_ms"]).all() and (valid["last_object_ms"] >= valid["lower_bound_ms"]).all()
 
 
 def test_unwritable_artefacts_fail_the_trial_not_the_run(tmp_path: Path) -> None:

@@ -44,6 +44,9 @@ class LoadRequest:
     #: Start the load at this unix time (seconds), not before: every client of
     #: a population is released by one barrier (all namespaces share one clock).
     start_at: float | None = None
+    #: The QUIC stack, and the flow-control window to advertise (None: the stack's own), where the client has both.
+    quic_stack: str = "quiche"
+    quic_window: int | None = None
 
 
 class Client(ABC):

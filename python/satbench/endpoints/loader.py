@@ -40,6 +40,9 @@ class LoadOptions:
     connect_to: str | None = None
     #: Start at this unix time (ns), waiting for it (a population's barrier).
     start_at_ns: int | None = None
+    quic_stack: str = "quiche"
+    #: Fixed QUIC windows to advertise (connection and stream); None: the stack's own.
+    quic_window: int | None = None
 
     def validate(self) -> None:
         if self.protocol not in choices(Protocol):
@@ -66,6 +69,10 @@ class LoadOptions:
             argv += ["--connect-to", self.connect_to]
         if self.start_at_ns is not None:
             argv += ["--start-at", str(self.start_at_ns)]
+        if self.protocol == "h3":
+            argv += ["--quic-stack", self.quic_stack]
+            if self.quic_window is not None:
+                argv += ["--quic-max-data", str(self.quic_window), "--quic-max-stream-data", str(self.quic_window)]
         return argv
 
 
@@ -161,7 +168,8 @@ class Loader(Client):
     def load(self, req: LoadRequest) -> ClientOutcome:
         opts = LoadOptions(protocol=req.protocol.value, clients=req.clients, connections=req.connections,
                            mode="single" if req.single else "page", timeout_s=req.timeout_s,
-                           start_at_ns=None if req.start_at is None else int(req.start_at * 1e9))
+                           start_at_ns=None if req.start_at is None else int(req.start_at * 1e9),
+                           quic_stack=req.quic_stack, quic_window=req.quic_window)
         try:
             p = req.host.run(opts.argv(req.url), capture_output=True, text=True, timeout=req.timeout_s + 60)
         except subprocess.TimeoutExpired:

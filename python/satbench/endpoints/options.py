@@ -20,11 +20,11 @@ SATBENCH_ONLY = frozenset({ServerKind.SATBENCH})
 
 def option(default: Any, help: str, *, flag: str | None = None, metavar: str | None = None,
            servers: frozenset[ServerKind] = SATBENCH_ONLY, lo: int = 1, hi: int = 1 << 30,
-           experiment: bool = True) -> Any:
+           experiment: bool = True, choices: tuple[str, ...] | None = None) -> Any:
     """A server option: a dataclass field carrying how it is offered."""
     return dataclasses.field(default=default, metadata={
         "help": help, "flag": flag, "metavar": metavar, "servers": servers, "lo": lo, "hi": hi,
-        "experiment": experiment})
+        "experiment": experiment, "choices": choices})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -42,6 +42,13 @@ class ServerOptions:
     quic_initcwnd: int | None = option(None, "QUIC initial congestion window", metavar="PACKETS", hi=10_000)
     tcp_initcwnd: int | None = option(None, "TCP initial congestion window, on the server host's route "
                                             "(testbed servers only)", metavar="SEGMENTS", hi=1000)
+    quic_stack: str = option("quiche", "the QUIC stack serving HTTP/3: quiche, or quinn (with the h3 crate)",
+                             choices=("quiche", "quinn"), experiment=False)
+    quic_max_data: int | None = option(None, "the QUIC connection flow-control window the server advertises "
+                                             "(fixed; default: the stack's own)", metavar="BYTES", hi=1 << 40)
+    quic_max_stream_data: int | None = option(None, "the QUIC stream flow-control window the server advertises "
+                                                    "(fixed; default: the stack's own)", metavar="BYTES",
+                                               hi=1 << 40)
     keylog: bool = option(False, "write TLS keys (SSLKEYLOGFILE format) to the log folder", experiment=False)
 
     def __post_init__(self) -> None:
@@ -50,6 +57,8 @@ class ServerOptions:
             problem = check_value(f.name, v)
             if problem:
                 raise InputError(f"{flag_of(f)}: {problem}")
+        if self.quic_stack == "quinn" and not self.pacing:
+            raise InputError("--no-pacing: quinn always paces (quinn-proto has no switch for its pacer)")
 
     def given(self) -> dict[str, Any]:
         """The options that differ from their defaults."""
@@ -76,6 +85,9 @@ def is_bool(f: dataclasses.Field[Any]) -> bool:
 def check_value(name: str, v: Any) -> str | None:
     """Why ``v`` is no value for option ``name`` (None if it is)."""
     f = {x.name: x for x in fields()}[name]
+    if f.metadata["choices"]:
+        ok = v in f.metadata["choices"]
+        return None if ok else f"must be one of {', '.join(f.metadata['choices'])}, got {v!r}"
     if is_bool(f):
         return None if isinstance(v, bool) else f"must be true or false, got {v!r}"
     if v is None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ from ..model import CongestionControl, ServerKind, ServerSummary
 from ..testbed.host import Host
 from ..testbed.proc import describe_exit, read_ready_line, stop_process
 from . import ca as ca_mod
-from .base import Server, ServeRequest
+from .base import Problem, Server, ServeRequest
 from .options import ServerOptions
 
 
@@ -79,9 +80,13 @@ class SatbenchServer(Server):
                          ("--no-pacing", not o.pacing)):
             if on:
                 argv.append(flag)
-        for flag, v in (("--sndbuf", o.sndbuf), ("--rcvbuf", o.rcvbuf), ("--quic-initcwnd", o.quic_initcwnd)):
+        for flag, v in (("--sndbuf", o.sndbuf), ("--rcvbuf", o.rcvbuf), ("--quic-initcwnd", o.quic_initcwnd),
+                        ("--quic-max-data", o.quic_max_data), ("--quic-max-stream-data", o.quic_max_stream_data)):
             if v is not None:
                 argv += [flag, str(v)]
+        argv += ["--quic-stack", o.quic_stack]
+        if telemetry and o.h3:
+            argv += ["--quic-info", str(self.log_dir / "quic_info.jsonl")]
         argv += extra or []
         env = dict(os.environ)
         env.pop("SSLKEYLOGFILE", None)
@@ -91,6 +96,12 @@ class SatbenchServer(Server):
         full = host.cmd(argv) if host else argv
         self.proc = subprocess.Popen(full, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         self.ready: dict[str, Any] = read_ready_line(self.proc, "satbench-server", 15.0)
+
+    @classmethod
+    def check(cls, factors: Mapping[str, Any]) -> Problem | None:
+        if factors.get("quic_stack") == "quinn" and factors.get("server.pacing") is False:
+            return "server.pacing", "quinn always paces (quinn-proto has no switch for its pacer)"
+        return None
 
     @classmethod
     def start(cls, req: ServeRequest) -> "SatbenchServer":
@@ -152,16 +163,40 @@ def summarise(log_dir: Path) -> ServerSummary:
     out.cc = sorted({str(CongestionControl.canonical(n) or n) for n in names})
     out.cc_impl = sorted({str(r.get("cc_impl") or r["cc"]) for r in reqs if r.get("cc")})
     out.bytes_served = sum(int(r.get("body_bytes") or 0) for r in reqs)
+    out.quic_stacks = sorted({str(c["quic_stack"]) for c in conns if c.get("quic_stack")}) or None
+    per_conn: list[dict[str, Any]] = []
+    for c in conns:
+        if isinstance(c.get("limited_ms"), dict):
+            per_conn.append({"conn": c.get("conn"), "transport": "quic",
+                             **{k: float(v) for k, v in c["limited_ms"].items()}})
     ti = log_dir / "tcp_info.jsonl"
     if ti.exists():
+        first: dict[str, dict[str, Any]] = {}
         last: dict[str, dict[str, Any]] = {}
         max_cwnd = 0
         for e in _jsonl(ti):
+            first.setdefault(str(e.get("conn")), e)
             last[str(e.get("conn"))] = e
             max_cwnd = max(max_cwnd, int(e.get("cwnd") or 0))
         out.tcp_total_retrans = sum(int(e.get("total_retrans") or 0) for e in last.values())
         out.tcp_max_cwnd = max_cwnd
         out.tcp_min_rtt_ms = min((e["min_rtt_us"] / 1000 for e in last.values() if e.get("min_rtt_us")), default=None)
+        for conn, e in last.items():
+            if e.get("busy_time_us") is None:
+                continue
+            life_ms = (int(e["t_unix_ns"]) - int(first[conn]["t_unix_ns"])) / 1e6
+            busy, rwnd, sndbuf = (float(e.get(k) or 0) / 1e3 for k in ("busy_time_us", "rwnd_limited_us",
+                                                                         "sndbuf_limited_us"))
+            per_conn.append({"conn": conn, "transport": "tcp", "cwnd": max(0.0, busy - rwnd - sndbuf),
+                             "receive_window": rwnd, "sndbuf": sndbuf, "application": max(0.0, life_ms - busy)})
+    if per_conn:
+        out.connections_limited = per_conn
+        totals: dict[str, float] = {}
+        for c in per_conn:
+            for k, v in c.items():
+                if k not in ("conn", "transport"):
+                    totals[k] = totals.get(k, 0.0) + float(v)
+        out.limited_ms = totals
     qdir = log_dir / "qlog"
     if qdir.is_dir():
         out.qlogs = len(list(qdir.iterdir()))

@@ -155,6 +155,8 @@ class ThirdPartyServer(Server):
                 return key, f"applies to the {', '.join(sorted(servers_of(name)))} server only, not {cls.kind}"
         if factors.get("protocol") == Protocol.H3 and Protocol.H3 not in cls.protocols:
             return "protocol", f"{cls.kind} serves no HTTP/3 here"
+        if factors.get("quic_stack", "quiche") != "quiche" or factors.get("quic_window", "stack") != "stack":
+            return "quic_stack", f"the QUIC stack and windows are satbench-server's and the loader's, not {cls.kind}'s"
         return None
 
     def _wait_listening(self, *ports: int) -> None:

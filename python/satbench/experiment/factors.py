@@ -82,6 +82,12 @@ CORE: tuple[Factor, ...] = (
     Factor("server", one_of(choices(ServerKind)), "satbench", "the origin server"),
     Factor("hosts", one_of(("each", "shared")), "each",
            "a population's client hosts: one each, or all on one", keyed=False),
+    Factor("quic_stack", one_of(("quiche", "quinn")), "quiche",
+           "the QUIC stack of the satbench server and of the loader: quiche or quinn", keyed=False),
+    Factor("quic_window", lambda v: None if v in ("stack", "bdp") or (isinstance(v, int) and not isinstance(
+        v, bool) and 1024 <= v <= 1 << 40) else f"must be stack, bdp or a number of bytes, got {v!r}", "stack",
+           "QUIC flow-control windows (connection and stream) of the loader and the satbench server: each "
+           "stack's own (stack), twice the link's bandwidth-delay product (bdp), or bytes", keyed=False),
 )
 
 

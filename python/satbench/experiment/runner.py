@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 from typing import Protocol as Interface
 
 from .. import prereq
+from ..bound import lower_bound_ms
 from ..endpoints import LoadRequest, ServeRequest, client_class, pages, server_class
 from ..endpoints.base import Client, Server
 from ..endpoints.options import ServerOptions, experiment_keys
@@ -50,6 +51,10 @@ from .plan import trial_estimate
 from .spec import Experiment, resolve_trial_links
 
 METRIC_KEYS = ("plt_ms", "fcp_ms", "lcp_ms", "ttfb_ms")
+#: The metrics no load can make faster than the path's lower bound (bound.py),
+#: and the timers' granularity allowed below it.
+BOUNDED = ("plt_ms", "last_object_ms")
+BOUND_SLACK_MS = 2.0
 
 
 # -- the environment a trial runs in ---------------------------------------------------
@@ -206,6 +211,7 @@ class Runner:
                     faults = [f for f in (server.fault(), *tb.faults()) if f]
                 rec.server_summary = server.summary()
             rec.server_summary.tcp_cc_route = tb.effective_tcp_cc
+            rec.metrics.update(rec.server_summary.limited_shares())
             rec.link_counters = None if tb.link_counters is None else tb.link_counters.raw
             self._judge(rec, t, outcome)
             if faults:
@@ -222,7 +228,12 @@ class Runner:
 
     def _serve(self, t: Trial, tb: RunningTestbed, art: Path) -> ServeRequest:
         names = experiment_keys()
-        opts = ServerOptions(**{k[7:]: v for k, v in t.factors.items() if k.startswith("server.") and k[7:] in names})
+        given = {k[7:]: v for k, v in t.factors.items() if k.startswith("server.") and k[7:] in names}
+        window = self._quic_window(t)
+        if window is not None:
+            given.setdefault("quic_max_data", window)
+            given.setdefault("quic_max_stream_data", window)
+        opts = ServerOptions(quic_stack=str(t.factors.get("quic_stack", "quiche")), **given)
         return ServeRequest(root=self.pages_root, log_dir=art / "server", host=tb.server, cc=t.cc, options=opts,
                             telemetry="server" in self.exp.artefacts)
 
@@ -240,7 +251,19 @@ class Runner:
         return LoadRequest(url=pages.url_of(page), protocol=Protocol.H2 if mixed else t.protocol, host=tb.client,
                            timeout_s=self.exp.timeout_s, clients=1 if mixed else int(t.factors["clients"]),
                            connections=int(t.factors["connections"]), single=page.startswith("bulk:"),
-                           artefacts=art, keep=frozenset(self.exp.artefacts))
+                           artefacts=art, keep=frozenset(self.exp.artefacts),
+                           quic_stack=str(t.factors.get("quic_stack", "quiche")), quic_window=self._quic_window(t))
+
+    @staticmethod
+    def _quic_window(t: Trial) -> int | None:
+        """The QUIC windows a trial sets: none (each stack's own), bytes, or twice the path's BDP."""
+        w = t.factors.get("quic_window", "stack")
+        if w == "stack":
+            return None
+        if w == "bdp":
+            rate = t.link.forward.mean_bps
+            return None if rate is None else max(262_144, int(2 * rate / 8 * t.link.base_rtt_ms / 1e3))
+        return int(w)
 
     @staticmethod
     def _judge(rec: TrialRecord, t: Trial, outcome: ClientOutcome) -> None:
@@ -253,6 +276,31 @@ class Runner:
         if rec.status is TrialStatus.VALID and used and used != [t.cc.value]:
             rec.status, rec.reason = TrialStatus.INVALID, f"the server used {', '.join(used)}, not {t.cc.value}"
 
+    def _bound(self, rec: TrialRecord, t: Trial) -> None:
+        """Store the trial's lower bounds (bound.py). A load faster than the
+        physical one is the harness's error: the trial fails saying which
+        number broke it. One faster than the window bound is the sender's
+        doing (a window that grew faster than any standard start-up): kept,
+        and marked (beats_window_bound)."""
+        page = str(t.factors["page"])
+        sizes = pages.object_sizes(self.pages_root, page)
+        html = self.page_sizes.get(page, 0) - sum(sizes.values())
+        if not t.client.fetches_objects:
+            sizes = {}
+        bound = lower_bound_ms(t.factors, t.links, html, list(sizes.values()), browser=t.client.browser)
+        rec.metrics.update(bound)
+        measured = [(name, v) for name in BOUNDED if (v := rec.metrics.get(name)) is not None]
+        if measured:
+            rec.metrics["beats_window_bound"] = float(any(v < bound["window_bound_ms"] for _, v in measured))
+        if rec.status is TrialStatus.FAILED:
+            return
+        for name, v in measured:
+            if v < bound["lower_bound_ms"] - BOUND_SLACK_MS:
+                rec.status = TrialStatus.FAILED
+                rec.reason = (f"harness error: {name} {v:.1f} ms is below the physical lower bound "
+                              f"{bound['lower_bound_ms']:.1f} ms")
+                return
+
     def _finish(self, rec: TrialRecord, t: Trial, clock: _Clock, art: Path, outcome: ClientOutcome | None
                 ) -> TrialRecord:
         page = str(t.factors["page"])
@@ -262,6 +310,7 @@ class Runner:
                                               pages.object_sizes(self.pages_root, page)))
         if rec.link_counters is not None:
             rec.metrics.update(LinkCounters.parse(rec.link_counters).metrics(page_total))
+        self._bound(rec, t)
         rec.metrics.update(clock.marks)
         if "server" not in self.exp.artefacts:
             shutil.rmtree(art / "server", ignore_errors=True)

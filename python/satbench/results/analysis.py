@@ -198,7 +198,10 @@ def tuned_against_default(df: pd.DataFrame, knobs: list[str], metric: str = "plt
     """Per network and protocol: knobs at baseline against the best observed
     combination (lowest median); and the tuned protocol against each other
     protocol at its defaults (Mann-Whitney p)."""
-    out = []
+    out: list[Tuned] = []
+    knobs = [k for k in knobs if k in df.columns and df[k].notna().any()]  # a knob no valid trial set: none
+    if not knobs:
+        return out
     nets = list(dict.fromkeys(df[network].astype(str))) if network in df.columns else ["all"]
     base = {k: list(dict.fromkeys(df[k].dropna()))[0] for k in knobs}
     for net in nets:
