@@ -335,4 +335,61 @@ mod tests {
         assert_eq!(f.cn_db_series[22], (2.2, 20.0));
         assert_eq!(f.cn_db_series[23].1, 10.0);
     }
+
+    #[test]
+    fn acm_rate_steps_through_the_thresholds() {
+        // C/N rises 1 dB a second from 10 dB to 20 dB (rain clearing);
+        // reports every second, a 500 ms round trip, no margin or hysteresis:
+        // each report's MODCOD (the most efficient one whose threshold the
+        // C/N clears) is in use 500 ms later, and no frame is lost.
+        let fade = Attenuation::new(&[(0.0, 10.0), (10.0, 0.0)], false).unwrap();
+        let ch = Channel::new(20.0, fade);
+        let rule = ModcodRule::new((0..MODCODS.len()).collect(), 0.0, 0.0);
+        let rtt = RoundTrip::constant(Duration::from_millis(500));
+        let acm = Acm::new(rule, Duration::from_secs(1), rtt, &ch);
+        let t = ForwardTerminalState {
+            channel: ch,
+            adaptation: Box::new(acm),
+        };
+        let c = ForwardCarrier::new("acm", 1e6, false, vec![t]);
+        let mut d = direction(c, Box::new(Raw), 0);
+        // Saturated: 1000-byte packets at 8 Mbit/s for 13 s.
+        let arr: Vec<_> = (0..13_000u32)
+            .map(|i| (Instant::from_millis(i as u64), 0, i, 1000))
+            .collect();
+        let out = run(&mut d, &arr);
+        let a = d.report_at(Instant::from_secs_f64(13.0)).access.unwrap();
+        let TerminalDetail::Forward(f) = &a.terminals[0].detail else {
+            panic!()
+        };
+        let expect = [
+            (0.0, "16APSK 2/3"),  // 10 dB: 8.97 dB (beats 8PSK 5/6)
+            (1.5, "16APSK 3/4"),  // 11 dB: 10.21 (beats 8PSK 9/10)
+            (2.5, "16APSK 5/6"),  // 12 dB: 11.61
+            (3.5, "32APSK 3/4"),  // 13 dB: 12.73 (beats 16APSK 8/9)
+            (4.5, "32APSK 4/5"),  // 14 dB: 13.64
+            (5.5, "32APSK 5/6"),  // 15 dB: 14.28
+            (6.5, "32APSK 8/9"),  // 16 dB: 15.69
+            (7.5, "32APSK 9/10"), // 17 dB on: 16.05
+        ];
+        assert_eq!(f.modcod_series, expect.to_vec());
+        assert_eq!(a.frames_lost, 0);
+        // The delivered rate is the MODCOD's: bytes delivered in a window
+        // against symbol rate x efficiency (a frame and a packet of slack:
+        // packets leave in bursts, at the ends of frames).
+        let rate = |from: f64, to: f64| {
+            let n = out
+                .iter()
+                .filter(|o| (from..to).contains(&o.0.as_secs_f64()))
+                .count();
+            n as f64 * 8000.0 / (to - from)
+        };
+        for (from, to, m) in [(0.2, 1.4, "16APSK 2/3"), (8.0, 12.0, "32APSK 9/10")] {
+            let mc = &MODCODS[by_name(m).unwrap()];
+            let want = mc.bps(1e6, false);
+            let got = rate(from, to);
+            let slack = (mc.data_field_bytes() + 1000) as f64 * 8.0 / (to - from);
+            assert!((got - want).abs() < slack, "{m}: {got} vs {want}");
+        }
+    }
 }

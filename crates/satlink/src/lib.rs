@@ -6,14 +6,27 @@
 //!
 //! - [`time`]: the caller's clock.
 //! - [`schedule`]: piecewise-constant values over time (LEO handovers).
-//! - [`capacity`]: serialisation: unlimited, bit rate (scheduled), Mahimahi trace.
+//! - [`capacity`]: serialisation: unlimited, bit rate (scheduled), Mahimahi
+//!   trace, and a rate gated by outages.
 //! - [`queue`]: drop-tail (packets or bytes) and CoDel.
 //! - [`loss`]: Bernoulli, Gilbert-Elliott, bit error rate.
-//! - [`delay`]: propagation delay, jitter, the delay line.
-//! - [`link`]: one direction composed of the above, with [`stats`] counters.
+//! - [`delay`]: propagation delay, jitter, the delay line, a control loop's round trip.
+//! - [`leo`]: recorded LEO traces (bandwidth and delay) and the periodic reconfiguration.
+//! - [`stage`]: where a packet waits and when its transmission ends:
+//!   [`stage::Serial`] (one queue, one capacity: the plain link) or
+//!   [`framed::Framed`] (a queue per terminal on a carrier cut into frames).
+//! - [`framed`]: the framed carrier, composed of a [`framed::Carrier`] and an
+//!   [`encap::Encapsulation`]:
+//!   - [`forward`]: DVB-S2 BBFRAMEs, with [`modcod`] (the MODCOD table),
+//!     [`fade`] (attenuation series, C/N) and [`acm`] (ACM loop or CCM);
+//!   - [`dama`]: DVB-RCS2 bandwidth on demand (requests, allocation, timeslots);
+//!   - [`encap`]: GSE, RLE or none, charged per packet.
+//! - [`link`]: one direction composed of the above, with [`stats`] counters
+//!   and [`series`] (bounded time series).
+//! - [`route`]: which terminal a forward packet goes to.
 //! - [`config`]: the JSON configuration the orchestrator writes.
 //! - [`pacing`]: the TUN front end's timing policy (when to sleep, when to poll).
-//! - [`wire`], [`pcap`]: virtio-net headers, segmentation, captures.
+//! - [`wire`], [`pcap`]: virtio-net headers, segmentation, IP views, captures.
 
 pub mod acm;
 pub mod capacity;

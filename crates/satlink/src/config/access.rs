@@ -2117,4 +2117,35 @@ mod tests {
         // The plain builder refuses an access.
         assert!(c.forward.build::<u32>("forward", 0, Rng::new(0)).is_err());
     }
+
+    #[test]
+    fn one_terminal_with_nothing_new_is_todays_link() {
+        // Rate, queue, jitter and loss: the framed machinery is not involved,
+        // the model is built as before and behaves the same packet for packet.
+        let j = r#"{"seed": 3, "forward": {"rate": {"kind": "constant", "bps": 1e6},
+            "delay": {"kind": "constant", "ms": 20}, "jitter": {"kind": "uniform", "ms": 2},
+            "queue": {"limit": {"kind": "packets", "n": 20}}, "loss": [{"kind": "bernoulli", "p": 0.05}]},
+            "return": {}}"#;
+        let c = LinkConfig::from_json(j).unwrap();
+        assert!(c.terminals.is_none() && c.terminal_count() == 1);
+        let (mut new, _): (Direction<u32>, Direction<u32>) = c.build_directions(0).unwrap();
+        let (rf, _) = c.rngs();
+        let mut old: Direction<u32> = c.forward.build("forward", 0, rf).unwrap();
+        let arr: Vec<_> = (0..2000u32)
+            .map(|i| {
+                (
+                    Instant::from_micros(700 * i as u64),
+                    0,
+                    i,
+                    100 + (i % 14) * 100,
+                )
+            })
+            .collect();
+        let a = crate::testutil::run(&mut new, &arr);
+        let b = crate::testutil::run(&mut old, &arr);
+        assert_eq!(a, b);
+        assert!(new.report().access.is_none());
+        let r = new.report();
+        assert!(r.dropped.queue.packets > 0 && r.dropped.loss.packets > 0);
+    }
 }

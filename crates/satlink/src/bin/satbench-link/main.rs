@@ -509,3 +509,122 @@ fn main() {
         None => println!("{json}"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::net::UnixDatagram;
+
+    /// A frame as the TUN device gives it: a plain virtio-net header and an
+    /// IPv4 header to `dst`.
+    fn frame(dst: [u8; 4], id: u8) -> Vec<u8> {
+        let mut f = vec![0u8; VNET_HDR_LEN + 28];
+        let ip = &mut f[VNET_HDR_LEN..];
+        ip[0] = 0x45;
+        ip[3] = 28;
+        ip[16..20].copy_from_slice(&dst);
+        ip[27] = id;
+        f
+    }
+
+    fn side(config: &str, inputs: Vec<RawFd>, outputs: Vec<RawFd>, forward: bool) -> Side {
+        let c = LinkConfig::from_json(config).unwrap();
+        let (f, r): (Direction<Packet>, Direction<Packet>) = c.build_directions(0).unwrap();
+        let n_in = inputs.len();
+        let n_out = outputs.len();
+        Side {
+            dir: if forward { f } else { r },
+            inputs,
+            outputs,
+            cap_in: vec![None; n_in],
+            cap_out: vec![None; n_out],
+            router: (forward && c.terminal_count() > 1).then(|| c.router().unwrap()),
+            chunks: 0,
+            malformed: 0,
+            write_errors: 0,
+            unroutable: 0,
+        }
+    }
+
+    const TWO: &str = r#"{"forward": {}, "return": {}, "terminals": [
+        {"subnets": ["198.18.1.0/24"]}, {"subnets": ["198.18.5.0/24", "198.18.2.3/32"]}]}"#;
+
+    fn received(s: &UnixDatagram) -> Vec<u8> {
+        s.set_nonblocking(true).unwrap();
+        let mut ids = Vec::new();
+        let mut b = [0u8; 256];
+        while let Ok(n) = s.recv(&mut b) {
+            ids.push(b[n - 1]);
+        }
+        ids
+    }
+
+    #[test]
+    fn forward_packets_go_to_the_terminal_of_their_destination() {
+        let (gw_in, gw) = UnixDatagram::pair().unwrap();
+        let (t0, t0_out) = UnixDatagram::pair().unwrap();
+        let (t1, t1_out) = UnixDatagram::pair().unwrap();
+        gw.set_nonblocking(true).unwrap();
+        let mut s = side(
+            TWO,
+            vec![gw.as_raw_fd()],
+            vec![t0.as_raw_fd(), t1.as_raw_fd()],
+            true,
+        );
+        for (dst, id) in [
+            ([198, 18, 1, 10], 1),
+            ([198, 18, 5, 10], 2),
+            ([198, 18, 2, 3], 3),
+            ([10, 0, 0, 1], 4),
+        ] {
+            gw_in.send(&frame(dst, id)).unwrap();
+        }
+        let mut buf = vec![0u8; 4096];
+        s.ingest(0, &mut buf, 0, 0);
+        assert!(s.deliver(Instant::from_nanos(u64::MAX / 2), 0));
+        assert_eq!(received(&t0_out), vec![1]);
+        assert_eq!(received(&t1_out), vec![2, 3]);
+        assert_eq!(s.unroutable, 1);
+    }
+
+    #[test]
+    fn return_packets_of_every_terminal_go_to_the_gateway() {
+        let (t0_in, t0) = UnixDatagram::pair().unwrap();
+        let (t1_in, t1) = UnixDatagram::pair().unwrap();
+        let (gw, gw_out) = UnixDatagram::pair().unwrap();
+        t0.set_nonblocking(true).unwrap();
+        t1.set_nonblocking(true).unwrap();
+        let mut s = side(
+            TWO,
+            vec![t0.as_raw_fd(), t1.as_raw_fd()],
+            vec![gw.as_raw_fd()],
+            false,
+        );
+        t0_in.send(&frame([198, 18, 3, 10], 7)).unwrap();
+        t1_in.send(&frame([198, 18, 3, 10], 8)).unwrap();
+        let mut buf = vec![0u8; 4096];
+        s.ingest(0, &mut buf, 0, 0);
+        s.ingest(1, &mut buf, 0, 0);
+        s.deliver(Instant::from_nanos(u64::MAX / 2), 0);
+        assert_eq!(received(&gw_out), vec![7, 8]);
+    }
+
+    #[test]
+    fn one_terminal_takes_every_forward_packet_unread() {
+        let (gw_in, gw) = UnixDatagram::pair().unwrap();
+        let (t0, t0_out) = UnixDatagram::pair().unwrap();
+        gw.set_nonblocking(true).unwrap();
+        let plain = r#"{"forward": {}, "return": {}}"#;
+        let mut s = side(plain, vec![gw.as_raw_fd()], vec![t0.as_raw_fd()], true);
+        assert!(s.router.is_none());
+        gw_in.send(&frame([10, 0, 0, 1], 5)).unwrap();
+        // Not even IP: still delivered, as before.
+        let mut junk = vec![0u8; VNET_HDR_LEN + 3];
+        junk[VNET_HDR_LEN + 2] = 6;
+        gw_in.send(&junk).unwrap();
+        let mut buf = vec![0u8; 4096];
+        s.ingest(0, &mut buf, 0, 0);
+        s.deliver(Instant::from_nanos(u64::MAX / 2), 0);
+        assert_eq!(received(&t0_out), vec![5, 6]);
+    }
+}
