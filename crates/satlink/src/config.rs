@@ -953,9 +953,10 @@ pub struct DerivedDirection {
     pub queue_limit_packets: Option<u64>,
     /// Bytes one trace opportunity carries.
     pub trace_opportunity_bytes: u32,
-    /// The framed carrier of an access (`mean_bps` is then its clear-sky
-    /// data-field rate, forward, or its carrier's long-run rate, return;
-    /// queue limits are per terminal).
+    /// The framed carrier of an access (`mean_bps` is then the forward
+    /// carrier's clear-sky data-field rate, that of its fastest terminal, or
+    /// the return carrier's long-run rate; the queue limits are those of each
+    /// terminal's queue, a limit in ms sized at `mean_bps`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub access: Option<DerivedAccess>,
 }

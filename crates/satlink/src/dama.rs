@@ -248,12 +248,13 @@ impl Ncc {
     /// Allocate the `total` slots of superframe `sf` into `out` (one per terminal).
     pub fn allocate(&mut self, sf: u64, total: u32, p: &DamaParams, out: &mut [Grant]) {
         let n = self.terms.len();
-        let order: Vec<usize> = (0..n).map(|k| (self.rr + k) % n).collect();
+        let rr = self.rr;
+        let order = move || (0..n).map(move |k| (rr + k) % n);
         self.rr = (self.rr + 1) % n.max(1);
         out.iter_mut().for_each(|g| *g = Grant::default());
         let mut left = total;
         // CRA, with its fractional slot carried.
-        for &i in &order {
+        for i in order() {
             let t = &mut self.terms[i];
             let x = t.cra_slots + t.cra_credit;
             let want = x.floor();
@@ -262,19 +263,20 @@ impl Ncc {
             left -= out[i].cra;
         }
         // RBDC by fair share, the fraction carried as credit.
+        let mut demand = 0.0;
         for t in self.terms.iter_mut() {
             if sf >= t.rbdc_until && t.rbdc_bps > 0.0 {
                 t.rbdc_bps = 0.0;
                 t.rbdc_credit = 0.0;
             }
+            demand += p.slots(t.rbdc_bps);
         }
-        let demand: f64 = self.terms.iter().map(|t| p.slots(t.rbdc_bps)).sum();
         let share = if demand <= left as f64 {
             1.0
         } else {
             left as f64 / demand
         };
-        for &i in &order {
+        for i in order() {
             let t = &mut self.terms[i];
             if t.rbdc_bps == 0.0 {
                 continue;
@@ -287,31 +289,26 @@ impl Ncc {
         }
         // VBDC in whole slots, by share if short.
         let slot = p.slot_bytes as u64;
-        let need: Vec<u64> = self
-            .terms
-            .iter()
-            .map(|t| t.vbdc_bytes.div_ceil(slot))
-            .collect();
-        let total_need: u64 = need.iter().sum();
+        let need = |t: &NccTerminal| t.vbdc_bytes.div_ceil(slot);
+        let total_need: u64 = self.terms.iter().map(need).sum();
         if total_need > 0 {
-            if total_need <= left as u64 {
-                for i in 0..n {
-                    out[i].vbdc = need[i] as u32;
+            let l = left as u64;
+            for (g, t) in out.iter_mut().zip(&self.terms) {
+                g.vbdc = if total_need <= l {
+                    need(t)
+                } else {
+                    need(t) * l / total_need
+                } as u32;
+            }
+            // The slots the shares' fractions left, one each in turn.
+            let mut rest = l.min(total_need) - out.iter().map(|g| g.vbdc as u64).sum::<u64>();
+            for i in order().chain(order()) {
+                if rest == 0 {
+                    break;
                 }
-            } else {
-                let l = left as u64;
-                for i in 0..n {
-                    out[i].vbdc = (need[i] * l / total_need) as u32;
-                }
-                let mut rest = l - out.iter().map(|g| g.vbdc as u64).sum::<u64>();
-                for &i in order.iter().cycle().take(n * 2) {
-                    if rest == 0 {
-                        break;
-                    }
-                    if (out[i].vbdc as u64) < need[i] {
-                        out[i].vbdc += 1;
-                        rest -= 1;
-                    }
+                if (out[i].vbdc as u64) < need(&self.terms[i]) {
+                    out[i].vbdc += 1;
+                    rest -= 1;
                 }
             }
             for (g, t) in out.iter().zip(self.terms.iter_mut()) {
@@ -321,20 +318,22 @@ impl Ncc {
         }
         // Free capacity, evenly, each up to its cap (water filling).
         loop {
-            let open: Vec<usize> = order
-                .iter()
-                .copied()
+            let open = order()
                 .filter(|&i| out[i].free < self.terms[i].fca_slots)
-                .collect();
-            if open.is_empty() || left == 0 {
+                .count() as u32;
+            if open == 0 || left == 0 {
                 break;
             }
-            let each = (left / open.len() as u32).max(1);
-            for i in open {
+            let each = (left / open).max(1);
+            for i in order() {
+                let cap = self.terms[i].fca_slots;
                 if left == 0 {
                     break;
                 }
-                let give = each.min(self.terms[i].fca_slots - out[i].free).min(left);
+                if out[i].free >= cap {
+                    continue;
+                }
+                let give = each.min(cap - out[i].free).min(left);
                 out[i].free += give;
                 left -= give;
             }

@@ -1144,6 +1144,12 @@ impl LinkConfig {
             } => ("ccm", *symbol_rate_baud, *pilots),
             AccessConfig::Dama { .. } => unreachable!("validated"),
         };
+        // A queue limit in ms is sized at the carrier's clear-sky rate (that
+        // of its fastest terminal), as `--check` reports it.
+        let nominal = channels
+            .iter()
+            .map(|ch| self.clear_sky(access, ch).1)
+            .fold(0.0, f64::max);
         let mut states = Vec::new();
         let mut queues: Vec<Box<dyn Queue<T>>> = Vec::new();
         for ch in channels {
@@ -1172,7 +1178,6 @@ impl LinkConfig {
                 }
                 AccessConfig::Dama { .. } => unreachable!("validated"),
             };
-            let nominal = self.clear_sky(access, &ch).1;
             queues.push(d.queue(d.limit(Some(nominal))));
             states.push(ForwardTerminalState {
                 channel: ch,
