@@ -22,6 +22,7 @@
 //! before. Captures: `terminal.pcap` for the first terminal,
 //! `terminal1.pcap`, `terminal2.pcap`, ... for the others (0-based), and
 //! `gateway.pcap`.
+//!
 //! `FILE` is the JSON of [`satlink::config::LinkConfig`]; `-` reads it from
 //! standard input.
 //!
@@ -30,15 +31,17 @@
 //! `--stats`, exits 0. A direction with an access adds `access` to its
 //! counters ([`satlink::stats::AccessReport`]: frames, frames lost to fades,
 //! encapsulation bytes, and per terminal its MODCOD and C/N or its requests
-//! and grants, with their time series). Configuration errors exit 2 with one line on stderr,
-//! `satbench-link: FILE: FIELD: MESSAGE`.
+//! and grants, with their time series); with several terminals the forward
+//! direction adds `unroutable`. Configuration errors exit 2 with one line on
+//! stderr, `satbench-link: FILE: FIELD: MESSAGE`.
 //!
 //! `--check` is the one place where link parameters are checked (the ranges
 //! are listed in [`satlink::config`]; a run enforces the same). It reads
 //! trace files, prints one JSON line on stdout and exits:
 //! - 0 with `{"ok": true, "config": CANONICAL, "derived": DERIVED}`: CANONICAL
 //!   is the configuration with every default filled in, without `seed`, each
-//!   trace inline as `opportunities_ms`; DERIVED is `{"base_rtt_ms", "forward",
+//!   trace inline as `opportunities_ms` (LEO traces as `ms` and `values_ms`,
+//!   fades as `points`); DERIVED is `{"base_rtt_ms", "forward",
 //!   "return"}`, each direction `{"mean_bps" (null: unlimited),
 //!   "min_delay_ms", "max_delay_ms", "packet_loss_1500", "queue_limit_bytes",
 //!   "queue_limit_packets", "trace_opportunity_bytes"}`
