@@ -313,6 +313,10 @@ def _load_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--single", action="store_true", help="fetch only URL (curl-style breakdown)")
     g.add_argument("--bulk", action="store_true", help="fetch only URL, printing progress on stderr")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds per client (default 120)")
+    p.add_argument("--quic-stack", choices=("quiche", "quinn"), default="quiche",
+                   help="the QUIC stack for HTTP/3 (default quiche)")
+    p.add_argument("--quic-window", type=int, metavar="BYTES",
+                   help="fixed QUIC connection and stream windows to advertise (default: the stack's own)")
     p.add_argument("--json", action="store_true")
 
 
@@ -320,7 +324,8 @@ def _load(a: argparse.Namespace, _: list[str]) -> int:
     _check_url(a.url)
     mode = "bulk" if a.bulk else "single" if a.single else "page"
     r = load(a.url, LoadOptions(protocol=a.protocol, clients=a.clients, connections=a.connections, mode=mode,
-                                timeout_s=a.timeout), stderr=sys.stderr)
+                                timeout_s=a.timeout, quic_stack=a.quic_stack, quic_window=a.quic_window),
+             stderr=sys.stderr)
     print(json.dumps(r.to_json()) if a.json else format_run(r))
     return 0 if r.valid else 3
 

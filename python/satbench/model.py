@@ -157,6 +157,9 @@ class ClientOutcome:
     load_s: float | None = None
     #: When the load really started (unix ms), where the client knows it.
     start_unix_ms: float | None = None
+    #: What the client says it was (its QUIC stack, the windows it advertised,
+    #: the transport parameters the server sent): stored in the trial's env.
+    env: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.status is TrialStatus.FAILED:

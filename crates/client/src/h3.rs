@@ -189,6 +189,20 @@ pub(crate) struct Req {
 }
 
 /// A handle on one HTTP/3 connection.
+/// The server's transport parameters that bear on a transfer, as received.
+fn peer_params(p: &quiche::TransportParams) -> serde_json::Value {
+    serde_json::json!({
+        "initial_max_data": p.initial_max_data,
+        "initial_max_stream_data_bidi_local": p.initial_max_stream_data_bidi_local,
+        "initial_max_stream_data_bidi_remote": p.initial_max_stream_data_bidi_remote,
+        "initial_max_stream_data_uni": p.initial_max_stream_data_uni,
+        "initial_max_streams_bidi": p.initial_max_streams_bidi,
+        "max_udp_payload_size": p.max_udp_payload_size,
+        "max_idle_timeout_ms": p.max_idle_timeout,
+        "max_ack_delay_ms": p.max_ack_delay,
+    })
+}
+
 #[derive(Clone)]
 pub struct H3Conn {
     pub id: usize,
@@ -396,7 +410,11 @@ impl Driver {
             }
             if self.conn.is_established() && self.h3.is_none() {
                 let now = self.f.now();
-                self.f.update_conn(self.id, |c| c.tls_s = Some(now));
+                let params = self.conn.peer_transport_params().map(peer_params);
+                self.f.update_conn(self.id, |c| {
+                    c.tls_s = Some(now);
+                    c.peer_params = params;
+                });
                 self.h3 = Some(
                     quiche::h3::Connection::with_transport(&mut self.conn, &h3cfg)
                         .map_err(H3Error::H3Setup)?,

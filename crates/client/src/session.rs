@@ -82,13 +82,17 @@ pub struct ConnInfo {
     pub connect_s: Option<f64>,
     /// TLS or QUIC handshake done.
     pub tls_s: Option<f64>,
+    /// The transport parameters the server sent (QUIC over quiche; quinn
+    /// does not expose them): the windows and limits in effect, as received.
+    pub peer_params: Option<serde_json::Value>,
 }
 
 impl ConnInfo {
     pub fn to_json(&self) -> serde_json::Value {
         serde_json::json!({"id": self.id, "origin": self.origin, "protocol": self.protocol,
             "peer": self.peer, "start_ms": ms(self.start_s), "dns_ms": self.dns_s.map(ms),
-            "connect_ms": self.connect_s.map(ms), "tls_ms": self.tls_s.map(ms)})
+            "connect_ms": self.connect_s.map(ms), "tls_ms": self.tls_s.map(ms),
+            "peer_params": self.peer_params})
     }
 }
 

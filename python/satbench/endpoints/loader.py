@@ -57,6 +57,10 @@ class LoadOptions:
             raise InputError(f"repeat: must be 1 for a page load and at least 1 otherwise, got {self.repeat}")
         if self.timeout_s <= 0:
             raise InputError(f"--timeout: must be positive, got {self.timeout_s}")
+        if self.quic_stack not in ("quiche", "quinn"):
+            raise InputError(f"--quic-stack: must be quiche or quinn, got {self.quic_stack!r}")
+        if self.quic_window is not None and not 1024 <= self.quic_window <= 1 << 40:
+            raise InputError(f"--quic-window: must be 1024 bytes to 1 TiB, got {self.quic_window}")
 
     def argv(self, url: str) -> list[str]:
         argv = [str(loader_binary()), url, "--protocol", self.protocol, "--clients", str(self.clients),
@@ -147,6 +151,11 @@ def outcome(d: dict[str, Any], single: bool) -> ClientOutcome:
                         objects=objects, clients=clients, raw=d, load_s=d["wall_ms"] / 1e3,
                         start_unix_ms=d["start_unix_ns"] / 1e6 if d.get("start_unix_ns") else None)
     out.metrics = {k: out.median(k) for k in ("plt_ms", "fcp_ms", "lcp_ms", "ttfb_ms")}
+    if d.get("quic_stack"):
+        peer = next((p for c in cs for conn in c["connections"] if (p := conn.get("peer_params"))), None)
+        out.env = {"quic_stack": d["quic_stack"], "quic_max_data": d.get("quic_max_data"),
+                   "quic_max_stream_data": d.get("quic_max_stream_data"), "quic_fc_fixed": d.get("quic_fc_fixed"),
+                   "server_transport_params": peer}
     out.metrics.update({"throughput_mbps": out.median("throughput_mbps"),
                         "bytes_received": sum(c["bytes"] for c in cs),
                         "connections_opened": sum(len(c["connections"]) for c in cs), "responses": len(objects),

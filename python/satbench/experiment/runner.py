@@ -270,11 +270,18 @@ class Runner:
         """The client's judgement, and what the server really did: a trial
         whose server used another congestion control than asked is invalid."""
         rec.status, rec.reason = outcome.status, outcome.reason
+        if outcome.env:
+            rec.env["client"] = outcome.env
         rec.metrics.update(outcome.metrics)
         rec.objects, rec.clients = outcome.objects, outcome.clients
         used = rec.server_summary.cc if rec.server_summary else None
         if rec.status is TrialStatus.VALID and used and used != [t.cc.value]:
             rec.status, rec.reason = TrialStatus.INVALID, f"the server used {', '.join(used)}, not {t.cc.value}"
+        stack = str(t.factors.get("quic_stack", "quiche"))
+        stacks = rec.server_summary.quic_stacks if rec.server_summary else None
+        if rec.status is TrialStatus.VALID and stacks and stacks != [stack]:
+            rec.status = TrialStatus.INVALID
+            rec.reason = f"the server's QUIC stack was {', '.join(stacks)}, not {stack}"
 
     def _bound(self, rec: TrialRecord, t: Trial) -> None:
         """Store the trial's lower bounds (bound.py). A load faster than the

@@ -6,8 +6,8 @@ Sources, from the trial's artefact folder (``artefacts = ["server"]``):
 
 - ``server/tcp_info.jsonl``: TCP_INFO every 10 ms and at close (TCP);
 - ``server/quic_info.jsonl``: the QUIC server's own samples, where the
-  server writes them; else ``server/qlog/*``: quiche's
-  ``quic:recovery_metrics_updated`` events (deltas, accumulated here);
+  server writes them; else ``server/qlog/*`` (:mod:`.qlog`): the recovery
+  metrics, on the wall clock where the qlog is anchored to it (quiche's);
 - ``server/access.jsonl``: each request's arrival and completion.
 
 ``satbench trace --db DB TRIAL`` draws it; :func:`load` returns it.
@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import sqlite3
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +27,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from ..errors import InputError  # noqa: E402
+from . import qlog  # noqa: E402
 
 
 @dataclass
@@ -105,19 +105,6 @@ def _trial(db: Path, which: str) -> tuple[str, str, Path]:
     return key, label, Path(art)
 
 
-def _qlog(p: Path) -> tuple[int | None, list[dict[str, Any]]]:
-    """(reference unix ns, events) of a JSON-SEQ qlog."""
-    events = _jsonl(p)
-    ref = None
-    if events and "trace" in events[0]:
-        wall = events[0]["trace"].get("common_fields", {}).get("reference_time", {}).get("wall_clock_time")
-        if wall:
-            whole, _, frac = wall.rstrip("Z").partition(".")
-            dt = datetime.fromisoformat(whole + "+00:00")
-            ref = int(dt.timestamp()) * 10**9 + int((frac + "000000000")[:9])
-    return ref, events[1:]
-
-
 def load(db: Path, which: str) -> TrialSeries:
     key, label, art = _trial(db, which)
     server = art / "server"
@@ -147,19 +134,14 @@ def load(db: Path, which: str) -> TrialSeries:
             pacing_mbps=s["pacing_rate_bps"] / 1e6 if s.get("pacing_rate_bps") else None,
             delivery_mbps=s["delivery_rate_bps"] / 1e6 if s.get("delivery_rate_bps") else None))
     if not qinfo:
-        for q in sorted((server / "qlog").glob("*")) if (server / "qlog").is_dir() else []:
-            ref, events = _qlog(q)
-            if ref is None:
-                continue
-            c = Connection(q.stem, "quic", None)
-            state: dict[str, float] = {}
-            for ev in events:
-                if ev.get("name") != "quic:recovery_metrics_updated":
-                    continue
-                state.update({k: v for k, v in ev.get("data", {}).items() if isinstance(v, (int, float))})
-                t = (ref + float(ev["time"]) * 1e6 - t0) / 1e9
+        for q in qlog.read_dir(server / "qlog"):
+            if q.reference_unix_ns is None:
+                continue  # quinn's qlog has no wall-clock anchor (its server writes quic_info instead)
+            c = Connection(q.path.stem, "quic", None)
+            for t_ms, state in q.metrics():
                 pr = state.get("pacing_rate")
-                c.samples.append(Sample(t_s=t, cwnd_bytes=state.get("congestion_window"),
+                c.samples.append(Sample(t_s=(q.reference_unix_ns + t_ms * 1e6 - t0) / 1e9,
+                                        cwnd_bytes=state.get("congestion_window"),
                                         inflight_bytes=state.get("bytes_in_flight"),
                                         srtt_ms=state.get("smoothed_rtt"),
                                         pacing_mbps=pr * 8 / 1e6 if pr else None))
