@@ -259,7 +259,7 @@ def test_server_benchmark_runs_every_protocol() -> None:
     p = run_cli("bench", "server", "--quick", "--json", timeout=300)
     assert p.returncode == 0, p.stderr
     r = json.loads(p.stdout)["protocols"]
-    assert set(r) == {"http/1.1", "https/1.1", "h2", "h3"}
+    assert set(r) == {"http/1.1", "https/1.1", "h2", "h3 quiche", "h3 quinn"}
     for proto, x in r.items():
         assert x["error"] is None and x["bytes"] == 10 * 2_000_000, (proto, x)
         assert x["mbps"] > 50, (proto, x)  # a generous bound; the targets are the benchmark's to report
