@@ -144,7 +144,12 @@ fn percent_decode(s: &str) -> Option<String> {
     let mut i = 0;
     while i < b.len() {
         if b[i] == b'%' {
+            // Two hex digits, nothing else: from_str_radix alone would
+            // also take a sign ("%+5").
             let h = b.get(i + 1..i + 3)?;
+            if !h.iter().all(u8::is_ascii_hexdigit) {
+                return None;
+            }
             let v = u8::from_str_radix(std::str::from_utf8(h).ok()?, 16).ok()?;
             if v == 0 {
                 return None;
@@ -265,6 +270,10 @@ mod tests {
             "relative",
             "/a%00b",
             "/%zz",
+            // Found by the resolve fuzz target: a signed "hex" escape.
+            "/%+5",
+            "/side.ex.[~%+5/s",
+            "/%-1",
         ] {
             assert_eq!(r.resolve(t), Resolved::Forbidden, "{t}");
         }

@@ -7,6 +7,7 @@
 //!     [--tfo] [--no-resumption] [--no-0rtt] [--sndbuf BYTES] [--rcvbuf BYTES]
 //!     [--quic-stack quiche|quinn] [--quic-initcwnd PACKETS] [--no-pacing]
 //!     [--quic-max-data BYTES] [--quic-max-stream-data BYTES] [--idle-timeout-s S]
+//!     [--max-tcp-conns N] [--max-quic-conns N] [--header-read-timeout-s S]
 //! ```
 //! - port 80: HTTP/1.1 in cleartext;
 //! - port 443/TCP: TLS 1.3 with ALPN h2 and http/1.1, advertising HTTP/3 (Alt-Svc);
@@ -39,6 +40,8 @@
 //! exits 0 on SIGTERM or SIGINT; configuration errors exit 2.
 
 mod files;
+#[cfg(test)]
+mod fuzz;
 mod limits;
 mod log;
 mod quic;
@@ -71,6 +74,10 @@ pub const DEFAULT_QUIC_MAX_DATA: u64 = 32 << 20;
 pub const DEFAULT_QUIC_MAX_STREAM_DATA: u64 = 8 << 20;
 /// quiche's default initial congestion window, in packets (used for quinn too).
 pub const DEFAULT_QUIC_INITCWND: usize = 10;
+/// TCP connections open at once when `--max-tcp-conns` is not given.
+pub const DEFAULT_MAX_TCP_CONNS: usize = 1000;
+/// QUIC connections open at once when `--max-quic-conns` is not given.
+pub const DEFAULT_MAX_QUIC_CONNS: usize = 1000;
 /// The UDP payload both stacks send and accept (no path MTU discovery).
 pub const QUIC_MAX_DATAGRAM: usize = 1350;
 
@@ -102,6 +109,12 @@ pub struct Options {
     pub quic_max_data: Option<u64>,
     /// `--quic-max-stream-data`: stream-level window, fixed when given.
     pub quic_max_stream_data: Option<u64>,
+    /// `--max-tcp-conns`: TCP connections open at once (both ports).
+    pub max_tcp_conns: usize,
+    /// `--max-quic-conns`: QUIC connections open at once.
+    pub max_quic_conns: usize,
+    /// `--header-read-timeout-s`: the idle timeout when not given.
+    pub header_read_timeout_s: Option<u64>,
 }
 
 impl Options {
@@ -117,6 +130,11 @@ impl Options {
     /// The initial congestion window, in packets.
     pub fn initcwnd(&self) -> usize {
         self.quic_initcwnd.unwrap_or(DEFAULT_QUIC_INITCWND)
+    }
+    /// How long a TCP client has for its TLS handshake and each HTTP/1.1
+    /// request head.
+    pub fn header_read_timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.header_read_timeout_s.unwrap_or(self.idle_timeout_s))
     }
     /// The congestion control asked for (cubic when none).
     pub fn cc_name(&self) -> &str {
@@ -156,6 +174,9 @@ impl Default for Options {
             quic_stack: QuicStack::Quiche,
             quic_max_data: None,
             quic_max_stream_data: None,
+            max_tcp_conns: DEFAULT_MAX_TCP_CONNS,
+            max_quic_conns: DEFAULT_MAX_QUIC_CONNS,
+            header_read_timeout_s: None,
         }
     }
 }
@@ -190,6 +211,9 @@ pub enum ArgError {
     /// A setting quinn has no way to apply.
     #[error("{0}")]
     NotWithQuinn(&'static str),
+    /// A count or a timeout of 0.
+    #[error("{0}: must be at least 1")]
+    Zero(&'static str),
     /// Only one of `--cert` and `--key`.
     #[error("--cert and --key go together")]
     CertWithoutKey,
@@ -217,6 +241,18 @@ fn num<T: std::str::FromStr>(flag: &'static str, p: &mut lexopt::Parser) -> Resu
     value
         .parse()
         .map_err(|_| ArgError::NotANumber { flag, value })
+}
+
+/// A count or a number of seconds, at least 1.
+fn positive<T: std::str::FromStr + PartialEq + From<u8>>(
+    flag: &'static str,
+    p: &mut lexopt::Parser,
+) -> Result<T, ArgError> {
+    let v: T = num(flag, p)?;
+    if v == T::from(0) {
+        return Err(ArgError::Zero(flag));
+    }
+    Ok(v)
 }
 
 /// A flow-control window in bytes: 1 to 2^62 - 1 (a QUIC varint).
@@ -279,6 +315,11 @@ where
             Long("rcvbuf") => o.rcvbuf = Some(num("--rcvbuf", &mut p)?),
             Long("quic-initcwnd") => o.quic_initcwnd = Some(num("--quic-initcwnd", &mut p)?),
             Long("idle-timeout-s") => o.idle_timeout_s = num("--idle-timeout-s", &mut p)?,
+            Long("max-tcp-conns") => o.max_tcp_conns = positive("--max-tcp-conns", &mut p)?,
+            Long("max-quic-conns") => o.max_quic_conns = positive("--max-quic-conns", &mut p)?,
+            Long("header-read-timeout-s") => {
+                o.header_read_timeout_s = Some(positive("--header-read-timeout-s", &mut p)?)
+            }
             other => return Err(other.unexpected().into()),
         }
     }

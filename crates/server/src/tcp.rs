@@ -128,7 +128,7 @@ fn proto_name(v: hyper::Version) -> &'static str {
     }
 }
 
-async fn handle(
+pub(crate) async fn handle(
     req: Request<hyper::body::Incoming>,
     sh: Arc<Shared>,
     conn: Arc<str>,
@@ -301,6 +301,44 @@ pub fn listener(
     Ok(l)
 }
 
+/// The request head limit of HTTP/1.1: larger heads are refused (431), as
+/// real servers do.
+pub const H1_MAX_HEAD_BYTES: usize = 64 * 1024;
+/// HTTP/2 streams one connection may have open; more are refused
+/// (RST_STREAM REFUSED_STREAM).
+pub const H2_MAX_CONCURRENT_STREAMS: u32 = 256;
+/// The largest HTTP/2 header list accepted (SETTINGS_MAX_HEADER_LIST_SIZE,
+/// hyper's default made explicit); with it h2 bounds CONTINUATION frames.
+pub const H2_MAX_HEADER_LIST_BYTES: u32 = 16 * 1024;
+/// Streams a client may open and reset before the server has accepted them
+/// (HTTP/2 rapid reset, CVE-2023-44487): past it, GOAWAY ENHANCE_YOUR_CALM.
+pub const H2_MAX_PENDING_ACCEPT_RESET_STREAMS: usize = 20;
+/// Streams the server may reset for the client's protocol errors before it
+/// closes the connection (hyper's default made explicit).
+pub const H2_MAX_LOCAL_ERROR_RESET_STREAMS: usize = 1024;
+/// Response bytes buffered per HTTP/2 stream (hyper's default made explicit).
+pub const H2_MAX_SEND_BUF_BYTES: usize = 400 * 1024;
+
+/// hyper's HTTP/1.1 and HTTP/2 server with this server's limits (listed in
+/// the ready line, `limits`): every TCP connection is served by one.
+pub fn http_builder(opts: &Options) -> hyper_util::server::conn::auto::Builder<TokioExecutor> {
+    let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(opts.header_read_timeout())
+        .max_buf_size(H1_MAX_HEAD_BYTES);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(H2_MAX_CONCURRENT_STREAMS)
+        .max_header_list_size(H2_MAX_HEADER_LIST_BYTES)
+        .max_pending_accept_reset_streams(H2_MAX_PENDING_ACCEPT_RESET_STREAMS)
+        .max_local_error_reset_streams(H2_MAX_LOCAL_ERROR_RESET_STREAMS)
+        .max_send_buf_size(H2_MAX_SEND_BUF_BYTES);
+    builder
+}
+
 /// A stream that records when it last read or wrote anything.
 struct Tracked<T> {
     inner: T,
@@ -417,17 +455,7 @@ async fn serve_conn(sh: Arc<Shared>, stream: TcpStream, tls: Option<tokio_rustls
             "peer": peer, "t_open_unix_ns": t_open, "tls": tls.is_some(),
         }),
     );
-    let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-    // Request heads larger than 64 KB are refused (431), as real servers do.
-    builder
-        .http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(Duration::from_secs(sh.opts.idle_timeout_s))
-        .max_buf_size(64 * 1024);
-    builder
-        .http2()
-        .timer(TokioTimer::new())
-        .max_concurrent_streams(256);
+    let builder = http_builder(&sh.opts);
     let (c2, s2, c3) = (conn.clone(), sh.clone(), cc.clone());
     let idle = Duration::from_secs(sh.opts.idle_timeout_s);
     // Connections idle for longer than the idle timeout (including ones that
