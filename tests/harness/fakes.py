@@ -91,7 +91,8 @@ class FakeServer(Server):
 
     def summary(self) -> ServerSummary:
         return ServerSummary(kind=ServerKind.SATBENCH, connections=1, requests=9, protocols=["h2"],
-                             cc=[self.report_cc or self.req.cc.value])
+                             cc=[self.report_cc or self.req.cc.value],
+                             limited_ms={"cwnd": 300.0, "application": 100.0, "receive_window": 0.0})
 
 
 class FakeLoader(Client):

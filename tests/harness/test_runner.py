@@ -130,6 +130,13 @@ def test_report_of_a_fake_study(tmp_path: Path) -> None:
     html = write_report(db, tmp_path / "rep").read_text()
     assert "Experiment fake" in html and "Mann-Whitney" in html and "h1 vs h2" in html
     assert len(list((tmp_path / "rep" / "figures").glob("*.svg"))) >= 4
+    # What limited the senders, beside the PLT and the bounds; the bounds drawn under the PLT bars.
+    assert "What limited the transfer" in html and "physical bound (ms)" in html
+    with Results(db) as r:
+        df = r.trials("fake")
+    assert set(df["limited_cwnd_pct"]) == {75.0} and set(df["limited_application_pct"]) == {25.0}
+    plt_fig = next((tmp_path / "rep" / "figures").glob("*-plt_ms-by-protocol.svg")).read_text()
+    assert "physical lower bound" in plt_fig
 
 
 def test_v1_database_opens_reports_and_resumes(tmp_path: Path) -> None:

@@ -58,6 +58,10 @@ FACTOR_METRICS = ("plt_ms", "last_object_ms", "fcp_ms", "first_object_ms", "lcp_
                   "total_ms", "throughput_mbps", "jain_throughput")
 #: Metrics compared pairwise in the statistics table.
 COMPARED = ("plt_ms", "fcp_ms", "lcp_ms", "total_ms", "throughput_mbps")
+#: Metrics drawn over their trials' lower bounds (bound.py).
+FLOORED = ("plt_ms", "last_object_ms")
+#: What limited a sender (limited_*_pct), in the order shown.
+LIMITS = ("cwnd", "pacing", "flow_control", "receive_window", "sndbuf", "application")
 
 
 def _svg(fig: Any) -> str:
@@ -158,10 +162,13 @@ def _bars(ax: Any, df: Any, factor: str, metric: str, hue: str | None = None) ->
     width = 0.8 / len(hues)
     for j, h in enumerate(hues):
         xs, means, lo, hi, meds, mlo, mhi = [], [], [], [], [], [], []
+        cells = []
         for i, lv in enumerate(levels):
-            sel = df[(df[factor] == lv) & ((df[hue] == h) if hue else True)][metric].dropna()
+            cell = df[(df[factor] == lv) & ((df[hue] == h) if hue else True)]
+            sel = cell[metric].dropna()
             if sel.empty:
                 continue
+            cells.append(cell)
             m, a, b = mean_ci(sel.tolist())
             md, ma, mb = bootstrap_median_ci(sel.tolist())
             xs.append(i + (j - (len(hues) - 1) / 2) * width)
@@ -173,6 +180,8 @@ def _bars(ax: Any, df: Any, factor: str, metric: str, hue: str | None = None) ->
             mhi.append(mb - md)
         label = f"{hue}={h}" if hue else "mean (95 % CI)"
         ax.bar(xs, means, width * 0.9, yerr=[lo, hi], capsize=3, label=label, alpha=0.75)
+        if metric in FLOORED:
+            _floors(ax, cells, xs, width, legend=j == 0)
         ax.errorbar(xs, meds, yerr=[mlo, mhi], fmt="D", color="black", markersize=4, capsize=2,
                     label="median (95 % CI)" if j == 0 else None)
     ax.set_xticks(range(len(levels)))
@@ -181,6 +190,60 @@ def _bars(ax: Any, df: Any, factor: str, metric: str, hue: str | None = None) ->
     ax.set_ylabel(METRICS.get(metric, metric))
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize=7)
+
+
+def _floors(ax: Any, cells: list[Any], xs: list[float], width: float, legend: bool) -> None:
+    """Each bar's lower bounds as a floor across it: the physical bound
+    (solid) and the window bound (dotted), medians over the bar's trials."""
+    for name, style, label in (("lower_bound_ms", "-", "physical lower bound"),
+                               ("window_bound_ms", ":", "window bound")):
+        first = legend
+        for x, cell in zip(xs, cells):
+            if name in cell.columns and cell[name].notna().any():
+                ax.hlines(float(cell[name].median()), x - width * 0.45, x + width * 0.45, colors="black",
+                          linestyles=style, linewidth=1.4, label=label if first else None)
+                first = False
+
+
+def _limits_section(valid: Any, varied: list[str], figs: "_Figures") -> str:
+    """What limited each sender, beside the PLT and its bounds, per combination of the varied factors."""
+    cols = [f"limited_{k}_pct" for k in LIMITS if f"limited_{k}_pct" in valid.columns]
+    if not cols or not valid[cols].notna().any().any():
+        return ""
+    rows, labels, shares = [], [], []
+    groups = list(valid.groupby(varied, dropna=False)) if varied else [((), valid)]
+    for cell, g in groups:
+        cell = cell if isinstance(cell, tuple) else (cell,)
+        name = " ".join(f"{k}={v}" for k, v in zip(varied, cell)) or "all"
+        med = {c: float(g[c].median()) if g[c].notna().any() else math.nan for c in cols}
+        plt_ms = float(g["plt_ms"].median()) if "plt_ms" in g and g["plt_ms"].notna().any() else math.nan
+        lb = float(g["lower_bound_ms"].median()) if "lower_bound_ms" in g else math.nan
+        wb = float(g["window_bound_ms"].median()) if "window_bound_ms" in g else math.nan
+        beats = int(g["beats_window_bound"].sum()) if "beats_window_bound" in g else 0
+        rows.append([name, len(g), plt_ms, lb, wb, plt_ms / lb if lb else math.nan, beats, *med.values()])
+        labels.append(name)
+        shares.append([0.0 if math.isnan(v) else v for v in med.values()])
+    head = ["combination", "n", "PLT (ms)", "physical bound (ms)", "window bound (ms)", "PLT / bound",
+            "below window bound", *[c[8:-4].replace("_", " ") + " %" for c in cols]]
+    fig, ax = plt.subplots(figsize=(8, 0.35 * len(labels) + 1.2))
+    left = np.zeros(len(labels))
+    for j, c in enumerate(cols):
+        vals = np.array([s[j] for s in shares])
+        ax.barh(range(len(labels)), vals, left=left, label=c[8:-4].replace("_", " "))
+        left += vals
+    ax.set_yticks(range(len(labels)))
+    ax.set_yticklabels(labels, fontsize=7)
+    ax.set_xlabel("share of the connection's time (%, median over trials)")
+    ax.set_xlim(0, 100)
+    ax.legend(fontsize=7, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.25))
+    return ("<h3>What limited the transfer</h3><p class='note'>From the server: for TCP, TCP_INFO's busy, "
+            "receive-window-limited and send-buffer-limited times (the rest of busy: congestion window; not "
+            "busy: application); for QUIC, the stack sampled every 10 ms (congestion window, pacing, flow "
+            "control, application). Medians per combination, beside the PLT and the trial's lower bounds: "
+            "physical (handshake and request round trips, bytes over the rate) and window (also the round "
+            "trips a window growing threefold per round trip needs). 'below window bound': trials whose "
+            "sender grew its window faster than any standard start-up.</p>"
+            + _table(rows, head) + figs.add(fig, "limited-by", "What limited each sender, per combination"))
 
 
 def _cdf(ax: Any, df: Any, factor: str, metric: str) -> None:
@@ -337,6 +400,7 @@ def _experiment_section(r: Results, name: str, figs: _Figures) -> str:
                        f"{html.escape(how)}</p>")
             out.append(figs.add(_panel_fig(panels, lambda ax, d: _bars(ax, d, x, "overhead_pct", hue=hue)),
                                 "overhead", f"Protocol overhead by {x}" + (" and protocol" if hue else "")))
+    out.append(_limits_section(valid, varied, figs))
     out.append(_knobs_section(valid, varied, spec, metrics))
     # Summary table per cell.
     if varied:
