@@ -226,10 +226,36 @@ class LinkCounters:
     def metrics(self, page_bytes: int) -> dict[str, float | None]:
         """The trial metrics of the link: bytes on the wire each way, drops, overhead."""
         f, r = self.forward, self.ret
-        return {"wire_bytes_forward": f.delivered.bytes, "wire_bytes_return": r.delivered.bytes,
-                "wire_bytes": self.wire_bytes, "wire_packets": f.delivered.packets + r.delivered.packets,
-                "link_drops": f.dropped_packets + r.dropped_packets, "page_bytes": page_bytes,
-                "overhead_pct": (self.wire_bytes - page_bytes) / page_bytes * 100 if page_bytes else None}
+        out: dict[str, float | None] = {
+            "wire_bytes_forward": f.delivered.bytes, "wire_bytes_return": r.delivered.bytes,
+            "wire_bytes": self.wire_bytes, "wire_packets": f.delivered.packets + r.delivered.packets,
+            "link_drops": f.dropped_packets + r.dropped_packets, "page_bytes": page_bytes,
+            "overhead_pct": (self.wire_bytes - page_bytes) / page_bytes * 100 if page_bytes else None}
+        out.update(self.access_metrics())
+        return out
+
+    def access_metrics(self) -> dict[str, float | None]:
+        """What the satellite access did (DVB-S2 forward, DVB-RCS2 return), summed over terminals."""
+        out: dict[str, float | None] = {}
+        for name, short in (("forward", "fwd"), ("return", "ret")):
+            a = self.raw.get(name, {}).get("access")
+            if not a:
+                continue
+            enc = a.get("encapsulation", {})
+            terms = a.get("terminals", [])
+            out.update({f"access_frames_{short}": a.get("frames"), f"access_frames_lost_{short}": a.get("frames_lost"),
+                        f"access_packets_lost_{short}": a.get("packets_lost"),
+                        f"encap_overhead_bytes_{short}": (enc.get("overhead_bytes", 0)
+                                                          + enc.get("frame_header_bytes", 0)) if enc else None,
+                        f"encap_padding_bytes_{short}": enc.get("padding_bytes")})
+            if a.get("kind") in ("acm", "ccm"):
+                out["modcod_changes"] = sum(int(t.get("modcod_changes", 0)) for t in terms)
+            if a.get("kind") == "dama":
+                granted = [sum((t.get("granted_bytes") or {}).values()) for t in terms]
+                out.update({"dama_requests": sum(int(t.get("requests", 0)) for t in terms),
+                            "dama_granted_bytes": sum(granted),
+                            "dama_used_bytes": sum(int(t.get("used_bytes", 0)) for t in terms)})
+        return out
 
 
 @dataclass(kw_only=True)

@@ -42,6 +42,7 @@ class FakeTestbed:
         self.clients = [Host(f"c{i}", f"fake-c{i}", f"198.18.1.{9 + i}", [f"c{i}.test"])
                         for i in range(1, spec.clients + 1)]
         self.client = self.clients[0]
+        self.client_terminal = [(i - 1) % spec.terminals for i in range(1, spec.clients + 1)]
         self.server = Host("s1", "fake-s1", "198.18.3.10", ["server.test"])
         self.servers = [self.server]
         self.effective_tcp_cc = "cubic"

@@ -16,7 +16,8 @@ from satbench.link.spec import LinkSpec, resolve
 
 from ..helpers import run_cli
 
-BUILTIN = ["geo", "lan", "fair-lan", "fair-lte", "fair-wifi", "fair-3g", "geo-consumer", "meo", "leo", "wifi", "wire"]
+BUILTIN = ["geo", "lan", "fair-lan", "fair-lte", "fair-wifi", "fair-3g", "geo-consumer", "meo", "leo", "wifi", "wire",
+           "geo-cra", "geo-rbdc", "geo-vbdc", "geo-mixed", "geo-acm", "geo-ccm"]
 
 
 def write(tmp_path: Path, text: str, name: str = "p.toml") -> Path:
@@ -131,6 +132,18 @@ def test_user_profiles_extend_the_builtins(tmp_path: Path) -> None:
         ('name = "x"\n[forward]\ndelay_schedule = [[0, 1], [0, 2]]\n', 3, "forward.delay_schedule", "point 1 does not come after"),
         ('name = "x"\n[forward]\nloss_schedule = [[0, 2]]\n', 3, "forward.loss_schedule", "point 0: probability must be within 0 and 1"),
         ('name = "x"\n[forward]\ngilbert = { p = 0.1 }\n', 3, "forward.gilbert", "p and r"),
+        ('name = "x"\n[forward]\ndelay_ms = 10\n[forward.access]\nkind = "acm"\nsymbol_rate_baud = 1\n', 4,
+         "forward.access", "symbol rate (baud) must be within 1000 and 10000000000, got 1"),
+        ('name = "x"\n[return]\nrate_mbps = 2\n[return.access]\nkind = "dama"\nsuperframe_ms = 0\n', 4,
+         "return.access", "superframe (ms) must be within 1 and 1000"),
+        ('name = "x"\n[forward]\naccess = 3\n', 3, "forward.access", "must be a table"),
+        ('name = "x"\n\n[[terminals]]\nforward = { colour = 1 }\n', 3, "terminals[0].forward.colour", "unknown key"),
+        ('name = "x"\n[[terminals]]\nreturn = { vbdc_max_bytes = 1.5 }\n', 2, "terminals[0].return.vbdc_max_bytes",
+         "whole number"),
+        ('name = "x"\n[return]\nrate_mbps = 2\n[return.access]\nkind = "dama"\n[[terminals]]\n'
+         'return = { cra_mbps = -1 }\n', 6, "terminals[0].return.cra_mbps", "must be from 0 to 1e+06 Mbit/s, got -1"),
+        ('name = "x"\n[return]\nrate_mbps = 2\n[return.access]\nkind = "dama"\n[[terminals]]\n'
+         'return = { cra_mbps = 3 }\n', 6, "terminals", "exceeds the return carrier"),
     ],
 )
 def test_bad_values_name_file_line_and_field(tmp_path: Path, body: str, line: int, field: str, words: str) -> None:
@@ -140,6 +153,37 @@ def test_bad_values_name_file_line_and_field(tmp_path: Path, body: str, line: in
     assert e.value.file == str(f) and e.value.line == line and e.value.field == field
     assert str(e.value).startswith(f"{f}:{line}: {field}: ")
     assert words in str(e.value)
+
+
+def test_a_file_a_profile_reads_is_named_with_its_line(tmp_path: Path) -> None:
+    (tmp_path / "rain.txt").write_text("# a fade\n0 0\n1 x\n")
+    f = write(tmp_path, 'name = "x"\n[forward]\ndelay_ms = 10\n[forward.access]\nkind = "acm"\n'
+                        'symbol_rate_baud = 2e6\n[[terminals]]\nforward = { fade = "rain.txt" }\n')
+    with pytest.raises(ProfileError) as e:
+        resolve(profiles.load(str(f)))
+    assert (e.value.file, e.value.line) == (str(tmp_path / "rain.txt"), 3) and "time_s dB" in str(e.value)
+    f = write(tmp_path, 'name = "x"\n[forward]\nleo_trace = "missing.txt"\n')
+    with pytest.raises(ProfileError) as e:
+        resolve(profiles.load(str(f)))
+    assert e.value.file == str(tmp_path / "missing.txt") and "cannot read" in str(e.value)
+
+
+def test_access_and_terminals_reach_the_emulator() -> None:
+    acm = resolve(load_profile("geo-acm"))
+    [term] = acm.forward.access["terminals"]  # type: ignore[index]
+    # 20 dB clear sky: 32APSK 9/10 at 2.5 Mbaud; the moderate rain's 8 dB: 16APSK 3/4.
+    assert (term["clear_sky_modcod"], term["worst_modcod"]) == ("32APSK 9/10", "16APSK 3/4")
+    assert acm.forward.mean_bps == pytest.approx(2.5e6 * 4.453, rel=0.01)
+    # The fade file is read by the emulator and part of the link's identity.
+    assert acm.config["terminals"][0]["forward"]["fade"]["points"][:2] == [[0.0, 0.0], [2.0, 0.0]]
+    vbdc, cra = resolve(load_profile("geo-vbdc")), resolve(load_profile("geo-cra"))
+    assert vbdc.ret.access["request_to_grant_ms"] == 609.5  # type: ignore[index]
+    assert cra.ret.access["terminals"][0]["cra_bps"] == 2e6  # type: ignore[index]
+    # Two terminals: the profile's settings in turn, each with the testbed's subnets.
+    from satbench.testbed.testbed import terminal_subnets
+    two = resolve(load_profile("geo-rbdc"), terminal_subnets(2))
+    assert two.terminals == 2 and [t["subnets"] for t in two.config["terminals"]] == terminal_subnets(2)
+    assert two.hash != resolve(load_profile("geo-rbdc")).hash
 
 
 def test_toml_syntax_error_names_line(tmp_path: Path) -> None:

@@ -82,6 +82,9 @@ CORE: tuple[Factor, ...] = (
     Factor("server", one_of(choices(ServerKind)), "satbench", "the origin server"),
     Factor("hosts", one_of(("each", "shared")), "each",
            "a population's client hosts: one each, or all on one", keyed=False),
+    Factor("terminals", whole(1, 50), 1,
+           "satellite terminals sharing the link (clients dealt to them in turn; the link profile's "
+           "[[terminals]] settings used in turn)", keyed=False),
     Factor("quic_stack", one_of(("quiche", "quinn")), "quiche",
            "the QUIC stack of the satbench server and of the loader: quiche or quinn", keyed=False),
     Factor("quic_window", lambda v: None if v in ("stack", "bdp") or (isinstance(v, int) and not isinstance(

@@ -225,6 +225,23 @@ def merge(plan: list[tuple[int, Group]], reqs: list[LoadRequest], outs: list[Cli
     return out
 
 
+def by_terminal(clients: list[ClientResult], terminal_of: dict[str, int]) -> dict[str, float | None]:
+    """Per satellite terminal (numbered from 1): the median PLT and the
+    throughput its clients got together; and Jain's index over the
+    terminals' throughputs (each terminal's fair share being equal)."""
+    m: dict[str, float | None] = {}
+    totals = []
+    for k in sorted(set(terminal_of.values())):
+        sub = [c for c in clients if c.host is not None and terminal_of.get(c.host) == k]
+        plts = [c.plt_ms for c in sub if c.plt_ms is not None]
+        thr = [c.throughput_mbps for c in sub if c.throughput_mbps is not None]
+        m[f"plt_ms_term{k + 1}"] = statistics.median(plts) if plts else None
+        m[f"throughput_mbps_term{k + 1}"] = sum(thr) if len(thr) == len(sub) and sub else None
+        totals.append(m[f"throughput_mbps_term{k + 1}"])
+    m["jain_terminals"] = jain([x for x in totals if x is not None]) if None not in totals else None
+    return m
+
+
 def hosts_needed(factors: Mapping[str, Any]) -> int:
     """Client hosts a trial needs: one per client, or one for all (``hosts = "shared"``)."""
     return 1 if factors.get("hosts", "each") == "shared" else size(factors)

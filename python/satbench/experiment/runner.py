@@ -79,6 +79,11 @@ class RunningTestbed(Interface):
     def link_counters(self) -> LinkCounters | None: ...
 
     @property
+    def client_terminal(self) -> list[int]:
+        """Each client host's terminal (0-based index), in the order of :attr:`clients`."""
+        ...
+
+    @property
     def effective_tcp_cc(self) -> str | None: ...
 
     def faults(self) -> list[str]: ...
@@ -194,6 +199,7 @@ class Runner:
             art.mkdir(parents=True)
             path = elements(t.factors, t.links)
             spec = TestbedSpec(link=t.link, seed=seed, clients=population.hosts_needed(t.factors),
+                               terminals=int(t.factors.get("terminals", 1)),
                                pcap_dir=art / "pcap" if "pcap" in self.exp.artefacts else None)
             for e in path:
                 e.configure(spec)
@@ -243,7 +249,12 @@ class Runner:
         if groups is None:
             return self.client(t.client).load(self._request(t, tb, art))
         fair = t.link.forward.mean_mbps
-        return population.run(groups, self._request(t, tb, art), tb.clients, self.client, fair)
+        out = population.run(groups, self._request(t, tb, art), tb.clients, self.client, fair)
+        if len(set(tb.client_terminal)) > 1:
+            out.metrics.update(population.by_terminal(out.clients, dict(
+                zip((h.role for h in tb.clients), tb.client_terminal))))
+            out.env["client_terminals"] = {h.role: k + 1 for h, k in zip(tb.clients, tb.client_terminal)}
+        return out
 
     def _request(self, t: Trial, tb: RunningTestbed, art: Path) -> LoadRequest:
         page = str(t.factors["page"])

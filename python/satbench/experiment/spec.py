@@ -50,6 +50,7 @@ from ..link import profile as link_profile
 from ..link.spec import LinkSpec, check, resolve
 from ..model import ClientKind, ServerKind
 from ..path import ELEMENTS, element_class
+from ..testbed.testbed import terminal_subnets
 from . import designs, population
 from .design import RunOrder, Trial, run_order
 from .factors import FACTORS, REQUIRED, check_of, known
@@ -139,10 +140,11 @@ class _Links:
     def __init__(self) -> None:
         self.cache: dict[str, LinkSpec] = {}
 
-    def resolve(self, name: str, overrides: list[str]) -> LinkSpec:
-        k = json.dumps([name, sorted(overrides)])
+    def resolve(self, name: str, overrides: list[str], terminals: int = 1) -> LinkSpec:
+        k = json.dumps([name, sorted(overrides), terminals])
         if k not in self.cache:
-            self.cache[k] = resolve(link_profile.load(name, overrides))
+            self.cache[k] = resolve(link_profile.load(name, overrides),
+                                    terminal_subnets(terminals) if terminals > 1 else None)
         return self.cache[k]
 
 
@@ -294,6 +296,12 @@ def parse(doc: dict[str, Any], text: str, file: str) -> Experiment:
             problem = next((("clients", f"{g.protocol}: {p[1]}") for g in pop if (p := client_class(g.kind).check(
                 {"clients": 1, "connections": g.connections}))), None)
         problem = problem or server_class(ServerKind(full["server"])).check(full)
+        if not problem and int(full.get("terminals", 1)) > 1:
+            if pop is None or full.get("hosts", "each") != "each":
+                problem = ("terminals", "several terminals need a population of clients on hosts of their own "
+                                        "(clients = { h2 = 4 }, hosts = \"each\"): clients are dealt to terminals")
+            elif "access" in full and full["access"] != "none":
+                problem = ("terminals", "an access link behind several terminals is not supported")
         if problem:
             raise blame(*problem)
         trial_links = _resolve_links(full, links, blame)
@@ -448,10 +456,13 @@ def _resolve_links(full: dict[str, Any], links: _Links, blame: Callable[[str, st
     it (an override, or the profile itself)."""
     overrides = {f"{k[5:]}={v}": k for k, v in full.items() if k.startswith("link.")}
     out: dict[str, LinkSpec] = {}
+    terminals = int(full.get("terminals", 1))
     try:
-        out["link"] = link or links.resolve(str(full["link"]), list(overrides))
+        out["link"] = link or links.resolve(str(full["link"]), list(overrides), terminals)
     except ProfileError as e:
         culprit = overrides.get((e.file or "").removeprefix("--set "), "link")
+        if terminals > 1 and (e.field or "").startswith("terminals"):
+            culprit = "terminals"
         raise blame(culprit, str(e)) from None
     for factor in ELEMENTS:
         cls = element_class(factor)

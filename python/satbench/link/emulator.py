@@ -18,17 +18,21 @@ NETNS_RUN = Path("/run/netns")
 
 class Emulator:
     """The emulator of one link: ``near`` and ``far`` are (namespace, device);
-    the forward direction runs from far to near."""
+    the forward direction runs from far to near. ``near`` may list several
+    terminals, in the order of the link's ``terminals``."""
 
-    def __init__(self, name: str, link: LinkSpec, seed: int, near: tuple[str, str], far: tuple[str, str],
-                 run_dir: Path, pcap_dir: Path | None):
+    def __init__(self, name: str, link: LinkSpec, seed: int, near: tuple[str, str] | list[tuple[str, str]],
+                 far: tuple[str, str], run_dir: Path, pcap_dir: Path | None):
+        nears = near if isinstance(near, list) else [near]
         self.name, self.link, self.seed = name, link, seed
         self.config_path = run_dir / f"{name}.json"
         self.stats_path = run_dir / f"{name}-stats.json"
         self.config_path.write_text(json.dumps(link.emulator_config(seed)))
-        argv = [str(prereq.link_binary()), "--config", str(self.config_path),
-                "--terminal", f"{NETNS_RUN / near[0]}:{near[1]}", "--gateway", f"{NETNS_RUN / far[0]}:{far[1]}",
-                "--stats", str(self.stats_path), "--parent-pid", str(os.getpid())]
+        argv = [str(prereq.link_binary()), "--config", str(self.config_path)]
+        for ns, dev in nears:
+            argv += ["--terminal", f"{NETNS_RUN / ns}:{dev}"]
+        argv += ["--gateway", f"{NETNS_RUN / far[0]}:{far[1]}", "--stats", str(self.stats_path),
+                 "--parent-pid", str(os.getpid())]
         if pcap_dir is not None:
             d = pcap_dir / name
             d.mkdir(parents=True, exist_ok=True)

@@ -18,10 +18,33 @@ one place they are checked):
     ber = 1e-6                             bit error rate (per-packet loss from size), 0 to 1
     gilbert = { p = 0.01, r = 0.3, loss_good = 0, loss_bad = 1 }
     loss_schedule = [[0, 0], [12, 0.2], [12.3, 0]]; loss_period_s repeats it
+    leo_trace = "bw.txt", leo_unit_mbps = 12   recorded LEO rate: k lines in a ms give k x unit
+                                               in that ms (repeating); relative to the profile
+    delay_trace = "delay.txt", delay_trace_interval_ms = 10   one-way delay per interval, repeating
+    reconfiguration = { period_s = 15, offset_s = 12, delay_ms = 40, delay_duration_ms = 300,
+                        loss_p = 1, loss_duration_ms = 50, outage = false }   a periodic event
+    [forward.access]   DVB-S2 link adaptation: kind = "acm" or "ccm", symbol_rate_baud, roll_off,
+                       pilots, margin_db, hysteresis_db, refresh_ms, modcods (acm) or modcod
+                       (ccm), encapsulation = { kind = "gse", label_bytes = 6 }; the rate follows
+                       the MODCOD in use (forward rate_mbps must then be absent)
+    [return.access]    DVB-RCS2 bandwidth on demand: kind = "dama", preset = "opensand" or "ns3",
+                       superframe_ms, sync_period_ms, msl_frames, rtt_estimate_ms,
+                       overestimation, rbdc_timeout_ms, slot_bytes, encapsulation = { kind = "rle" }
 
 Schedule times run from 0 to 1,000,000 s, strictly increasing. Top level:
 ``align_minute = true`` makes schedule time 0 the start of the current UTC
 minute (Starlink reconfigures at fixed seconds of every minute).
+
+Terminals (top level, optional): one table per satellite terminal, as
+
+    [[terminals]]
+    forward = { clear_sky_cn_db = 14, fade = "fades/moderate-rain.txt", fade_loop = false }
+    return = { cra_mbps = 2, rbdc_max_mbps = 0, vbdc_max_bytes = 0, fca_max_mbps = 0 }
+
+``fade`` is an attenuation series (lines of ``seconds dB``, linearly
+interpolated; see ``profiles/fades/``), relative to the profile. A testbed
+of N terminals (the ``terminals`` factor) uses these in turn, cycling; each
+terminal's addresses are the testbed's to give.
 
 Overrides (``--set``): ``forward.KEY=VALUE``, ``return.KEY=VALUE``, or
 ``KEY=VALUE`` for both directions.
@@ -50,13 +73,23 @@ DIRECTIONS = ("forward", "return")
 _NUMBER_KEYS = {
     "rate_mbps", "rate_period_s", "delay_ms", "delay_period_s", "jitter_ms", "queue_packets",
     "queue_bytes", "queue_ms", "codel_target_ms", "codel_interval_ms", "loss", "ber", "loss_period_s",
+    "leo_unit_mbps", "delay_trace_interval_ms",
 }
 _SCHEDULE_KEYS = {"rate_schedule", "delay_schedule", "loss_schedule"}
-KEYS = _NUMBER_KEYS | _SCHEDULE_KEYS | {"trace", "jitter", "reorder", "aqm", "gilbert"}
-_TOP_KEYS = {"name", "description", "align_minute", "forward", "return"}
+#: Tables passed to the emulator as they are (it checks and names their fields).
+_TABLE_KEYS = {"access", "reconfiguration"}
+_FILE_KEYS = {"trace", "leo_trace", "delay_trace"}
+KEYS = _NUMBER_KEYS | _SCHEDULE_KEYS | _TABLE_KEYS | _FILE_KEYS | {"jitter", "reorder", "aqm", "gilbert"}
+_TOP_KEYS = {"name", "description", "align_minute", "forward", "return", "terminals"}
 #: Keys of which a direction takes at most one.
-GROUPS = (("rate_mbps", "rate_schedule", "trace"), ("delay_ms", "delay_schedule"),
+GROUPS = (("rate_mbps", "rate_schedule", "trace", "leo_trace"), ("delay_ms", "delay_schedule", "delay_trace"),
           ("queue_packets", "queue_bytes", "queue_ms"))
+#: A terminal's keys per direction, and how each scales into the emulator's (name, factor).
+TERMINAL_KEYS = {
+    "forward": {"clear_sky_cn_db": ("clear_sky_cn_db", 1.0), "fade": ("fade", 1.0), "fade_loop": ("fade_loop", 1.0)},
+    "return": {"cra_mbps": ("cra_bps", 1e6), "rbdc_max_mbps": ("rbdc_max_bps", 1e6),
+               "vbdc_max_bytes": ("vbdc_max_bytes", 1.0), "fca_max_mbps": ("fca_max_bps", 1e6)},
+}
 #: How a value of a profile key scales into the emulator's unit (Mbit/s -> bit/s).
 SCALE = {"rate_mbps": 1e6, "rate_schedule": 1e6}
 
@@ -123,10 +156,20 @@ class Direction:
         elif "trace" in p:
             d["rate"] = {"kind": "trace", "path": str(_resolve(base, p["trace"]))}
             made["rate"] = "trace"
+        elif "leo_trace" in p:
+            d["rate"] = {"kind": "leo_trace", "unit_bps": p.get("leo_unit_mbps", 12.0) * 1e6,
+                         "path": str(_resolve(base, p["leo_trace"]))}
+            made["rate"] = "leo_trace"
+            made["rate.unit_bps"] = "leo_unit_mbps"
         if "delay_schedule" in p:
             d["delay"] = {"kind": "schedule", "points": p["delay_schedule"], "period_s": p.get("delay_period_s", 0.0)}
             made["delay"] = "delay_schedule"
             made["delay.period_s"] = "delay_period_s"
+        elif "delay_trace" in p:
+            d["delay"] = {"kind": "leo_trace", "interval_ms": p.get("delay_trace_interval_ms", 10.0),
+                          "path": str(_resolve(base, p["delay_trace"]))}
+            made["delay"] = "delay_trace"
+            made["delay.interval_ms"] = "delay_trace_interval_ms"
         else:
             d["delay"] = {"kind": "constant", "ms": p.get("delay_ms", 0.0)}
             made["delay"] = "delay_ms"
@@ -171,6 +214,9 @@ class Direction:
             add_loss("loss_schedule", {"kind": "schedule", "points": p["loss_schedule"],
                                        "period_s": p.get("loss_period_s", 0.0)})
         d["loss"] = loss
+        for key in sorted(_TABLE_KEYS & p.keys()):
+            d[key] = p[key]
+            made[key] = key
         return d, made
 
     def summary(self) -> str:
@@ -183,11 +229,20 @@ class Direction:
             parts.append(f"{_num(min(rates))}-{_num(max(rates))} Mbit/s")
         elif "trace" in p:
             parts.append(f"trace {p['trace']}")
+        elif "leo_trace" in p:
+            parts.append(f"LEO trace {p['leo_trace']}")
+        elif "access" in p and p["access"].get("kind") in ("acm", "ccm"):
+            baud = float(p["access"].get("symbol_rate_baud", 0))
+            parts.append(f"DVB-S2 {str(p['access']['kind']).upper()} at {_num(baud / 1e6)} Mbaud")
         else:
             parts.append("unlimited")
+        if p.get("access", {}).get("kind") == "dama":
+            parts.append(f"DAMA ({p['access'].get('preset', 'opensand')})")
         if "delay_schedule" in p:
             ds = [v for _, v in p["delay_schedule"]]
             parts.append(f"{_num(min(ds))}-{_num(max(ds))} ms")
+        elif "delay_trace" in p:
+            parts.append(f"delay trace {p['delay_trace']}")
         else:
             parts.append(f"{_num(p.get('delay_ms', 0))} ms")
         if p.get("loss"):
@@ -208,6 +263,8 @@ class Direction:
     def min_delay_ms(self) -> float:
         if "delay_schedule" in self.params:
             return float(min(v for _, v in self.params["delay_schedule"]))
+        if "delay_trace" in self.params:
+            return 0.0  # the emulator's check reads the file (the resolved link's base RTT is exact)
         return float(self.params.get("delay_ms", 0.0))
 
 
@@ -235,6 +292,9 @@ class LinkProfile:
     source: Path | None = None
     overrides: tuple[str, ...] = ()
     origin: Origin = Origin("<profile>")
+    #: Per-terminal settings as given ([[terminals]]), with where each was given.
+    terminals: tuple[dict[str, dict[str, Any]], ...] = ()
+    terminal_origins: tuple[Origin, ...] = ()
 
     @property
     def base_rtt_ms(self) -> float:
@@ -261,7 +321,49 @@ class LinkProfile:
             cfg[name], parts = d.emulator_config(base)
             for path, key in parts.items():
                 made[f"{name}.{path}"] = (f"{name}.{key}", d.origins.get(key, self.origin))
+        if self.terminals:
+            made["terminals"] = ("terminals", self.terminal_origins[0])
+            cfg["terminals"] = []
+            for i, (t, o) in enumerate(zip(self.terminals, self.terminal_origins)):
+                cfg["terminals"].append(_terminal_config(t, base))
+                made[f"terminals[{i}]"] = (f"terminals[{i}]", o)
         return cfg, made
+
+
+def _terminal_config(t: dict[str, dict[str, Any]], base: Path | None) -> dict[str, Any]:
+    """One terminal's emulator configuration from its profile table."""
+    out: dict[str, Any] = {}
+    for direction, keys in TERMINAL_KEYS.items():
+        given = t.get(direction, {})
+        if not given:
+            continue
+        d: dict[str, Any] = {}
+        for k, v in given.items():
+            name, scale = keys[k]
+            if k == "fade":
+                d["fade"] = ({"path": str(_resolve(base, v))} if isinstance(v, str)
+                             else {"points": [[float(a), float(b)] for a, b in v]})
+            elif k == "fade_loop":
+                continue
+            else:
+                d[name] = v * scale if scale != 1.0 else v
+        if "fade" in d and "fade_loop" in given:
+            d["fade"]["loop"] = bool(given["fade_loop"])
+        out[direction] = d
+    return out
+
+
+def with_terminals(config: dict[str, Any], subnets: list[list[str]]) -> dict[str, Any]:
+    """The configuration for a testbed of ``len(subnets)`` terminals: the
+    profile's terminal settings used in turn (cycling; none given: defaults),
+    each terminal given its subnets. One terminal needs no subnets (every
+    packet goes to it), and a configuration for one is returned unchanged."""
+    if len(subnets) == 1:
+        return config
+    given = config.get("terminals") or [{}]
+    out = dict(config)
+    out["terminals"] = [{**given[i % len(given)], "subnets": list(s)} for i, s in enumerate(subnets)]
+    return out
 
 
 def _check_direction(raw: Any, where: str, file: str, text: str, located: dict[str, str]) -> Direction:
@@ -271,7 +373,11 @@ def _check_direction(raw: Any, where: str, file: str, text: str, located: dict[s
     def origin(key: str) -> Origin:
         if key in located:
             return Origin(located[key])
-        return Origin(file, line_of(text, where, key))
+        line = line_of(text, where, key)
+        if line is None:  # a table of its own: [forward.access]
+            line = next((i for i, t in enumerate(text.splitlines(), 1)
+                         if re.match(r"^\s*\[\s*" + re.escape(f"{where}.{key}") + r"\s*\]", t)), None)
+        return Origin(file, line)
 
     def fail(key: str, msg: str) -> ProfileError:
         return origin(key).error(f"{where}.{key}", msg)
@@ -297,8 +403,11 @@ def _check_direction(raw: Any, where: str, file: str, text: str, located: dict[s
         present = [k for k in g if k in p]
         if len(present) > 1:
             raise fail(present[1], f"conflicts with {present[0]}; give only one of {', '.join(g)}")
-    if "queue_ms" in p and not any(k in p for k in ("rate_mbps", "rate_schedule", "trace")):
-        raise fail("queue_ms", "a queue in milliseconds needs a rate, a rate schedule or a trace")
+    if "queue_ms" in p and not any(k in p for k in ("rate_mbps", "rate_schedule", "trace", "leo_trace", "access")):
+        raise fail("queue_ms", "a queue in milliseconds needs a rate, a rate schedule, a trace or an access")
+    for k in _TABLE_KEYS & p.keys():
+        if not isinstance(p[k], dict):
+            raise fail(k, f"must be a table, got {p[k]!r}")
     if "jitter" in p and p["jitter"] not in ("uniform", "normal"):
         raise fail("jitter", f"must be \"uniform\" or \"normal\", got {p['jitter']!r}")
     if "aqm" in p and p["aqm"] not in ("droptail", "codel"):
@@ -326,8 +435,9 @@ def _check_direction(raw: Any, where: str, file: str, text: str, located: dict[s
                 raise fail("gilbert", f"unknown key {gk!r}")
             if isinstance(gv, bool) or not isinstance(gv, (int, float)) or not math.isfinite(gv):
                 raise fail("gilbert", f"{gk} must be a finite number, got {gv!r}")
-    if "trace" in p and not isinstance(p["trace"], str):
-        raise fail("trace", f"must be a file name, got {p['trace']!r}")
+    for k in _FILE_KEYS & p.keys():
+        if not isinstance(p[k], str):
+            raise fail(k, f"must be a file name, got {p[k]!r}")
     return Direction(where, p, origins)
 
 
@@ -359,8 +469,48 @@ def parse_profile(text: str, *, file: str = "<profile>", overrides: list[str] | 
     for ov in overrides or []:
         _apply_override(data, ov, located)
     dirs = [_check_direction(data.get(d, {}), d, file, text, located[d]) for d in DIRECTIONS]
+    terminals, origins = _check_terminals(data.get("terminals", []), file, text)
     return LinkProfile(name=name, description=description, forward=dirs[0], ret=dirs[1], align_minute=align,
-                       source=source, overrides=tuple(overrides or ()), origin=Origin(file))
+                       source=source, overrides=tuple(overrides or ()), origin=Origin(file),
+                       terminals=terminals, terminal_origins=origins)
+
+
+def _check_terminals(raw: Any, file: str, text: str) -> tuple[tuple[dict[str, dict[str, Any]], ...],
+                                                              tuple[Origin, ...]]:
+    """The [[terminals]] tables' form: known keys, numbers where numbers go."""
+    heads = [i for i, line in enumerate(text.splitlines(), 1) if re.match(r"^\s*\[\[\s*terminals\s*\]\]", line)]
+    if not isinstance(raw, list) or not all(isinstance(t, dict) for t in raw):
+        raise ProfileError("must be tables ([[terminals]])", file=file, line=line_of(text, None, "terminals"),
+                           field="terminals")
+    out, origins = [], []
+    for i, t in enumerate(raw):
+        o = Origin(file, heads[i] if i < len(heads) else None)
+        origins.append(o)
+        for direction, v in t.items():
+            if direction not in TERMINAL_KEYS:
+                raise o.error(f"terminals[{i}].{direction}", "unknown key (known: forward, return)")
+            if not isinstance(v, dict):
+                raise o.error(f"terminals[{i}].{direction}", "must be a table")
+            for k, x in v.items():
+                where = f"terminals[{i}].{direction}.{k}"
+                if k not in TERMINAL_KEYS[direction]:
+                    raise o.error(where, f"unknown key (known: {', '.join(TERMINAL_KEYS[direction])})")
+                if k == "fade":
+                    ok = isinstance(x, str) or (isinstance(x, list) and all(
+                        isinstance(pt, list) and len(pt) == 2 and all(isinstance(n, (int, float))
+                                                                      and not isinstance(n, bool) for n in pt)
+                        for pt in x))
+                    if not ok:
+                        raise o.error(where, "must be a file name or a list of [seconds, dB] points")
+                elif k == "fade_loop":
+                    if not isinstance(x, bool):
+                        raise o.error(where, f"must be true or false, got {x!r}")
+                elif isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
+                    raise o.error(where, f"must be a finite number, got {x!r}")
+                elif k.endswith("_bytes") and x != int(x):
+                    raise o.error(where, f"must be a whole number, got {x!r}")
+        out.append({d: {k: int(x) if k.endswith("_bytes") else x for k, x in v.items()} for d, v in t.items()})
+    return tuple(out), tuple(origins)
 
 
 def _apply_override(data: dict[str, Any], ov: str, located: dict[str, dict[str, str]]) -> None:

@@ -24,7 +24,7 @@ from typing import Any
 
 from .. import prereq
 from ..errors import PrerequisiteError, ProfileError
-from .profile import SCALE, LinkProfile, Origin
+from .profile import SCALE, LinkProfile, Origin, with_terminals
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -38,6 +38,9 @@ class DirectionNumbers:
     queue_limit_bytes: int | None
     queue_limit_packets: int | None
     trace_opportunity_bytes: int
+    #: The access scheme's derived numbers (DVB-S2 ACM/CCM forward, DVB-RCS2
+    #: DAMA return: rates per terminal, request-to-grant time...), if any.
+    access: dict[str, Any] | None = None
 
     @classmethod
     def parse(cls, d: dict[str, Any]) -> "DirectionNumbers":
@@ -45,7 +48,7 @@ class DirectionNumbers:
                    min_delay_ms=float(d["min_delay_ms"]), max_delay_ms=float(d["max_delay_ms"]),
                    packet_loss_1500=float(d["packet_loss_1500"]),
                    queue_limit_bytes=d.get("queue_limit_bytes"), queue_limit_packets=d.get("queue_limit_packets"),
-                   trace_opportunity_bytes=int(d.get("trace_opportunity_bytes", 1504)))
+                   trace_opportunity_bytes=int(d.get("trace_opportunity_bytes", 1504)), access=d.get("access"))
 
     @property
     def mean_mbps(self) -> float | None:
@@ -69,11 +72,19 @@ class LinkSpec:
     def emulator_config(self, seed: int) -> dict[str, Any]:
         return {"seed": seed, **self.config}
 
+    @property
+    def terminals(self) -> int:
+        """How many terminals the link serves (one unless it lists several)."""
+        return max(1, len(self.config.get("terminals") or []))
+
     def to_json(self) -> dict[str, Any]:
         """The stored form (the results database keeps one per link)."""
+        def numbers(n: DirectionNumbers) -> dict[str, Any]:
+            return {k: v for k, v in n.__dict__.items() if not (k == "access" and v is None)}
+
         return {"name": self.name, "label": self.label, "description": self.description, "hash": self.hash,
                 "config": self.config, "derived": {"base_rtt_ms": self.base_rtt_ms,
-                                                   "forward": self.forward.__dict__, "return": self.ret.__dict__}}
+                                                   "forward": numbers(self.forward), "return": numbers(self.ret)}}
 
     @classmethod
     def from_check(cls, answer: dict[str, Any], *, name: str, label: str, description: str) -> "LinkSpec":
@@ -121,14 +132,43 @@ def check(config: dict[str, Any]) -> dict[str, Any]:
     return answer
 
 
-def resolve(profile: LinkProfile) -> LinkSpec:
-    """The link a profile describes, checked and resolved by the emulator."""
+def resolve(profile: LinkProfile, subnets: list[list[str]] | None = None) -> LinkSpec:
+    """The link a profile describes, checked and resolved by the emulator;
+    with ``subnets``, for as many terminals (see :func:`with_terminals`)."""
     config, made = profile.config_with_origins()
+    if subnets is not None:
+        config = with_terminals(config, subnets)
     answer = check(config)
     if not answer["ok"]:
         raise _blame(profile, made, config, str(answer.get("field", "config")), str(answer.get("message", "")),
                      answer)
     return LinkSpec.from_check(answer, name=profile.name, label=profile.label, description=profile.description)
+
+
+def _node(config: Any, path: str) -> Any:
+    """The part of a configuration at a path such as ``terminals[0].forward``."""
+    node = config
+    for name, index in re.findall(r"([^.\[\]]+)|\[(\d+)\]", path):
+        try:
+            node = node[int(index)] if index else node[name]
+        except (KeyError, IndexError, TypeError):
+            return None
+    return node
+
+
+def _file_of(node: Any, rest: str) -> str | None:
+    """The file a configuration part reads (its ``path``), nearest the field named by ``rest``."""
+    if isinstance(node, dict):
+        if isinstance(node.get("path"), str):
+            return str(node["path"])
+        first = re.match(r"^\.?([^.\[\]]+)", rest)
+        if first and first.group(1) in node:
+            return _file_of(node[first.group(1)], rest[first.end():])
+        for v in node.values():
+            found = _file_of(v, "")
+            if found:
+                return found
+    return None
 
 
 def _blame(profile: LinkProfile, made: dict[str, tuple[str, Origin]], config: dict[str, Any], cfield: str,
@@ -141,15 +181,24 @@ def _blame(profile: LinkProfile, made: dict[str, tuple[str, Origin]], config: di
     if not best:
         return profile.origin.error(cfield, message)
     key, origin = made[best]
-    # A trace: the emulator read the file and names its line.
-    m = re.match(r"^(?:.*?: )?line (\d+): (.*)$", message)
-    if key.endswith(".trace") and m:
-        path = config[key.split(".")[0]]["rate"].get("path", "")
-        return ProfileError(m.group(2), file=path, line=int(m.group(1)))
-    if key.endswith(".trace"):
-        path = config[key.split(".")[0]]["rate"].get("path", "")
-        return ProfileError(re.sub(r"^" + re.escape(path) + r":\s*", "", message), file=path)
-    leaf = key.split(".", 1)[1]
+    # A file the emulator read (a trace, a LEO trace, a fade): it names the file's line.
+    read = _file_of(_node(config, best), cfield[len(best):])
+    if read is not None:
+        m = re.match(r"^(?:.*?: )?line (\d+): (.*)$", message)
+        if m:
+            return ProfileError(m.group(2), file=read, line=int(m.group(1)))
+        if read in message:
+            return ProfileError(message.replace(f" {read}:", ":").replace(read, "it"), file=read)
+    if key.startswith("terminals["):
+        # A terminal's own key: named as the profile names it (Mbit/s where the emulator has bit/s).
+        rest = cfield[len(best):]
+        lo, hi, got = answer.get("min"), answer.get("max"), answer.get("value")
+        if rest.endswith("_bps"):
+            rest = rest[:-4] + "_mbps"
+            if isinstance(lo, (int, float)) and isinstance(hi, (int, float)) and isinstance(got, (int, float)):
+                message = f"must be from {lo / 1e6:g} to {hi / 1e6:g} Mbit/s, got {got / 1e6:g}"
+        return origin.error(key + rest, message)
+    leaf = key.split(".", 1)[-1]
     scale = SCALE.get(leaf)
     lo, hi, got = answer.get("min"), answer.get("max"), answer.get("value")
     if scale and isinstance(lo, (int, float)) and isinstance(hi, (int, float)) and isinstance(got, (int, float)):

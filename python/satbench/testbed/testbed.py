@@ -2,6 +2,10 @@
 
     client hosts --(LAN)-- [access point --(access link)--] terminal ==(satellite link)== gateway --(LAN)-- server hosts
 
+With several terminals (``terminals = N``), each has its own client LAN and
+clients (dealt to terminals in turn), and one emulator joins them all to
+the gateway, routing forward packets by their destination.
+
 Every host is a network namespace named ``sb<id>-<role>``. The satellite link
 (and the optional access link) is a pair of TUN devices joined by a
 ``satbench-link`` emulator process. Addresses come from 198.18.0.0/15, the
@@ -9,9 +13,10 @@ range reserved for network benchmarking, and exist only inside the testbed:
 no namespace has an interface or a route to the host or beyond.
 
     198.18.1.0/24  client LAN   (.1 terminal or access point, .10+ clients)
-    198.18.2.1/2   satellite link (terminal / gateway)
+    198.18.2.1/2   satellite link (terminal / gateway; terminal k >= 2 is 198.18.2.(k+1))
     198.18.3.0/24  server LAN   (.1 gateway, .10+ servers)
     198.18.4.1/2   access link  (access point / terminal)
+    198.18.(100+k).0/24  client LAN of terminal k >= 2
 
 Names under ``.test`` come from a hosts file that ``ip netns exec`` mounts.
 Before anything is made, an owner record (pid and start time) is written to
@@ -56,9 +61,41 @@ def _allowed_as_default(cc: str) -> bool:
         return False
 
 
-def as_spec(link: LinkSpec | LinkProfile) -> LinkSpec:
-    """A profile resolved by the emulator, or a link already resolved."""
-    return link if isinstance(link, LinkSpec) else resolve(link)
+#: The most terminals a testbed builds.
+MAX_TERMINALS = 50
+
+
+@dataclass(frozen=True)
+class TerminalPlan:
+    """Terminal k's addresses (k from 1)."""
+
+    k: int
+
+    @property
+    def sat_addr(self) -> str:
+        return "198.18.2.1" if self.k == 1 else f"198.18.2.{self.k + 1}"
+
+    @property
+    def lan(self) -> str:
+        """The first three octets of its client LAN."""
+        return "198.18.1" if self.k == 1 else f"198.18.{100 + self.k}"
+
+    @property
+    def subnets(self) -> list[str]:
+        """What the emulator routes to it: its client LAN and its own address."""
+        return [f"{self.lan}.0/24", f"{self.sat_addr}/32"]
+
+
+def terminal_subnets(n: int) -> list[list[str]]:
+    """The subnets of a testbed's ``n`` terminals, in order (for the link's configuration)."""
+    return [TerminalPlan(k).subnets for k in range(1, n + 1)]
+
+
+def as_spec(link: LinkSpec | LinkProfile, terminals: int = 1) -> LinkSpec:
+    """A profile resolved by the emulator (for ``terminals`` terminals), or a link already resolved."""
+    if isinstance(link, LinkSpec):
+        return link
+    return resolve(link, terminal_subnets(terminals) if terminals > 1 else None)
 
 
 @dataclass(kw_only=True)
@@ -79,6 +116,9 @@ class TestbedSpec:
     #: Resolve names through an authoritative DNS server (dnsmasq) on the first
     #: server host, so that lookups cross the emulated link; else hosts files.
     dns: bool = False
+    #: Satellite terminals sharing the link (clients dealt to them in turn). A
+    #: link resolved for several terminals sets this itself.
+    terminals: int = 1
 
 
 class Testbed:
@@ -94,18 +134,39 @@ class Testbed:
             raise TestbedError(f"servers must be between 1 and 200, got {spec.servers}")
         if spec.tcp_cc is not None:
             check_namespace_default_cc(spec.tcp_cc)
+        if not 1 <= spec.terminals <= MAX_TERMINALS:
+            raise TestbedError(f"terminals must be between 1 and {MAX_TERMINALS}, got {spec.terminals}")
         self.spec = spec
-        self.link = as_spec(spec.link)
+        self.link = as_spec(spec.link, spec.terminals)
+        given = self.link.config.get("terminals") or [{}]
+        n = max(spec.terminals, self.link.terminals if given[0].get("subnets") else 1)
+        if spec.terminals > 1 and self.link.terminals != spec.terminals:
+            raise TestbedError(f"the link {self.link.label} is resolved for {self.link.terminals} terminal(s), "
+                               f"the testbed has {spec.terminals}")
+        if n > 1 and [t.get("subnets") for t in self.link.config["terminals"]] != terminal_subnets(n):
+            raise TestbedError(f"the link {self.link.label}'s terminals are not this testbed's subnets")
+        if n > 1 and spec.access is not None:
+            raise TestbedError("an access link behind several terminals is not supported; use one terminal")
         self.access = as_spec(spec.access) if spec.access is not None else None
         self.id = secrets.token_hex(3)
         self.seed = spec.seed if spec.seed is not None else secrets.randbits(63)
         self.run_dir = RUN_ROOT / self.id
         p = f"sb{self.id}-"
-        self.terminal = Host("terminal", p + "term", "198.18.2.1", ["terminal.test"])
+        self.plans = [TerminalPlan(k) for k in range(1, n + 1)]
+        self.terminals = [Host("terminal" if t.k == 1 else f"terminal{t.k}", p + ("term" if t.k == 1 else f"term{t.k}"),
+                               t.sat_addr, ["terminal.test" if t.k == 1 else f"terminal{t.k}.test"])
+                          for t in self.plans]
+        self.terminal = self.terminals[0]
         self.gateway = Host("gateway", p + "gw", "198.18.2.2", ["gateway.test"])
         self.access_point = Host("ap", p + "ap", "198.18.4.1", ["ap.test"]) if spec.access else None
-        self.clients = [Host(f"c{i}", p + f"c{i}", f"198.18.1.{9 + i}",
-                             [f"c{i}.test"] + (["client.test"] if i == 1 else [])) for i in range(1, spec.clients + 1)]
+        #: Each client's terminal (index into :attr:`terminals`): dealt in turn.
+        self.client_terminal = [(i - 1) % n for i in range(1, spec.clients + 1)]
+        self.clients = []
+        for i in range(1, spec.clients + 1):
+            k = self.client_terminal[i - 1]
+            j = (i - 1) // n + 1  # the client's place on its terminal's LAN
+            self.clients.append(Host(f"c{i}", p + f"c{i}", f"{self.plans[k].lan}.{9 + j}",
+                                     [f"c{i}.test"] + (["client.test"] if i == 1 else [])))
         self.servers = [Host(f"s{j}", p + f"s{j}", f"198.18.3.{9 + j}",
                              (["server.test"] if j == 1 else []) + [f"s{j}.test"]) for j in range(1, spec.servers + 1)]
         self.emulators: dict[str, Emulator] = {}
@@ -118,7 +179,7 @@ class Testbed:
     @property
     def hosts(self) -> list[Host]:
         extra = [self.access_point] if self.access_point else []
-        return [*self.clients, *extra, self.terminal, self.gateway, *self.servers]
+        return [*self.clients, *extra, *self.terminals, self.gateway, *self.servers]
 
     @property
     def namespaces(self) -> list[str]:
@@ -190,7 +251,8 @@ class Testbed:
             else:
                 (d / "hosts").write_text(hosts)
                 (d / "resolv.conf").write_text("# satbench: no DNS server; names come from /etc/hosts\n")
-        routers = {self.terminal.ns, self.gateway.ns} | ({self.access_point.ns} if self.access_point else set())
+        routers = {t.ns for t in self.terminals} | {self.gateway.ns} | (
+            {self.access_point.ns} if self.access_point else set())
         for ns in self.namespaces:
             self._sysctls(ns, router=ns in routers)
         self._configure()
@@ -198,7 +260,7 @@ class Testbed:
             self._start_dns(hosts)
         near_side = (self.access_point.ns, "acc0") if self.access_point else None
         self.effective_tcp_cc = self.tcp_cc()
-        self.emulators["link"] = Emulator("link", self.link, self.seed, (self.terminal.ns, "sat0"),
+        self.emulators["link"] = Emulator("link", self.link, self.seed, [(t.ns, "sat0") for t in self.terminals],
                                           (self.gateway.ns, "sat0"), self.run_dir, self.spec.pcap_dir)
         if self.access and near_side:
             self.emulators["access"] = Emulator("access", self.access, self.seed ^ 0x5A5A, near_side,
@@ -260,6 +322,22 @@ class Testbed:
             return lines
 
         # Client side.
+        if len(self.terminals) > 1:
+            for k, (t, plan) in enumerate(zip(self.terminals, self.plans)):
+                mine = [c for c, tk in zip(self.clients, self.client_terminal) if tk == k]
+                batch(t.ns, lan(mine, f"{plan.lan}.1") + tun("sat0", plan.sat_addr, "198.18.2.2")
+                      + ["route add 198.18.3.0/24 dev sat0", "route add 198.18.0.0/15 dev sat0"])
+            gw = lan(self.servers, "198.18.3.1") + [
+                "tuntap add dev sat0 mode tun vnet_hdr", "link set sat0 up", "addr add 198.18.2.2/24 dev sat0"]
+            gw += [f"route add {p.lan}.0/24 dev sat0" for p in self.plans]
+            batch(self.gateway.ns, gw)
+            for c, k in zip(self.clients, self.client_terminal):
+                batch(c.ns, ["link set lo up", f"addr add {c.addr}/24 dev eth0", "link set eth0 up",
+                             f"route add 198.18.0.0/15 via {self.plans[k].lan}.1"])
+            for h in self.servers:
+                batch(h.ns, ["link set lo up", f"addr add {h.addr}/24 dev eth0", "link set eth0 up",
+                             "route add 198.18.0.0/15 via 198.18.3.1"])
+            return
         client_lan = lan(self.clients, "198.18.1.1")
         term = [] if self.access_point else client_lan
         if not self.access_point:
