@@ -43,7 +43,7 @@ from .link.spec import LinkSpec, resolve
 from .model import CongestionControl, Protocol, TrialStatus, choices
 from .testbed.cleanup import cleanup
 from .testbed.shell import format_counters, run_shell
-from .testbed.testbed import Testbed, TestbedSpec, check_namespace_default_cc
+from .testbed.testbed import MAX_TERMINALS, Testbed, TestbedSpec, check_namespace_default_cc, terminal_subnets
 
 DEFAULT_DB = "results/satbench.sqlite"
 Handler = Callable[[argparse.Namespace, list[str]], int]
@@ -119,6 +119,8 @@ def _shell_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--access", help="profile of an access link between clients and terminal (e.g. wifi)")
     p.add_argument("--clients", type=int, default=1, help="client hosts (default 1)")
     p.add_argument("--servers", type=int, default=1, help="server hosts (default 1)")
+    p.add_argument("--terminals", type=int, default=1,
+                   help="satellite terminals sharing the link, clients dealt to them in turn (default 1)")
     p.add_argument("--seed", type=int, help="seed of the emulator's randomness (default: random, reported)")
     p.add_argument("--default-cc", choices=choices(CongestionControl),
                    help="default TCP congestion control in every host namespace")
@@ -157,10 +159,14 @@ def _shell(a: argparse.Namespace, rest: list[str]) -> int:
         raise InputError(f"--json-out {a.json_out}: no such folder {Path(a.json_out).parent}")
     pcap_dir = _output_dir("--pcap", a.pcap)
     _output_dir("--server-logs", a.server_logs)
-    link = resolve(profile.load(a.link, a.set))
+    if not 1 <= a.terminals <= MAX_TERMINALS:
+        raise InputError(f"--terminals: must be from 1 to {MAX_TERMINALS}, got {a.terminals}")
+    if a.terminals > 1 and a.access:
+        raise InputError("--access: an access link behind several terminals is not supported")
+    link = resolve(profile.load(a.link, a.set), terminal_subnets(a.terminals) if a.terminals > 1 else None)
     access = resolve(profile.load(a.access)) if a.access else None
     spec = TestbedSpec(link=link, clients=a.clients, servers=a.servers, access=access, seed=a.seed,
-                       tcp_cc=a.default_cc, pcap_dir=pcap_dir, dns=a.dns)
+                       tcp_cc=a.default_cc, pcap_dir=pcap_dir, dns=a.dns, terminals=a.terminals)
     if a.cc and not a.serve:
         raise InputError("--cc sets the congestion control of the server started by --serve; "
                          "use --default-cc for the namespaces' default")

@@ -114,3 +114,15 @@ def test_several_terminals_share_the_satellite(tmp_path: Path) -> None:
     peers = {str(e.get("peer") or e.get("client") or "").rsplit(":", 1)[0] for e in access
              if e.get("type") == "connection"}
     assert any(p.startswith("198.18.1.") for p in peers) and any(p.startswith("198.18.102.") for p in peers), peers
+
+
+def test_the_link_benchmark_measures_what_the_access_costs() -> None:
+    from satbench.bench.link import access_cost
+
+    r = access_cost(2.0)
+    for k in ("plain", "access"):
+        assert r[k]["packets"] > 1000 and r[k]["mbps"] > 50, r
+    # A generous bound (the benchmark's target is +10 %): the access never doubles the cost per packet.
+    assert r["overhead"] is not None and r["overhead"] < 1.0, r
+    m = r["model"]
+    assert m is not None and m["access_ns_per_packet"] > m["plain_ns_per_packet"] > 0

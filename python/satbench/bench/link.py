@@ -6,17 +6,23 @@ Measured on a fresh testbed each:
   - RTT error at 250 ms one-way delay (measured minus configured), idle and
     during a bulk transfer, with the same probe's RTT over one LAN hop that
     does not cross the emulator as a reference;
-  - TCP goodput as a fraction of the ideal at 10 and 100 Mbit/s after slow start.
+  - TCP goodput as a fraction of the ideal at 10 and 100 Mbit/s after slow start;
+  - the emulator's CPU per packet with the satellite access on (DVB-S2 ACM
+    with GSE forward, DVB-RCS2 DAMA with RLE return) against the same rates
+    without it, under the same bulk transfer.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import platform
+import subprocess
 import threading
 import time
 from typing import Any
 
+from .. import prereq
 from ..link import profile
 from ..link.profile import LinkProfile
 from ..testbed import measure
@@ -29,7 +35,37 @@ TARGETS = {
     "rtt_error_median_ms_max": 0.1,
     "rtt_error_p99_ms_max": 1.0,
     "goodput_fraction_min": 0.99,
+    "access_cpu_overhead_max": 0.10,
 }
+
+#: The access cost comparison: about 400 Mbit/s each way, plain, then with ACM + DAMA.
+_PLAIN = """name = "bench-plain"
+[forward]
+rate_mbps = 400
+delay_ms = 5
+queue_ms = 50
+[return]
+rate_mbps = 400
+delay_ms = 5
+queue_ms = 50
+"""
+_ACCESS = """name = "bench-access"
+[forward]
+delay_ms = 5
+queue_ms = 50
+[forward.access]
+kind = "acm"
+symbol_rate_baud = 90e6
+[return]
+rate_mbps = 400
+delay_ms = 5
+queue_ms = 50
+[return.access]
+kind = "dama"
+[[terminals]]
+forward = { clear_sky_cn_db = 20 }
+return = { cra_mbps = 400 }
+"""
 
 
 def wire(overrides: list[str]) -> LinkProfile:
@@ -106,6 +142,28 @@ def goodput(rate_mbps: float, seconds: float, skip_s: float) -> dict[str, Any]:
             "link_drops": sum(v["packets"] for v in drops.values())}
 
 
+def access_cost(seconds: float) -> dict[str, Any]:
+    """Emulator CPU per packet through the same bulk transfer, without and with the satellite access."""
+    out: dict[str, Any] = {}
+    for name, text in (("plain", _PLAIN), ("access", _ACCESS)):
+        with Testbed(TestbedSpec(link=profile.parse_profile(text, file=f"<bench {name}>"), seed=1)) as tb:
+            pid = measure.emulator_pid(tb)
+            cpu0 = measure.cpu_seconds(pid)
+            b = measure.bulk(tb.client, tb.server, seconds=seconds)
+            cpu = measure.cpu_seconds(pid) - cpu0
+        stats = tb.link_stats or {}
+        packets = sum(int(stats.get(d, {}).get("delivered", {}).get("packets", 0)) for d in ("forward", "return"))
+        out[name] = {"mbps": b.bytes_received * 8 / b.seconds / 1e6, "packets": packets, "emulator_cpu_s": cpu,
+                     "us_per_packet": cpu / packets * 1e6 if packets else None}
+    p, a = out["plain"]["us_per_packet"], out["access"]["us_per_packet"]
+    out["overhead"] = a / p - 1 if p and a else None
+    # The model alone, in simulated time (no IO): what the access types cost per packet.
+    r = subprocess.run([str(prereq.link_binary()), "--bench-model", "--packets", "200000"], capture_output=True,
+                       text=True, timeout=300)
+    out["model"] = json.loads(r.stdout.strip().splitlines()[-1]) if r.returncode == 0 and r.stdout.strip() else None
+    return out
+
+
 def run(quick: bool = False) -> dict[str, Any]:
     secs = 4.0 if quick else 10.0
     count = 150 if quick else 500
@@ -115,6 +173,7 @@ def run(quick: bool = False) -> dict[str, Any]:
         "throughput": throughput(secs),
         "rtt_error": rtt_error(count, 8.0 if quick else 12.0),
         "goodput": [goodput(r, 8.0 if quick else 15.0, 3.0) for r in (10.0, 100.0)],
+        "access": access_cost(5.0 if quick else 10.0),
     }
     t, e = res["throughput"], res["rtt_error"]
     res["meets"] = {
@@ -123,6 +182,8 @@ def run(quick: bool = False) -> dict[str, Any]:
         "rtt_idle": e["idle"].get("median_ms", 9) <= TARGETS["rtt_error_median_ms_max"]
         and e["idle"].get("p99_ms", 9) <= TARGETS["rtt_error_p99_ms_max"],
         "goodput": all(g["fraction"] >= TARGETS["goodput_fraction_min"] for g in res["goodput"]),
+        "access": (res["access"]["overhead"] if res["access"]["overhead"] is not None else 9)
+        <= TARGETS["access_cpu_overhead_max"],
     }
     return res
 
@@ -152,4 +213,18 @@ def format_report(r: dict[str, Any]) -> str:
         lines.append(f"  goodput at {g['rate_mbps']:g} Mbit/s ({g['cc']}, 20 ms RTT, after {g['skipped_s']:g} s):"
                      f" {g['goodput_mbps']:.3f} of ideal {g['ideal_mbps']:.3f} Mbit/s = {100 * g['fraction']:.2f} %")
     lines.append(f"    [{ok(r['meets']['goodput'])}: >= 99 %]")
+    a = r["access"]
+    lines.append("  satellite access (ACM + GSE forward, DAMA + RLE return) against the same link without it:")
+    for k in ("plain", "access"):
+        x = a[k]
+        lines.append(f"    {k:6s} {x['mbps']:.0f} Mbit/s, {x['packets']} packets, "
+                     f"{x['us_per_packet']:.2f} us of emulator CPU per packet")
+    over = a["overhead"]
+    lines.append(f"    access adds {100 * over:+.1f} % per packet  [{ok(r['meets']['access'])}: <= +10 %]"
+                 if over is not None else "    access overhead: not measured")
+    m = a.get("model")
+    if m:
+        lines.append(f"    the model alone (no IO): {m['plain_ns_per_packet']:.0f} ns per packet plain, "
+                     f"{m['access_ns_per_packet']:.0f} ns with the access ({m['access_overhead_pct']:+.0f} %), "
+                     f"against {m['io_ns_per_packet']:.0f} ns of IO per packet")
     return "\n".join(lines)

@@ -60,6 +60,12 @@ FACTOR_METRICS = ("plt_ms", "last_object_ms", "fcp_ms", "first_object_ms", "lcp_
 COMPARED = ("plt_ms", "fcp_ms", "lcp_ms", "total_ms", "throughput_mbps")
 #: Metrics drawn over their trials' lower bounds (bound.py).
 FLOORED = ("plt_ms", "last_object_ms")
+#: The satellite access's counters summarised per combination (model.LinkCounters.access_metrics).
+ACCESS = {"access_frames_lost_fwd": "forward frames lost", "modcod_changes": "MODCOD changes",
+          "encap_overhead_bytes_fwd": "forward encapsulation bytes", "access_frames_lost_ret": "return frames lost",
+          "dama_requests": "capacity requests", "dama_granted_bytes": "return bytes granted",
+          "dama_used_bytes": "return bytes used", "encap_overhead_bytes_ret": "return encapsulation bytes",
+          "jain_terminals": "Jain's index over terminals"}
 #: What limited a sender (limited_*_pct), in the order shown.
 LIMITS = ("cwnd", "pacing", "flow_control", "receive_window", "sndbuf", "application")
 
@@ -246,6 +252,27 @@ def _limits_section(valid: Any, varied: list[str], figs: "_Figures") -> str:
             + _table(rows, head) + figs.add(fig, "limited-by", "What limited each sender, per combination"))
 
 
+def _access_section(valid: Any, varied: list[str]) -> str:
+    """The satellite access's counters (DVB-S2 forward, DVB-RCS2 return), medians per combination."""
+    cols = [c for c in ACCESS if c in valid.columns and valid[c].notna().any()]
+    if not cols:
+        return ""
+    rows = []
+    groups = list(valid.groupby(varied, dropna=False)) if varied else [((), valid)]
+    for cell, g in groups:
+        cell = cell if isinstance(cell, tuple) else (cell,)
+        row: list[Any] = [" ".join(f"{k}={v}" for k, v in zip(varied, cell)) or "all", len(g)]
+        if "plt_ms" in g:
+            row.append(float(g["plt_ms"].median()) if g["plt_ms"].notna().any() else math.nan)
+        row += [float(g[c].median()) if g[c].notna().any() else math.nan for c in cols]
+        rows.append(row)
+    head = ["combination", "n", *(["PLT (ms)"] if "plt_ms" in valid else []), *[ACCESS[c] for c in cols]]
+    return ("<h3>Satellite access</h3><p class='note'>The emulator's access counters, medians per combination: "
+            "DVB-S2 frames lost to fades and MODCOD changes (forward), DVB-RCS2 capacity requests and the bytes "
+            "granted and used (return), GSE/RLE encapsulation bytes. 'satbench trace' draws a trial's C/N, MODCOD "
+            "and granted rate over time.</p>" + _table(rows, head))
+
+
 def _cdf(ax: Any, df: Any, factor: str, metric: str) -> None:
     for lv in _levels(df[factor]):
         xs = np.sort(df[df[factor] == lv][metric].dropna().to_numpy())
@@ -401,6 +428,7 @@ def _experiment_section(r: Results, name: str, figs: _Figures) -> str:
             out.append(figs.add(_panel_fig(panels, lambda ax, d: _bars(ax, d, x, "overhead_pct", hue=hue)),
                                 "overhead", f"Protocol overhead by {x}" + (" and protocol" if hue else "")))
     out.append(_limits_section(valid, varied, figs))
+    out.append(_access_section(valid, varied))
     out.append(_knobs_section(valid, varied, spec, metrics))
     # Summary table per cell.
     if varied:

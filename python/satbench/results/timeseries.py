@@ -8,7 +8,10 @@ Sources, from the trial's artefact folder (``artefacts = ["server"]``):
 - ``server/quic_info.jsonl``: the QUIC server's own samples, where the
   server writes them; else ``server/qlog/*`` (:mod:`.qlog`): the recovery
   metrics, on the wall clock where the qlog is anchored to it (quiche's);
-- ``server/access.jsonl``: each request's arrival and completion.
+- ``server/access.jsonl``: each request's arrival and completion;
+- the trial's stored link counters: the satellite access's series per
+  terminal (C/N and the MODCOD in use forward, the granted return rate),
+  on the emulator's clock (its start is recorded in unix ns).
 
 ``satbench trace --db DB TRIAL`` draws it; :func:`load` returns it.
 """
@@ -58,18 +61,44 @@ class ObjectMark:
 
 
 @dataclass
+class AccessSeries:
+    """One terminal's satellite access over time (seconds on the trial's axis)."""
+
+    terminal: int
+    cn_db: list[tuple[float, float]] = field(default_factory=list)
+    modcod: list[tuple[float, str]] = field(default_factory=list)
+    granted_mbps: list[tuple[float, float]] = field(default_factory=list)
+
+
+@dataclass
 class TrialSeries:
     key: str
     label: str
     t0_unix_ns: int
     connections: list[Connection]
     objects: list[ObjectMark]
+    access: list[AccessSeries] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {"key": self.key, "label": self.label, "t0_unix_ns": self.t0_unix_ns,
                 "connections": [{"id": c.id, "transport": c.transport, "cc": c.cc,
                                  "samples": [s.__dict__ for s in c.samples]} for c in self.connections],
-                "objects": [o.__dict__ for o in self.objects]}
+                "objects": [o.__dict__ for o in self.objects], "access": [a.__dict__ for a in self.access]}
+
+
+def access_series(stats: dict[str, Any] | None, t0_unix_ns: int) -> list[AccessSeries]:
+    """The access series of an emulator's report, shifted onto the trial's axis."""
+    if not stats or not stats.get("started_unix_ns"):
+        return []
+    shift = (int(stats["started_unix_ns"]) - t0_unix_ns) / 1e9
+    out: dict[int, AccessSeries] = {}
+    for direction in ("forward", "return"):
+        for i, t in enumerate((stats.get(direction, {}).get("access") or {}).get("terminals", [])):
+            a = out.setdefault(i, AccessSeries(terminal=i + 1))
+            a.cn_db += [(x + shift, float(v)) for x, v in t.get("cn_db_series", [])]
+            a.modcod += [(x + shift, str(v)) for x, v in t.get("modcod_series", [])]
+            a.granted_mbps += [(x + shift, float(v) / 1e6) for x, v in t.get("granted_bps_series", [])]
+    return list(out.values())
 
 
 def _jsonl(p: Path) -> list[dict[str, Any]]:
@@ -83,30 +112,30 @@ def _jsonl(p: Path) -> list[dict[str, Any]]:
     return out
 
 
-def _trial(db: Path, which: str) -> tuple[str, str, Path]:
-    """(key, label, artefact folder) of a trial given by id or key (a prefix will do)."""
+def _trial(db: Path, which: str) -> tuple[str, str, Path, dict[str, Any] | None]:
+    """(key, label, artefact folder, link counters) of a trial given by id or key (a prefix will do)."""
     if not db.is_file():
         raise InputError(f"{db}: no such results database")
     con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
-        rows = con.execute("SELECT key, factors, artefacts FROM trials WHERE CAST(id AS TEXT) = ? OR key LIKE ?",
-                           (which, which + "%")).fetchall()
+        rows = con.execute("SELECT key, factors, artefacts, link_counters FROM trials WHERE CAST(id AS TEXT) = ? "
+                           "OR key LIKE ?", (which, which + "%")).fetchall()
     except sqlite3.DatabaseError as e:
         raise InputError(f"{db}: not a satbench results database ({e})") from None
     finally:
         con.close()
     if len(rows) != 1:
         raise InputError(f"TRIAL {which}: {'no' if not rows else len(rows)} trials match (give an id or a key)")
-    key, factors, art = rows[0]
+    key, factors, art, counters = rows[0]
     f = json.loads(factors)
     label = " ".join(f"{k}={f[k]}" for k in ("link", "protocol", "cc", "page", "client") if k in f)
     if not art or not (Path(art) / "server").is_dir():
         raise InputError(f"TRIAL {which}: no server artefacts stored (run with artefacts = [\"server\"])")
-    return key, label, Path(art)
+    return key, label, Path(art), json.loads(counters) if counters else None
 
 
 def load(db: Path, which: str) -> TrialSeries:
-    key, label, art = _trial(db, which)
+    key, label, art, counters = _trial(db, which)
     server = art / "server"
     access = _jsonl(server / "access.jsonl")
     reqs = [e for e in access if e.get("type") == "request" and e.get("t_request_unix_ns")]
@@ -149,14 +178,15 @@ def load(db: Path, which: str) -> TrialSeries:
     objects = [ObjectMark(path=str(e.get("path")), conn=str(e.get("conn")),
                           request_s=rel(e["t_request_unix_ns"]) or 0.0, done_s=rel(e.get("t_done_unix_ns")),
                           bytes=int(e.get("body_bytes") or 0)) for e in reqs]
-    return TrialSeries(key, label, t0, [c for c in conns.values() if c.samples], objects)
+    return TrialSeries(key, label, t0, [c for c in conns.values() if c.samples], objects, access_series(counters, t0))
 
 
 def plot(ts: TrialSeries) -> Any:
     """Four panels on one time axis: window and bytes in flight; pacing and
     delivery rates; RTT; each object from its request to its completion."""
-    fig, axes = plt.subplots(4, 1, figsize=(9, 9), sharex=True,
-                             gridspec_kw={"height_ratios": [3, 2, 2, max(1.5, 0.12 * len(ts.objects))]})
+    ratios = [3, 2, 2, max(1.5, 0.12 * len(ts.objects))] + ([2] if ts.access else [])
+    fig, axes = plt.subplots(len(ratios), 1, figsize=(9, 9 + (2 if ts.access else 0)), sharex=True,
+                             gridspec_kw={"height_ratios": ratios})
     shown = ts.connections[:8]
     for i, c in enumerate(shown):
         col = f"C{i}"
@@ -176,7 +206,9 @@ def plot(ts: TrialSeries) -> Any:
     axes[2].set_ylabel("smoothed RTT (ms)")
     axes[3].set_ylabel("objects")
     axes[3].set_yticks([])
-    axes[3].set_xlabel("seconds from the first request (server's clock)")
+    axes[-1].set_xlabel("seconds from the first request (server's clock)")
+    if ts.access:
+        _draw_access(axes[4], ts.access)
     for ax in axes[:3]:
         ax.grid(alpha=0.3)
         if ax.get_legend_handles_labels()[0]:
@@ -184,6 +216,30 @@ def plot(ts: TrialSeries) -> Any:
     axes[0].set_title(f"trial {ts.key}: {ts.label}", fontsize=9)
     fig.tight_layout()
     return fig
+
+
+def _draw_access(ax: Any, access: list[AccessSeries]) -> None:
+    """C/N per terminal (left), the granted return rate (right), each MODCOD change marked."""
+    right = ax.twinx() if any(a.granted_mbps for a in access) else None
+    for a in access:
+        col = f"C{a.terminal - 1}"
+        if a.cn_db:
+            ax.plot([t for t, _ in a.cn_db], [v for _, v in a.cn_db], color=col, lw=1.2,
+                    label=f"terminal {a.terminal} C/N")
+            for t, name in a.modcod:
+                ax.axvline(t, color=col, lw=0.6, ls=":")
+                ax.text(t, ax.get_ylim()[1] if ax.get_ylim() else 0, f" {name}", fontsize=6, rotation=90, va="top",
+                        color=col)
+        if right is not None and a.granted_mbps:
+            right.step([t for t, _ in a.granted_mbps], [v for _, v in a.granted_mbps], where="post", color=col,
+                       lw=1.0, ls="--", label=f"terminal {a.terminal} granted")
+    ax.set_ylabel("C/N (dB)")
+    ax.grid(alpha=0.3)
+    if right is not None:
+        right.set_ylabel("granted return (Mbit/s)")
+    handles = ax.get_legend_handles_labels()[0] + (right.get_legend_handles_labels()[0] if right else [])
+    if handles:
+        ax.legend(handles=handles, fontsize=6, ncol=2)
 
 
 def write_svg(ts: TrialSeries, out: Path) -> Path:

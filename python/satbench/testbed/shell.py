@@ -40,11 +40,39 @@ def format_counters(stats: dict[str, Any] | None, title: str) -> str:
                      f"loss {dr['loss']['packets']}, outage {dr['outage']['packets']}; "
                      f"queueing delay p50 {q['p50_ms']:.2f} ms, p99 {q['p99_ms']:.2f} ms, max {q['max_ms']:.2f} ms; "
                      f"release lateness p99 {rl['p99_ms'] * 1e3:.0f} us")
+        lines += _access_lines(d.get("access"))
+    if stats["forward"].get("unroutable"):
+        lines.append(f"  forward: {stats['forward']['unroutable'].get('packets', 0)} packets for no terminal's "
+                     "subnet (dropped)")
     outside = sum((d or {}).get("tx_dropped", 0) for d in stats.get("devices", {}).values())
     if outside:
         lines.append(f"  WARNING: {outside} packets dropped before reaching the emulator (TUN queue full): "
                      "the emulator was a bottleneck")
     return "\n".join(lines)
+
+
+def _access_lines(a: dict[str, Any] | None) -> list[str]:
+    """The satellite access's counters of one direction: frames, encapsulation, and per terminal."""
+    if not a:
+        return []
+    enc = a.get("encapsulation") or {}
+    out = [f"    {str(a.get('kind', '')).upper()}: {a.get('frames', 0)} frames, {a.get('frames_lost', 0)} lost "
+           f"({a.get('packets_lost', 0)} packets); {str(enc.get('kind', '')).upper()} overhead "
+           f"{_bytes(int(enc.get('overhead_bytes', 0)) + int(enc.get('frame_header_bytes', 0)))}, padding "
+           f"{_bytes(int(enc.get('padding_bytes', 0)))}, {enc.get('fragmented', 0)} packets fragmented"]
+    for i, t in enumerate(a.get("terminals", [])):
+        parts = [f"{t.get('frames', 0)} frames, {t.get('frames_lost', 0)} lost"]
+        if "modcod" in t:
+            cn = [v for _, v in t.get("cn_db_series", [])]
+            parts.append(f"MODCOD {t['modcod']} ({t.get('modcod_changes', 0)} changes)")
+            if cn:
+                parts.append(f"C/N {min(cn):.1f}-{max(cn):.1f} dB")
+        if "granted_bytes" in t:
+            granted = ", ".join(f"{k.upper()} {_bytes(int(v))}" for k, v in t["granted_bytes"].items() if v)
+            parts.append(f"{t.get('requests', 0)} requests, granted {granted or 'nothing'}, "
+                         f"used {_bytes(int(t.get('used_bytes', 0)))}")
+        out.append(f"      terminal {i + 1}: " + "; ".join(parts))
+    return out
 
 
 @dataclass
