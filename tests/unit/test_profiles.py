@@ -218,3 +218,19 @@ def test_bad_override_is_named() -> None:
         load_profile("geo", ["sideways.delay_ms=1"])
     with pytest.raises(ProfileError, match="KEY=VALUE"):
         load_profile("geo", ["delay_ms"])
+
+
+def test_a_recorded_leo_trace_and_its_reconfiguration(tmp_path: Path) -> None:
+    # Bandwidth: in each of 4 ms, 2, 1, 0 and 1 lines of 12 Mbit/s; delay: 20 then 30 ms per 10 ms.
+    (tmp_path / "bw.txt").write_text("0\n0\n1\n3\n")
+    (tmp_path / "delay.txt").write_text("20\n30\n")
+    f = write(tmp_path, 'name = "leo-rec"\n[forward]\nleo_trace = "bw.txt"\ndelay_trace = "delay.txt"\n'
+                        'reconfiguration = { period_s = 15, offset_s = 12, delay_ms = 40, delay_duration_ms = 300,'
+                        ' loss_p = 1, loss_duration_ms = 50 }\n[return]\nrate_mbps = 15\ndelay_ms = 20\n')
+    link = resolve(profiles.load(str(f)))
+    assert link.forward.mean_bps == pytest.approx(4 * 12e6 / 4)
+    assert link.forward.min_delay_ms == 20 and link.forward.max_delay_ms >= 30
+    assert link.config["forward"]["reconfiguration"]["period_s"] == 15
+    # The files are part of the link's identity.
+    (tmp_path / "delay.txt").write_text("20\n31\n")
+    assert resolve(profiles.load(str(f))).hash != link.hash
