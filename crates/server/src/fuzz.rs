@@ -265,6 +265,7 @@ fn shared(fx: &Fixture) -> Arc<Shared> {
         tcp_info: JsonLines::default(),
         open: Default::default(),
         shutdown,
+        live: Default::default(),
     })
 }
 

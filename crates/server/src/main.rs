@@ -36,6 +36,37 @@
 //! `--quic-info FILE`: every 10 ms while a QUIC connection has data to send,
 //! and at close, one JSON line of its sender state and what limited it
 //! (`limits.rs`); `--tcp-info FILE` likewise for TCP (TCP_INFO).
+//! Limits (what one client, or many, can make the server hold), all in the
+//! ready line's `limits` object:
+//! - TCP connections: at most `--max-tcp-conns` (default 1000) open; at the
+//!   cap a new connection is served and the one quiet the longest is closed
+//!   (access log: `"error": "evicted: --max-tcp-conns reached"`), so idle or
+//!   trickling connections cannot lock clients out;
+//! - time: `--idle-timeout-s` (30) without a byte read or written closes a
+//!   connection; `--header-read-timeout-s` (default: the idle timeout) bounds
+//!   the TLS handshake and each HTTP/1.1 request head (slowloris);
+//! - HTTP/1.1: request heads over 64 KiB are refused (431);
+//! - HTTP/2 (`tcp::http_builder`): 256 concurrent streams (more are
+//!   refused), header lists up to 16 KiB (h2 also bounds CONTINUATION
+//!   frames by it), 20 streams opened and reset before being accepted (rapid
+//!   reset, CVE-2023-44487: then GOAWAY), 1024 streams reset for the
+//!   client's errors, 400 KiB buffered per stream; SETTINGS and PING are
+//!   answered one at a time as the client reads (h2);
+//! - QUIC: at most `--max-quic-conns` (default 1000) connections, so that an
+//!   Initial flood cannot lock clients out nor grow memory. quiche: at the
+//!   cap the oldest connection still in its handshake is dropped (at once,
+//!   no draining) for the new one, and when every one is established the
+//!   Initial is dropped; datagrams under 1200 bytes are never answered nor
+//!   given state (RFC 9000 14.1), and a connection whose first packet fails
+//!   is forgotten at once. quinn: at the cap a client whose address is not
+//!   yet validated gets a stateless Retry, and one back with its token takes
+//!   the place of the oldest connection in its handshake (or is refused when
+//!   all are established): a closed quinn connection lingers for 3 PTO, so
+//!   evicting for every Initial would pile them up; handshakes waiting to be
+//!   accepted are capped likewise, with 64 KiB buffered for each, 16 MiB in
+//!   all. Both: 256 bidirectional and 16 unidirectional streams per
+//!   connection; request header sections up to 64 KiB.
+//!
 //! Keys go to $SSLKEYLOGFILE when it is set. Prints one JSON line when ready;
 //! exits 0 on SIGTERM or SIGINT; configuration errors exit 2.
 
@@ -383,6 +414,38 @@ fn quic_settings(opts: &Options) -> serde_json::Map<String, serde_json::Value> {
     v.as_object().expect("object").clone()
 }
 
+/// The limits in effect (see the module docs), for the ready line.
+fn limits(opts: &Options) -> serde_json::Value {
+    let mut v = serde_json::json!({
+        "max_tcp_conns": opts.max_tcp_conns,
+        "idle_timeout_s": opts.idle_timeout_s,
+        "header_read_timeout_s": opts.header_read_timeout().as_secs(),
+        "h1_max_head_bytes": tcp::H1_MAX_HEAD_BYTES,
+        "h2_max_concurrent_streams": tcp::H2_MAX_CONCURRENT_STREAMS,
+        "h2_max_header_list_bytes": tcp::H2_MAX_HEADER_LIST_BYTES,
+        "h2_max_pending_accept_reset_streams": tcp::H2_MAX_PENDING_ACCEPT_RESET_STREAMS,
+        "h2_max_local_error_reset_streams": tcp::H2_MAX_LOCAL_ERROR_RESET_STREAMS,
+        "h2_max_send_buf_bytes": tcp::H2_MAX_SEND_BUF_BYTES,
+    });
+    if opts.h3 {
+        let q = serde_json::json!({
+            "max_quic_conns": opts.max_quic_conns,
+            "quic_max_streams_bidi": quic::QUIC_MAX_STREAMS_BIDI,
+            "quic_max_streams_uni": quic::QUIC_MAX_STREAMS_UNI,
+            "h3_max_field_section_bytes": quic::H3_MAX_FIELD_SECTION_BYTES,
+            "quic_min_initial_datagram": quic::MIN_INITIAL_DATAGRAM,
+            "quinn_incoming_buffer_bytes": (opts.quic_stack == QuicStack::Quinn)
+                .then_some(quic_quinn::QUINN_INCOMING_BUFFER_BYTES),
+            "quinn_incoming_buffer_total_bytes": (opts.quic_stack == QuicStack::Quinn)
+                .then_some(quic_quinn::QUINN_INCOMING_BUFFER_TOTAL_BYTES),
+        });
+        if let (Some(m), Some(q)) = (v.as_object_mut(), q.as_object()) {
+            m.extend(q.clone());
+        }
+    }
+    v
+}
+
 fn main() {
     let opts = parse(std::env::args_os().skip(1)).unwrap_or_else(|e| usage(&e.to_string()));
     let root = files::Root::new(std::path::Path::new(&opts.root))
@@ -449,6 +512,7 @@ fn main() {
         tcp_info,
         open: Default::default(),
         shutdown,
+        live: Default::default(),
     });
     let sh_end = shared.clone();
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -478,6 +542,7 @@ fn main() {
                 if opts.h3 {
                     m.extend(quic_settings(&opts));
                 }
+                m.insert("limits".into(), limits(&opts));
                 serde_json::Value::Object(m)
             })
             .expect("object")
@@ -598,6 +663,52 @@ mod tests {
         assert_eq!(
             err(&["--root", "/", "--quic-info"]),
             "--quic-info needs a value"
+        );
+    }
+
+    #[test]
+    fn limits_flags() {
+        let o = parse(["--root", "/srv"]).unwrap();
+        assert_eq!((o.max_tcp_conns, o.max_quic_conns), (1000, 1000));
+        assert_eq!(o.header_read_timeout().as_secs(), 30);
+        let o = parse([
+            "--root",
+            "/srv",
+            "--max-tcp-conns",
+            "50",
+            "--max-quic-conns",
+            "7",
+            "--header-read-timeout-s",
+            "2",
+            "--idle-timeout-s",
+            "9",
+        ])
+        .unwrap();
+        assert_eq!((o.max_tcp_conns, o.max_quic_conns), (50, 7));
+        assert_eq!(
+            (o.header_read_timeout().as_secs(), o.idle_timeout_s),
+            (2, 9)
+        );
+        let o = parse(["--root", "/srv", "--idle-timeout-s", "9"]).unwrap();
+        assert_eq!(o.header_read_timeout().as_secs(), 9);
+        assert_eq!(
+            err(&["--root", "/", "--max-tcp-conns", "0"]),
+            "--max-tcp-conns: must be at least 1"
+        );
+        assert_eq!(
+            err(&["--root", "/", "--header-read-timeout-s", "0"]),
+            "--header-read-timeout-s: must be at least 1"
+        );
+        assert_eq!(
+            err(&["--root", "/", "--max-quic-conns", "many"]),
+            "--max-quic-conns: not a valid number: \"many\""
+        );
+        let l = limits(&o);
+        assert_eq!(l["max_tcp_conns"], 1000);
+        assert_eq!(l["header_read_timeout_s"], 9);
+        assert!(
+            l.get("max_quic_conns").is_none(),
+            "no h3 without a certificate"
         );
     }
 

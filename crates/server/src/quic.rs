@@ -27,7 +27,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const MAX_DATAGRAM: usize = QUIC_MAX_DATAGRAM;
+/// The smallest datagram that may carry a client's Initial (RFC 9000 14.1).
+pub const MIN_INITIAL_DATAGRAM: usize = 1200;
 const CHUNK: usize = 64 * 1024;
+/// Streams a client may open at once (both stacks).
+pub const QUIC_MAX_STREAMS_BIDI: u64 = 256;
+pub const QUIC_MAX_STREAMS_UNI: u64 = 16;
+/// The largest HTTP/3 request header section accepted (both stacks).
+pub const H3_MAX_FIELD_SECTION_BYTES: u64 = 64 * 1024;
 /// How often a connection is sampled.
 const SAMPLE_EVERY: Duration = Duration::from_millis(10);
 
@@ -90,6 +97,8 @@ struct Conn {
     accepted: u64,
     sampler: Sampler,
     next_sample: Instant,
+    /// Closed to make room for a new connection (`--max-quic-conns`).
+    evicted: bool,
 }
 
 pub struct Server {
@@ -203,8 +212,8 @@ impl Server {
             c.set_max_stream_window(v);
         }
         c.set_initial_max_stream_data_uni(1 << 20);
-        c.set_initial_max_streams_bidi(256);
-        c.set_initial_max_streams_uni(16);
+        c.set_initial_max_streams_bidi(QUIC_MAX_STREAMS_BIDI);
+        c.set_initial_max_streams_uni(QUIC_MAX_STREAMS_UNI);
         c.set_disable_active_migration(true);
         c.set_cc_algorithm_name(quiche_cc(opts.cc.as_deref().unwrap_or("cubic")))
             .map_err(QuicError::Config)?;
@@ -231,7 +240,9 @@ impl Server {
             }
             None => None,
         };
-        let h3_config = quiche::h3::Config::new().map_err(QuicError::H3Config)?;
+        let mut h3_config = quiche::h3::Config::new().map_err(QuicError::H3Config)?;
+        // A request's header section, as on TCP (HTTP/1.1 head, quinn's h3).
+        h3_config.set_max_field_section_size(H3_MAX_FIELD_SECTION_BYTES);
         Ok(Server {
             sock,
             config: c,
@@ -366,12 +377,21 @@ impl Server {
             return;
         };
         let dcid = hdr.dcid.to_vec();
-        let key = if self.conns.contains_key(&dcid) {
-            dcid
+        let (key, created) = if self.conns.contains_key(&dcid) {
+            (dcid, false)
         } else if let Some(k) = self.aliases.get(&dcid) {
-            k.clone()
+            (k.clone(), false)
         } else {
             if hdr.ty != quiche::Type::Initial {
+                return;
+            }
+            // RFC 9000 14.1: an Initial comes in a datagram of at least
+            // 1200 bytes; smaller ones are dropped before any state is made
+            // or anything is sent back (no amplification either).
+            if pkt.len() < MIN_INITIAL_DATAGRAM {
+                return;
+            }
+            if self.conns.len() >= self.opts.max_quic_conns && !self.evict_half_open() {
                 return;
             }
             if !quiche::version_is_supported(hdr.version) {
@@ -428,15 +448,22 @@ impl Server {
                     accepted: 0,
                     sampler: Sampler::starting(unix_ns()),
                     next_sample: Instant::now(),
+                    evicted: false,
                 },
             );
-            scid
+            (scid, true)
         };
         let c = self.conns.get_mut(&key).expect("conn");
         if c.conn
             .recv(pkt, quiche::RecvInfo { from, to: local })
             .is_err()
         {
+            if created {
+                // A first packet quiche could not use (garbage that looks
+                // like an Initial): the connection it made is forgotten.
+                self.conns.remove(&key);
+                self.aliases.retain(|_, v| *v != key);
+            }
             return;
         }
         if (c.conn.is_established() || c.conn.is_in_early_data()) && c.h3.is_none() {
@@ -633,6 +660,26 @@ impl Server {
         }
     }
 
+    /// At `--max-quic-conns`: forget the oldest connection whose handshake
+    /// has not completed (a flood of Initials cannot lock clients out);
+    /// false when every connection is established (the new one is dropped).
+    fn evict_half_open(&mut self) -> bool {
+        let Some(key) = self
+            .conns
+            .iter()
+            .filter(|(_, c)| !c.conn.is_established())
+            .min_by_key(|(_, c)| c.t_open)
+            .map(|(k, _)| k.clone())
+        else {
+            return false;
+        };
+        let mut c = self.conns.remove(&key).expect("conn");
+        self.aliases.retain(|_, v| *v != key);
+        c.evicted = true;
+        self.log_close(&c);
+        true
+    }
+
     fn log_close(&self, c: &Conn) {
         let s = c.conn.stats();
         let p = c.conn.path_stats().next();
@@ -656,7 +703,11 @@ impl Server {
             "peer_initial_max_data": peer_tp.map(|t| t.initial_max_data),
             "peer_initial_max_stream_data": peer_tp.map(|t| t.initial_max_stream_data_bidi_local),
             "limited_ms": c.sampler.tally.json(),
-            "error": c.conn.peer_error().map(|e| format!("{e:?}")),
+            "error": if c.evicted {
+                Some("evicted: --max-quic-conns reached".to_string())
+            } else {
+                c.conn.peer_error().map(|e| format!("{e:?}"))
+            },
         }));
     }
 }

@@ -270,8 +270,12 @@ impl Shared {
         t.receive_window(quinn::VarInt::from_u64(o.max_data()).expect("varint"));
         t.stream_receive_window(quinn::VarInt::from_u64(o.max_stream_data()).expect("varint"));
         t.send_window(send_window(o));
-        t.max_concurrent_bidi_streams(256u32.into());
-        t.max_concurrent_uni_streams(16u32.into());
+        t.max_concurrent_bidi_streams(
+            quinn::VarInt::from_u64(crate::quic::QUIC_MAX_STREAMS_BIDI).expect("varint"),
+        );
+        t.max_concurrent_uni_streams(
+            quinn::VarInt::from_u64(crate::quic::QUIC_MAX_STREAMS_UNI).expect("varint"),
+        );
         let initial_window = (o.initcwnd() * QUIC_MAX_DATAGRAM) as u64;
         t.congestion_controller_factory(Arc::new(ProbeFactory {
             inner: cc_factory(o.cc_name(), initial_window),
@@ -342,9 +346,17 @@ impl Server {
             .expect("runtime");
         let endpoint = {
             let _in_runtime = rt.enter();
+            // Handshakes not yet accepted or refused, and the datagrams
+            // buffered for them, are bounded (quinn's defaults: 65536
+            // and 10 MiB each, 100 MiB in all).
+            let mut server = quinn::ServerConfig::with_crypto(crypto.clone());
+            server
+                .max_incoming(opts.max_quic_conns)
+                .incoming_buffer_size(QUINN_INCOMING_BUFFER_BYTES)
+                .incoming_buffer_size_total(QUINN_INCOMING_BUFFER_TOTAL_BYTES);
             quinn::Endpoint::new(
                 quinn::EndpointConfig::default(),
-                Some(quinn::ServerConfig::with_crypto(crypto.clone())),
+                Some(server),
                 sock,
                 Arc::new(quinn::TokioRuntime),
             )
@@ -374,13 +386,45 @@ impl Server {
             let mut tasks = tokio::task::JoinSet::new();
             let mut next_id = 1u64;
             let mut tick = tokio::time::interval(Duration::from_millis(50));
+            let table: Table = Default::default();
             loop {
                 tokio::select! {
                     inc = endpoint.accept() => match inc {
                         Some(inc) => {
-                            let id = format!("q{next_id}");
+                            if table.lock().expect("table").len() >= sh.opts.max_quic_conns {
+                                // At the cap, an address not yet validated
+                                // gets a stateless Retry: a flood of
+                                // abandoned handshakes then costs nothing
+                                // (connections quinn closes linger ~3 PTO,
+                                // so evicting for each would pile them up).
+                                if !inc.remote_address_validated() && inc.may_retry() {
+                                    if let Err(e) = inc.retry() {
+                                        e.into_incoming().refuse();
+                                    }
+                                    continue;
+                                }
+                                // Back with its token: it takes the place
+                                // of the oldest handshake; none, refused.
+                                if !evict_half_open(&sh, &table) {
+                                    inc.refuse();
+                                    continue;
+                                }
+                            }
+                            let n = next_id;
+                            let id = format!("q{n}");
                             next_id += 1;
-                            tasks.spawn(serve(sh.clone(), inc, id));
+                            let established = Arc::new(AtomicBool::new(false));
+                            let peer = inc.remote_address();
+                            // Registered before the task can run (and leave).
+                            let mut t = table.lock().expect("table");
+                            let abort = tasks.spawn(serve(
+                                sh.clone(),
+                                inc,
+                                id.clone(),
+                                established.clone(),
+                                Leave(table.clone(), n),
+                            ));
+                            t.insert(n, Entry { abort, established, t_open: unix_ns(), peer, id });
                         }
                         None => break,
                     },
@@ -402,6 +446,60 @@ impl Server {
     }
 }
 
+/// Handshakes not yet accepted: datagrams buffered for one, and for all.
+pub const QUINN_INCOMING_BUFFER_BYTES: u64 = 64 << 10;
+pub const QUINN_INCOMING_BUFFER_TOTAL_BYTES: u64 = 16 << 20;
+
+/// A connection's task as `--max-quic-conns` sees it.
+struct Entry {
+    abort: tokio::task::AbortHandle,
+    established: Arc<AtomicBool>,
+    t_open: u64,
+    peer: SocketAddr,
+    id: String,
+}
+
+/// The connections open, by number.
+type Table = Arc<Mutex<std::collections::HashMap<u64, Entry>>>;
+
+/// Takes a connection out of the table when its task ends.
+struct Leave(Table, u64);
+
+impl Drop for Leave {
+    fn drop(&mut self) {
+        if let Ok(mut t) = self.0.lock() {
+            t.remove(&self.1);
+        }
+    }
+}
+
+/// At `--max-quic-conns`: stop the oldest connection whose handshake has
+/// not completed (its task is aborted; dropping it closes it), logged as
+/// evicted; false when every connection is established.
+fn evict_half_open(sh: &Shared, table: &Table) -> bool {
+    let e = {
+        let mut t = table.lock().expect("table");
+        let Some(k) = t
+            .iter()
+            .filter(|(_, e)| !e.established.load(Ordering::Relaxed))
+            .min_by_key(|(_, e)| e.t_open)
+            .map(|(k, _)| *k)
+        else {
+            return false;
+        };
+        t.remove(&k).expect("entry")
+    };
+    e.abort.abort();
+    let cc = sh.opts.cc_name();
+    sh.access.write(&serde_json::json!({
+        "type": "connection", "conn": e.id, "transport": "quic", "quic_stack": "quinn",
+        "alpn": "", "cc": crate::quic::cc_family(cc), "cc_impl": cc_impl(cc),
+        "peer": e.peer.to_string(), "t_open_unix_ns": e.t_open, "t_close_unix_ns": unix_ns(),
+        "requests": 0, "error": "evicted: --max-quic-conns reached",
+    }));
+    true
+}
+
 /// One connection's counters shared by its request tasks and its sampler.
 #[derive(Default)]
 struct ConnState {
@@ -410,7 +508,13 @@ struct ConnState {
     active: AtomicUsize,
 }
 
-async fn serve(sh: Arc<Shared>, inc: quinn::Incoming, id: String) {
+async fn serve(
+    sh: Arc<Shared>,
+    inc: quinn::Incoming,
+    id: String,
+    established: Arc<AtomicBool>,
+    _leave: Leave,
+) {
     let t_open = unix_ns();
     let peer = inc.remote_address();
     let probe = Arc::new(Mutex::new(ProbeState::default()));
@@ -473,6 +577,7 @@ async fn serve(sh: Arc<Shared>, inc: quinn::Incoming, id: String) {
             return;
         }
     };
+    established.store(true, Ordering::Relaxed);
     let sampling = tokio::spawn(sample_loop(
         Sampler::starting(t_open),
         sh.clone(),
@@ -482,7 +587,7 @@ async fn serve(sh: Arc<Shared>, inc: quinn::Incoming, id: String) {
         state.clone(),
     ));
     let mut h3 = match h3::server::builder()
-        .max_field_section_size(64 * 1024)
+        .max_field_section_size(crate::quic::H3_MAX_FIELD_SECTION_BYTES)
         .build::<_, Bytes>(h3_quinn::Connection::new(conn.clone()))
         .await
     {

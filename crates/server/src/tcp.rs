@@ -19,7 +19,13 @@ use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
 
 static NEXT_CONN: AtomicU64 = AtomicU64::new(1);
+/// The largest chunk of a file read at once.
 const CHUNK: usize = 256 * 1024;
+/// The first chunk: chunks double from it up to [`CHUNK`]. hyper reads a
+/// body's next chunk before it has room to send it, so a stream that never
+/// gets flow-control credit holds one chunk: 16 KiB, not 256 KiB (256
+/// stalled HTTP/2 streams held 64 MiB before).
+const FIRST_CHUNK: usize = 16 * 1024;
 
 pub struct Shared {
     pub root: Root,
@@ -30,6 +36,87 @@ pub struct Shared {
     pub open: std::sync::Mutex<std::collections::HashMap<Arc<str>, serde_json::Value>>,
     /// Set when the server stops: samplers take their last sample.
     pub shutdown: tokio::sync::watch::Sender<bool>,
+    /// The TCP connections open, for `--max-tcp-conns`.
+    pub live: Live,
+}
+
+/// One open TCP connection as the cap sees it: when it last read or wrote
+/// (ms since the epoch), and how to close it.
+struct Slot {
+    last: Arc<AtomicU64>,
+    evict: Arc<tokio::sync::Notify>,
+}
+
+/// The TCP connections open. At `--max-tcp-conns`, a new connection is
+/// accepted and the one that has been quiet the longest is closed (a flood
+/// of idle or trickling connections cannot lock clients out); the access
+/// log says `"error": "evicted: --max-tcp-conns reached"`.
+#[derive(Default)]
+pub struct Live {
+    slots: std::sync::Mutex<std::collections::HashMap<u64, Slot>>,
+    next: AtomicU64,
+    evicted: AtomicU64,
+}
+
+/// A connection's place in [`Live`]; leaves it when dropped.
+struct Admitted<'a> {
+    live: &'a Live,
+    id: u64,
+    last: Arc<AtomicU64>,
+    evict: Arc<tokio::sync::Notify>,
+}
+
+impl Live {
+    /// Make room for one more connection (closing the quietest one when
+    /// `max` are open) and register it.
+    fn admit(&self, max: usize) -> Admitted<'_> {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let last = Arc::new(AtomicU64::new(now_ms()));
+        let evict = Arc::new(tokio::sync::Notify::new());
+        let mut slots = self.slots.lock().expect("live lock");
+        while slots.len() >= max.max(1) {
+            let quietest = slots
+                .iter()
+                .min_by_key(|(_, s)| s.last.load(Ordering::Relaxed))
+                .map(|(k, _)| *k)
+                .expect("not empty");
+            let s = slots.remove(&quietest).expect("present");
+            // A permit is kept if the connection is not waiting yet.
+            s.evict.notify_one();
+            self.evicted.fetch_add(1, Ordering::Relaxed);
+        }
+        slots.insert(
+            id,
+            Slot {
+                last: last.clone(),
+                evict: evict.clone(),
+            },
+        );
+        Admitted {
+            live: self,
+            id,
+            last,
+            evict,
+        }
+    }
+
+    /// Connections open now.
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.slots.lock().expect("live lock").len()
+    }
+
+    /// Connections closed to make room since the start.
+    #[cfg(test)]
+    pub fn evicted(&self) -> u64 {
+        self.evicted.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for Admitted<'_> {
+    fn drop(&mut self) {
+        self.live.slots.lock().expect("live lock").remove(&self.id);
+    }
 }
 
 impl Shared {
@@ -52,6 +139,8 @@ pub struct FileBody {
     remaining: u64,
     on_done: Option<Box<dyn FnOnce(u64) + Send>>,
     sent: u64,
+    /// The size of the next chunk read.
+    chunk: usize,
 }
 
 impl FileBody {
@@ -62,6 +151,7 @@ impl FileBody {
             mem: Some(b),
             on_done: Some(on_done),
             sent: 0,
+            chunk: FIRST_CHUNK,
         }
     }
     fn finish(&mut self) {
@@ -92,7 +182,8 @@ impl Body for FileBody {
             self.finish();
             return Poll::Ready(None);
         }
-        let n = (self.remaining as usize).min(CHUNK);
+        let n = (self.remaining as usize).min(self.chunk);
+        self.chunk = (self.chunk * 2).min(CHUNK);
         let mut buf = vec![0u8; n];
         // Page-cached local files: a blocking read of one chunk is brief.
         let r = self.file.as_mut().expect("file body").read_exact(&mut buf);
@@ -194,6 +285,7 @@ pub(crate) async fn handle(
             remaining: body_len,
             on_done: Some(on_done),
             sent: 0,
+            chunk: FIRST_CHUNK,
         },
         (Some(_), true) => {
             b = b.header("content-length", body_len);
@@ -426,6 +518,7 @@ async fn sample(
 }
 
 async fn serve_conn(sh: Arc<Shared>, stream: TcpStream, tls: Option<tokio_rustls::TlsAcceptor>) {
+    let slot = sh.live.admit(sh.opts.max_tcp_conns);
     let _ = stream.set_nodelay(true);
     let conn: Arc<str> = format!("t{}", NEXT_CONN.fetch_add(1, Ordering::Relaxed)).into();
     let fd = stream.as_raw_fd();
@@ -460,57 +553,66 @@ async fn serve_conn(sh: Arc<Shared>, stream: TcpStream, tls: Option<tokio_rustls
     let idle = Duration::from_secs(sh.opts.idle_timeout_s);
     // Connections idle for longer than the idle timeout (including ones that
     // never send a byte) are closed: the serving future is dropped.
-    let last = Arc::new(AtomicU64::new(now_ms()));
+    let last = slot.last.clone();
     let stream = Tracked {
         inner: stream,
         last: last.clone(),
     };
     let watch = idle_watch(last, idle);
     tokio::pin!(watch);
-    let result = match tls {
-        None => {
-            let svc = hyper::service::service_fn(move |r| {
-                handle(r, s2.clone(), c2.clone(), false, c3.clone())
-            });
-            tokio::select! {
-                r = builder.serve_connection(TokioIo::new(stream), svc) => {
-                    r.map_err(ConnError::Http)
-                }
-                _ = &mut watch => Err(ConnError::Idle),
-            }
-        }
-        Some(acc) => match tokio::time::timeout(idle, acc.accept(stream)).await {
-            Ok(Ok(s)) => {
-                let alpn = s
-                    .get_ref()
-                    .1
-                    .alpn_protocol()
-                    .map(|p| String::from_utf8_lossy(p).into_owned())
-                    .unwrap_or_default();
-                let kind = s
-                    .get_ref()
-                    .1
-                    .handshake_kind()
-                    .map(|k| format!("{k:?}"))
-                    .unwrap_or_default();
-                if let Some(r) = sh.open.lock().expect("open lock").get_mut(&conn) {
-                    r["alpn"] = alpn.into();
-                    r["tls_handshake"] = kind.into();
-                }
+    let handshake = sh.opts.header_read_timeout();
+    let work = async {
+        match tls {
+            None => {
                 let svc = hyper::service::service_fn(move |r| {
-                    handle(r, s2.clone(), c2.clone(), true, c3.clone())
+                    handle(r, s2.clone(), c2.clone(), false, c3.clone())
                 });
                 tokio::select! {
-                    r = builder.serve_connection(TokioIo::new(s), svc) => {
+                    r = builder.serve_connection(TokioIo::new(stream), svc) => {
                         r.map_err(ConnError::Http)
                     }
                     _ = &mut watch => Err(ConnError::Idle),
                 }
             }
-            Ok(Err(e)) => Err(ConnError::Tls(e)),
-            Err(_) => Err(ConnError::TlsTimeout),
-        },
+            Some(acc) => match tokio::time::timeout(handshake, acc.accept(stream)).await {
+                Ok(Ok(s)) => {
+                    let alpn = s
+                        .get_ref()
+                        .1
+                        .alpn_protocol()
+                        .map(|p| String::from_utf8_lossy(p).into_owned())
+                        .unwrap_or_default();
+                    let kind = s
+                        .get_ref()
+                        .1
+                        .handshake_kind()
+                        .map(|k| format!("{k:?}"))
+                        .unwrap_or_default();
+                    if let Some(r) = sh.open.lock().expect("open lock").get_mut(&conn) {
+                        r["alpn"] = alpn.into();
+                        r["tls_handshake"] = kind.into();
+                    }
+                    let svc = hyper::service::service_fn(move |r| {
+                        handle(r, s2.clone(), c2.clone(), true, c3.clone())
+                    });
+                    tokio::select! {
+                        r = builder.serve_connection(TokioIo::new(s), svc) => {
+                            r.map_err(ConnError::Http)
+                        }
+                        _ = &mut watch => Err(ConnError::Idle),
+                    }
+                }
+                Ok(Err(e)) => Err(ConnError::Tls(e)),
+                Err(_) => Err(ConnError::TlsTimeout),
+            },
+        }
     };
+    let evicted = slot.evict.clone();
+    let result = tokio::select! {
+        r = work => r,
+        _ = evicted.notified() => Err(ConnError::Evicted),
+    };
+    drop(slot);
     let _ = stop_tx.send(());
     let error = result.err().map(|e| e.to_string());
     if let Some(mut rec) = sh.open.lock().expect("open lock").remove(&conn) {
@@ -575,9 +677,12 @@ enum ConnError {
     /// The TLS handshake failed.
     #[error("tls: {0}")]
     Tls(std::io::Error),
-    /// The TLS handshake took longer than the idle timeout.
+    /// The TLS handshake took longer than the header-read timeout.
     #[error("tls: handshake timeout")]
     TlsTimeout,
+    /// Closed to make room for a new connection (`--max-tcp-conns`).
+    #[error("evicted: --max-tcp-conns reached")]
+    Evicted,
 }
 
 /// TLS 1.3 with ALPN h2 and http/1.1; session resumption unless disabled;
@@ -619,4 +724,37 @@ pub fn tls_config(
         c.send_tls13_tickets = 0;
     }
     Ok(c)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cap_closes_the_quietest_connection() {
+        let live = Live::default();
+        let a = live.admit(2);
+        let b = live.admit(2);
+        a.last.store(now_ms() + 5, Ordering::Relaxed);
+        b.last.store(now_ms() - 60_000, Ordering::Relaxed);
+        let c = live.admit(2);
+        assert_eq!((live.len(), live.evicted()), (2, 1));
+        // b was told to close (a permit waits for it), a and c were not.
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            b.evict.notified().await;
+            let quiet = Duration::from_millis(20);
+            assert!(tokio::time::timeout(quiet, a.evict.notified())
+                .await
+                .is_err());
+            assert!(tokio::time::timeout(quiet, c.evict.notified())
+                .await
+                .is_err());
+        });
+        drop((a, b, c));
+        assert_eq!(live.len(), 0);
+    }
 }

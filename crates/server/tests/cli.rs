@@ -78,6 +78,16 @@ fn ready_line_reports_the_quic_settings() {
         assert_eq!(v["quic_max_data"], 3_000_000);
         assert_eq!(v["quic_max_stream_data"], 8 << 20);
         assert_eq!(v["quic_initcwnd_packets"], 20);
+        let l = &v["limits"];
+        assert_eq!(
+            (l["max_tcp_conns"].as_u64(), l["max_quic_conns"].as_u64()),
+            (Some(1000), Some(1000))
+        );
+        assert_eq!(l["header_read_timeout_s"], 30);
+        assert_eq!(l["h2_max_concurrent_streams"], 256);
+        assert_eq!(l["h2_max_pending_accept_reset_streams"], 20);
+        assert_eq!(l["quic_min_initial_datagram"], 1200);
+        assert_eq!(l["quinn_incoming_buffer_bytes"].is_u64(), stack == "quinn");
         assert_eq!(v["quic_fc_window_cap"]["conn"], 3_000_000);
         assert_eq!(v["quic_pacing"], true);
         let cc_impl = v["quic_cc_impl"].as_str().unwrap();
