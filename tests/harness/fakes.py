@@ -123,9 +123,10 @@ class FakeLoader(Client):
         objects = [ObjectTiming(client=0, url=req.url + f"img{k}.jpg", protocol=req.protocol.alpn, status=200,
                                 bytes=12_500, start_ms=self.rtt_ms, ttfb_ms=2 * self.rtt_ms, end_ms=plt)
                    for k in range(8)]
-        start = (req.start_at or 0.0) * 1000 + 0.5 * len(FakeLoader.loads) % 3  # within a few ms of the barrier
+        at = req.release() if req.release is not None else req.start_at
+        start = (at or 0.0) * 1000 + 0.5 * len(FakeLoader.loads) % 3  # within a few ms of the barrier
         out = ClientOutcome(status=TrialStatus.VALID, objects=objects, clients=clients, raw={"fake": True},
-                            load_s=plt / 1000, start_unix_ms=start if req.start_at else None)
+                            load_s=plt / 1000, start_unix_ms=start if at else None)
         out.metrics = {k: out.median(k) for k in ("plt_ms", "fcp_ms", "lcp_ms", "ttfb_ms")}
         return out
 

@@ -309,13 +309,15 @@ def test_a_mixed_population(tmp_path: Path) -> None:
     medians; Jain's index from the stored throughputs, by its formula."""
     db = tmp_path / "r.sqlite"
     e = spec.build("mix", {"link": "fair-lan", "page": "uniform-100k", "client": "loader",
-                           "clients": [{"h1": 5, "h2": 5}, {"h1": 10, "h2": 0}]}, seed=1)
+                           "clients": [{"h1": 5, "h2": 5}, {"h1": 10, "h2": 0}],
+                           "link.forward.loss": [0, 0.01]}, seed=1)
     assert {t.factors["protocol"] for t in e.trials} == {"mix"}
     s, _ = events(e, db)
-    assert (s.ran, s.valid) == (2, 2), s.reasons
-    assert [b.clients for b in fakes.FakeTestbed.built] == [10, 10]  # a host per client
+    assert (s.ran, s.valid) == (4, 4), s.reasons
+    assert [b.clients for b in fakes.FakeTestbed.built] == [10] * 4  # a host per client
     con = sqlite3.connect(db)
-    tid = con.execute("SELECT id FROM trials WHERE factors LIKE '%\"h2\": 5%'").fetchone()[0]
+    tid = con.execute("SELECT id FROM trials WHERE factors LIKE '%\"h2\": 5%' AND factors LIKE "
+                      "'%\"link.forward.loss\": 0,%'").fetchone()[0]
     rows = con.execute("SELECT grp, host, start_unix_ms, throughput_mbps, normalised_throughput FROM clients "
                        f"WHERE trial_id = {tid} ORDER BY client").fetchall()
     m = dict(con.execute(f"SELECT name, value FROM metrics WHERE trial_id = {tid}").fetchall())
@@ -327,6 +329,11 @@ def test_a_mixed_population(tmp_path: Path) -> None:
     assert xs[0] == pytest.approx(rows[0][3] / fair)
     assert m["plt_ms_h1"] > m["plt_ms_h2"] and m["clients_h1"] == 5
     assert 0 <= m["start_skew_ms"] <= 5
+    # The report's population views: PLT per group per network, Jain against loss, per-client CDFs, skew and CPU.
+    html = write_report(db, tmp_path / "rep").read_text()
+    assert "Populations" in html and "Start skew and idle CPU of every trial" in html and "h1=5 h2=5" in html
+    names = {f.name.split("-", 2)[-1] for f in (tmp_path / "rep" / "figures").glob("*.svg")}
+    assert {"plt-by-group.svg", "jain-vs-loss.svg", "client-plt-cdf.svg"} <= names, names
 
 
 def test_a_population_is_validated() -> None:

@@ -10,7 +10,7 @@ The runner knows only these interfaces.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Self
@@ -41,9 +41,12 @@ class LoadRequest:
     #: The trial's artefact folder, and which optional artefacts to keep there.
     artefacts: Path | None = None
     keep: frozenset[str] = frozenset()
-    #: Start the load at this unix time (seconds), not before: every client of
-    #: a population is released by one barrier (all namespaces share one clock).
+    #: Start the load at this unix time (seconds), not before (all namespaces share one clock).
     start_at: float | None = None
+    #: A population's barrier: called once the client is ready to load (a
+    #: browser launched, say), it returns when every client is, with the unix
+    #: time at which all start. Raises if the population was not ready in time.
+    release: Callable[[], float] | None = field(default=None, compare=False)
     #: The QUIC stack, and the flow-control window to advertise (None: the stack's own), where the client has both.
     quic_stack: str = "quiche"
     quic_window: int | None = None

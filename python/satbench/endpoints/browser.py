@@ -26,6 +26,7 @@ from typing import Any, Callable
 
 from ..errors import InputError
 from ..model import ClientOutcome, ClientResult, ObjectTiming, Protocol, TrialStatus, choices
+from ..testbed.proc import wait_until
 
 #: How long after the load event a page may take to paint at all.
 FCP_GRACE_S = 3.0
@@ -69,8 +70,15 @@ class BrowseOptions:
     viewport: tuple[int, int] = (1280, 720)
     har: Path | None = None
     netlog: Path | None = None
-    #: Navigate at this unix time, not before (a population's barrier).
+    #: Navigate at this unix time, not before.
     start_at: float | None = None
+    #: A population's barrier (see LoadRequest.release): called once the
+    #: browser is ready; navigate at the instant it returns.
+    release: Callable[[], float] | None = None
+
+    def start(self) -> None:
+        """Wait for the moment to navigate: the population's, or the fixed one."""
+        wait_until(self.release() if self.release is not None else self.start_at)
 
     def validate(self) -> None:
         if self.protocol not in choices(Protocol):

@@ -15,6 +15,7 @@ come from Chromium's DevTools network events.
 
 from __future__ import annotations
 
+import asyncio
 import shlex
 import shutil
 import subprocess
@@ -32,7 +33,6 @@ from playwright.sync_api import sync_playwright
 from ..errors import PrerequisiteError, TestbedError
 from ..model import ClientKind, ClientOutcome, Protocol
 from ..testbed.host import Host
-from ..testbed.proc import wait_until
 from . import ca as ca_mod
 from .base import Client, LoadRequest, Problem
 from .browser import _COLLECT, _OBSERVER, BrowseOptions, LoadResult, judge, outcome, page_metrics, settle
@@ -125,7 +125,7 @@ class Browser:
                 cdp.send("Network.setCacheDisabled", {"cacheDisabled": True})
                 page.add_init_script(_OBSERVER)
                 error = None
-                wait_until(opts.start_at)
+                opts.start()
                 try:
                     page.goto(url, wait_until="load", timeout=opts.timeout_s * 1000)
                 except PlaywrightError as e:
@@ -198,12 +198,16 @@ class Chromium(Client):
     def load(self, req: LoadRequest) -> ClientOutcome:
         art = req.artefacts
         opts = BrowseOptions(protocol=req.protocol.value, timeout_s=req.timeout_s, start_at=req.start_at,
-                             har=art / "page.har" if art and "har" in req.keep else None,
+                             release=req.release, har=art / "page.har" if art and "har" in req.keep else None,
                              netlog=art / "netlog.json" if art and "netlog" in req.keep else None)
         try:
             if threading.current_thread() is threading.main_thread():
                 r = self.browser.load(req.url, opts, host=req.host)
             else:  # one of a population: Playwright's sync API wants a driver per thread
+                # CPython's C accelerator caches "the running loop" by thread-state id, and a
+                # thread started while another's Playwright loop runs can be handed that loop:
+                # say plainly that this thread runs none.
+                asyncio.events._set_running_loop(None)
                 with Browser() as b:
                     r = b.load(req.url, opts, host=req.host)
         except PlaywrightError as e:  # the harness failed, not the path

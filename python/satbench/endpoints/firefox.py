@@ -41,7 +41,6 @@ from websockets.sync.client import connect
 from ..errors import InputError, PrerequisiteError, TestbedError
 from ..model import ClientKind, ClientOutcome, Protocol
 from ..testbed.host import Host
-from ..testbed.proc import wait_until
 from . import ca as ca_mod
 from .base import Client, LoadRequest, Problem
 from .browser import _COLLECT, _OBSERVER, BrowseOptions, LoadResult, judge, outcome, page_metrics, settle
@@ -173,7 +172,7 @@ def firefox_load(url: str, opts: BrowseOptions, connections: int = 6, *, host: H
             context = bidi.send("browsingContext.getTree", {})["contexts"][0]["context"]
             bidi.send("script.addPreloadScript", {"functionDeclaration": "() => {" + _OBSERVER_SAFE + "}"})
             error = None
-            wait_until(opts.start_at)
+            opts.start()
             try:
                 bidi.send("browsingContext.navigate", {"context": context, "url": url, "wait": "complete"},
                           timeout=opts.timeout_s)
@@ -264,7 +263,8 @@ class Firefox(Client):
         return program_version(FIREFOX)
 
     def load(self, req: LoadRequest) -> ClientOutcome:
-        opts = BrowseOptions(protocol=req.protocol.value, timeout_s=req.timeout_s, start_at=req.start_at)
+        opts = BrowseOptions(protocol=req.protocol.value, timeout_s=req.timeout_s, start_at=req.start_at,
+                             release=req.release)
         try:
             r = firefox_load(req.url, opts, req.connections, host=req.host)
         except (RuntimeError, OSError, TimeoutError) as e:  # the harness failed, not the path

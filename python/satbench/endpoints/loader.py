@@ -175,9 +175,11 @@ class Loader(Client):
     kind = ClientKind.LOADER
 
     def load(self, req: LoadRequest) -> ClientOutcome:
+        # In a population, the process starts once every client is ready, and waits for the instant.
+        start_at = req.release() if req.release is not None else req.start_at
         opts = LoadOptions(protocol=req.protocol.value, clients=req.clients, connections=req.connections,
                            mode="single" if req.single else "page", timeout_s=req.timeout_s,
-                           start_at_ns=None if req.start_at is None else int(req.start_at * 1e9),
+                           start_at_ns=None if start_at is None else int(start_at * 1e9),
                            quic_stack=req.quic_stack, quic_window=req.quic_window)
         try:
             p = req.host.run(opts.argv(req.url), capture_output=True, text=True, timeout=req.timeout_s + 60)

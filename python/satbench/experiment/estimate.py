@@ -41,6 +41,10 @@ MATHIS_C = {("tcp", "cubic"): 1.22, ("tcp", "reno"): 1.22, ("tcp", "bbr"): None,
 MSS = 1448
 
 
+#: Seconds a browser of a population takes to get ready (driver and browser launched; they launch together).
+BROWSER_READY_S = 0.8
+
+
 def page_bytes(page: str) -> tuple[int, int]:
     """(total bytes, objects after the HTML) of a page, from its definition."""
     if page.startswith("bulk:"):
@@ -105,6 +109,7 @@ def trial_s(factors: dict[str, Any], link: LinkSpec) -> float:
     t = rounds * rtt + transfer + OVERHEAD_S.get(str(client), 0.5)
     if client in ("chromium", "firefox"):
         t += LCP_SETTLE_S
-    if mix is not None:  # every client prepares before the barrier
-        t += max(1.0, clients * population.PREPARE_S["browser" if client != "loader" else "loader"])
+    if mix is not None:  # every client prepares before the barrier (browsers start their drivers and launch)
+        t += population.RELEASE_LEAD_S + (clients * BROWSER_READY_S if client != "loader"
+                                          else clients * population.RELEASE_LEAD_PER_LOADER_S)
     return t

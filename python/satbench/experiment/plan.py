@@ -3,9 +3,11 @@ long the rest will take (:mod:`.estimate`). Nothing here runs a trial."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any
 
+from . import population
 from .design import RunOrder, Trial
 from .estimate import trial_s
 from .spec import Experiment
@@ -13,6 +15,32 @@ from .spec import Experiment
 
 def trial_estimate(t: Trial) -> float:
     return trial_s(t.factors, t.link)
+
+
+#: Browsers per core a population may have before its trials risk being CPU-starved (measured: two
+#: Chromium loads of a small page keep a core busy while they run), and loader clients per core.
+BROWSERS_PER_CORE = 2
+LOADERS_PER_CORE = 200
+
+
+def heavy_populations(trials: list[Trial], cores: int | None = None) -> list[str]:
+    """Warnings for populations likely too heavy for this machine's cores (their trials would be
+    stored invalid as CPU-starved, and the time spent on them lost)."""
+    cores = cores or os.cpu_count() or 1
+    browsers = loaders = 0
+    for t in trials:
+        groups = population.groups(t.factors) or []
+        browsers = max(browsers, sum(g.n for g in groups if g.kind.browser))
+        loaders = max(loaders, sum(g.n for g in groups if not g.kind.browser))
+    out = []
+    if browsers > BROWSERS_PER_CORE * cores:
+        out.append(f"populations of up to {browsers} browsers on {cores} cores (more than {BROWSERS_PER_CORE} per "
+                   "core): their trials may be CPU-starved, and are then stored invalid; consider the loader, "
+                   "or a machine with more cores")
+    if loaders > LOADERS_PER_CORE * cores:
+        out.append(f"populations of up to {loaders} loader clients on {cores} cores: their trials may be "
+                   "CPU-starved")
+    return out
 
 
 @dataclass(frozen=True)
@@ -34,6 +62,7 @@ class Plan:
     def to_json(self) -> dict[str, Any]:
         e = self.experiment
         return {**e.spec_json(self.order.seed), "estimate_s": self.estimate_s(),
+                "warnings": heavy_populations(self.order.trials),
                 "links": {h: s.to_json() for h, s in e.links.items()},
                 "trials": [{"key": t.key, "rep": t.rep, "factors": t.factors, "scenarios": t.scenarios,
                             "links": {r: s.hash for r, s in t.links.items()}, "done": t.key in self.done,
@@ -49,6 +78,7 @@ class Plan:
                  "  links: " + "; ".join(f"{s.label} [{h}] base RTT {s.base_rtt_ms:g} ms"
                                           for h, s in e.links.items()),
                  f"  to run: {len(self.todo)} trials, estimated {format_duration(self.estimate_s())}"]
+        lines += [f"  WARNING: {w}" for w in heavy_populations(trials)]
         if e.design is not None:
             lines[2:2] = ["  " + d for d in e.design.describe()] + (
                 [f"  blocks: by {e.block}, each in its own random order"] if e.block else [])

@@ -40,8 +40,11 @@ from ..model import ClientKind, ClientOutcome, ClientResult, ObjectTiming, Proto
 SKEW_TARGET_MS = {"loader": 5.0, "browser": 50.0}
 #: Below this median idle share of the machine's CPU during a load, the clients were starved.
 CPU_IDLE_MIN_PCT = 5.0
-#: Time the clients get to prepare before the barrier (seconds): per client and at least.
-PREPARE_S = {"loader": 0.3, "browser": 1.2}
+#: How long the clients may take to get ready (browsers launched) before the population fails.
+READY_TIMEOUT_S = 120.0
+#: From the last client ready to the common start: a base, and per loader client (its process starts then).
+RELEASE_LEAD_S = 0.1
+RELEASE_LEAD_PER_LOADER_S = 0.03
 
 
 @dataclass(frozen=True)
@@ -99,10 +102,12 @@ def size(factors: Mapping[str, Any]) -> int:
 
 
 class CpuSampler:
-    """The machine's idle share of CPU, sampled every 100 ms while it runs."""
+    """The machine's idle share of CPU, sampled every 100 ms while it runs
+    (each sample with the unix time at its end)."""
 
     def __init__(self, period_s: float = 0.1):
-        self.period_s, self.idle_pct = period_s, []  # type: ignore[var-annotated]
+        self.period_s = period_s
+        self.samples: list[tuple[float, float]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="cpu-sampler", daemon=True)
 
@@ -119,7 +124,7 @@ class CpuSampler:
             now = self._read()
             d_idle, d_total = now[0] - last[0], now[1] - last[1]
             if d_total > 0:
-                self.idle_pct.append(100.0 * d_idle / d_total)
+                self.samples.append((time.time(), 100.0 * d_idle / d_total))
             last = now
 
     def __enter__(self) -> "CpuSampler":
@@ -130,9 +135,11 @@ class CpuSampler:
         self._stop.set()
         self._thread.join()
 
-    @property
-    def median(self) -> float | None:
-        return statistics.median(self.idle_pct) if self.idle_pct else None
+    def median_since(self, t0: float | None) -> float | None:
+        """The median idle share over the samples that end after ``t0`` (all, if None): the
+        load itself, not the browsers' launch before the barrier."""
+        xs = [v for t, v in self.samples if t0 is None or t > t0]
+        return statistics.median(xs) if xs else None
 
 
 def run(population: list[Group], request: LoadRequest, hosts: list[Any], client: Callable[[ClientKind], Client],
@@ -141,8 +148,21 @@ def run(population: list[Group], request: LoadRequest, hosts: list[Any], client:
     plan: list[tuple[int, Group]] = [(i, g) for g in population for i in range(g.n)]
     n = len(plan)
     browsers = any(g.kind.browser for g in population)
-    prep = max(1.0, n * PREPARE_S["browser" if browsers else "loader"])
-    start_at = time.time() + prep
+    loaders = sum(g.n for g in population if not g.kind.browser)
+    # One barrier: each client waits at it when ready (a browser launched, a loader about to start);
+    # the last to arrive sets the instant, a lead ahead (a loader process must start by then).
+    lead_s = RELEASE_LEAD_S + (RELEASE_LEAD_PER_LOADER_S * loaders)
+    instant: list[float] = []
+    barrier = threading.Barrier(n, action=lambda: instant.append(time.time() + lead_s))
+
+    def release() -> float:
+        try:
+            barrier.wait(timeout=READY_TIMEOUT_S)
+        except threading.BrokenBarrierError:
+            raise TestbedError(f"the population was not ready within {READY_TIMEOUT_S:g} s "
+                               "(a client failed or was too slow to start)") from None
+        return instant[0]
+
     results: list[ClientOutcome | BaseException | None] = [None] * n
     reqs: list[LoadRequest] = []
     for idx, (_, g) in enumerate(plan):
@@ -151,13 +171,14 @@ def run(population: list[Group], request: LoadRequest, hosts: list[Any], client:
         if art is not None:
             art.mkdir(parents=True, exist_ok=True)
         reqs.append(replace(request, protocol=g.protocol, host=host, clients=1, connections=g.connections,
-                            start_at=start_at, artefacts=art))
+                            start_at=None, release=release, artefacts=art))
 
     def one(idx: int) -> None:
         try:
             results[idx] = client(plan[idx][1].kind).load(reqs[idx])
         except BaseException as e:  # noqa: BLE001 - carried to the caller's thread
             results[idx] = e
+            barrier.abort()  # the others stop waiting for this one
 
     threads = [threading.Thread(target=one, args=(i,), name=f"client{i}") for i in range(n)]
     with CpuSampler() as cpu:
@@ -170,7 +191,8 @@ def run(population: list[Group], request: LoadRequest, hosts: list[Any], client:
         e = failed[0]
         raise TestbedError(f"a client of the population failed: {e}") from (e if isinstance(e, BaseException) else None)
     outs = [r for r in results if isinstance(r, ClientOutcome)]
-    return merge(plan, reqs, outs, fair_share_mbps, cpu.median, "browser" if browsers else "loader")
+    return merge(plan, reqs, outs, fair_share_mbps, cpu.median_since(instant[0] if instant else None),
+                 "browser" if browsers else "loader")
 
 
 def merge(plan: list[tuple[int, Group]], reqs: list[LoadRequest], outs: list[ClientOutcome],

@@ -445,8 +445,33 @@ def _patient(store: Store, what: str, write: Callable[[], T], report: Callable[[
                        f"{what} (run the same command again to resume)")
 
 
+class Executor(Interface):
+    """Where a sweep's trials run: here, one after another (:class:`Sequential`),
+    or elsewhere (a cluster's workers). It yields each trial's record as it
+    finishes, in any order; the sweep stores each as it arrives."""
+
+    def results(self, todo: list[tuple[Trial, int]]) -> Iterator[tuple[Trial, TrialRecord]]: ...
+
+    def close(self) -> None: ...
+
+
+class Sequential:
+    """The trials one after another, in this process."""
+
+    def __init__(self, runner: Runner):
+        self.runner = runner
+
+    def results(self, todo: list[tuple[Trial, int]]) -> Iterator[tuple[Trial, TrialRecord]]:
+        for t, seq in todo:
+            yield t, self.runner.run_trial(t, seq)
+
+    def close(self) -> None:
+        pass
+
+
 def run(exp: Experiment, db: Path, *, progress: Callable[[Event], None] | None = None, art_root: Path | None = None,
-        pages_root: Path | None = None, lab: Lab | None = None, db_timeout_s: float = 30) -> RunSummary:
+        pages_root: Path | None = None, lab: Lab | None = None, db_timeout_s: float = 30,
+        executor: Callable[[Runner], Executor] | None = None) -> RunSummary:
     """Run the experiment's missing trials. SIGINT (Ctrl-C), SIGTERM and SIGHUP
     stop the run after tearing the current trial down (it is not stored: a
     trial cut short is no result); what finished is kept."""
@@ -476,6 +501,7 @@ def run(exp: Experiment, db: Path, *, progress: Callable[[Event], None] | None =
 
         stops = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
         previous = {s: signal.signal(s, on_signal) for s in stops}
+        closing: list[Executor] = []
         try:
             for i, t in enumerate(todo[:exp.warmup], 1):
                 report(WarmUp(i, exp.warmup, t))
@@ -484,8 +510,9 @@ def run(exp: Experiment, db: Path, *, progress: Callable[[Event], None] | None =
             est_left = sum(trial_estimate(t) for t in todo)
             spent_est, spent_real = 0.0, 0.0
             cells: dict[str, list[float]] = {}
-            for i, t in enumerate(todo, 1):
-                rec = runner.run_trial(t, len(done) + i)
+            where = (executor or Sequential)(runner)
+            closing.append(where)
+            for i, (t, rec) in enumerate(where.results([(t, len(done) + k) for k, t in enumerate(todo, 1)]), 1):
                 if stopping:
                     raise KeyboardInterrupt  # a trial cut short by a signal is not a result
                 _patient(store, "the last trial is not stored", functools.partial(store.write_trial, eid, rec), report)
@@ -509,10 +536,12 @@ def run(exp: Experiment, db: Path, *, progress: Callable[[Event], None] | None =
         finally:
             for s, h in previous.items():
                 signal.signal(s, h)
+            for c in closing:
+                c.close()
             runner.close()
         summary.seconds = time.monotonic() - t_start
         return summary
 
 
-__all__ = ["Event", "Interrupted", "Lab", "RunSummary", "Runner", "Started", "TrialDone", "Waiting", "WarmUp",
-           "open_store", "run", "static_environment"]
+__all__ = ["Event", "Executor", "Interrupted", "Lab", "RunSummary", "Runner", "Sequential", "Started", "TrialDone",
+           "Waiting", "WarmUp", "open_store", "run", "static_environment"]

@@ -252,6 +252,98 @@ def _limits_section(valid: Any, varied: list[str], figs: "_Figures") -> str:
             + _table(rows, head) + figs.add(fig, "limited-by", "What limited each sender, per combination"))
 
 
+def mix_label(v: Any) -> Any:
+    """A population's mix as a label: groups in order with their sizes ("h1=7 h2=3"); other values unchanged."""
+    if isinstance(v, dict):
+        return " ".join(f"{k}={x['n'] if isinstance(x, dict) else x}" for k, x in v.items())
+    return v
+
+
+def _loss_factor(varied: list[str]) -> str | None:
+    return next((v for v in varied if v.startswith("link.") and "loss" in v), None)
+
+
+def _population_section(r: Results, name: str, df: Any, valid: Any, varied: list[str], figs: "_Figures") -> str:
+    """Mixed populations (study B): PLT per protocol group per network, Jain's index against loss for each
+    network, per-client CDFs, and every trial's start skew and idle CPU."""
+    if "clients_n" not in df.columns or not df["clients_n"].notna().any():
+        return ""
+    out = ["<h3>Populations</h3><p class='note'>Every client of a trial released by one barrier. Jain's index "
+           "J = (&Sigma; x<sub>i</sub>)&sup2; / (n &Sigma; x<sub>i</sub>&sup2;) over x<sub>i</sub> = client i's "
+           "throughput (its bytes over its load time) divided by the fair share C / n (the link's forward rate "
+           "over the number of clients): 1 when all are equal, 1/n when one takes all.</p>"]
+    loss = _loss_factor(varied)
+    nets = _levels(valid["link"].astype(str)) if "link" in valid.columns else ["all"]
+    groups = sorted({c[7:] for c in valid.columns if c.startswith("plt_ms_h")})
+    if groups and "clients" in valid.columns:
+        at = valid
+        if loss:
+            chosen = min(valid[loss].dropna())
+            at = valid[valid[loss] == chosen]
+            out.append(f"<p class='note'>PLT per group at {html.escape(loss)} = {chosen:g} (the lowest).</p>")
+        fig, axes = plt.subplots(1, len(nets), figsize=(max(4.5, 4.5 * len(nets)), 3.4), squeeze=False,
+                                 sharey=True)
+        for ax, net in zip(axes[0], nets):
+            sub = at[at["link"].astype(str) == net] if "link" in at.columns else at
+            mixes = _levels(sub["clients"].astype(str))
+            width = 0.8 / max(1, len(groups))
+            for j, g in enumerate(groups):
+                med = [sub[sub["clients"].astype(str) == m][f"plt_ms_{g}"].median() for m in mixes]
+                ax.bar([i + (j - (len(groups) - 1) / 2) * width for i in range(len(mixes))], med, width * 0.9,
+                       label=g)
+            ax.set_xticks(range(len(mixes)))
+            ax.set_xticklabels(mixes, rotation=30, fontsize=7)
+            ax.set_title(net, fontsize=8)
+            ax.set_ylabel("median PLT per group (ms)")
+            ax.grid(axis="y", alpha=0.3)
+            ax.legend(fontsize=7)
+        out.append(figs.add(fig, "plt-by-group", "PLT by protocol group for each mix, per network"))
+    if loss and "jain_throughput" in valid.columns:
+        mixes = _levels(valid["clients"].astype(str)) if "clients" in valid.columns else ["all"]
+        fig, axes = plt.subplots(1, len(mixes), figsize=(max(4.5, 3.6 * len(mixes)), 3.2), squeeze=False,
+                                 sharey=True)
+        for ax, mix in zip(axes[0], mixes):
+            sub = valid[valid["clients"].astype(str) == mix] if "clients" in valid.columns else valid
+            for net in nets:
+                g = sub[sub["link"].astype(str) == net] if "link" in sub.columns else sub
+                xs = _levels(g[loss])
+                ax.plot([100 * x for x in xs], [g[g[loss] == x]["jain_throughput"].median() for x in xs], marker="o",
+                        label=net)
+            ax.set_title(mix, fontsize=8)
+            ax.set_xlabel("loss (%)")
+            ax.set_ylabel("median Jain's index")
+            ax.set_ylim(0, 1.05)
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=6)
+        out.append(figs.add(fig, "jain-vs-loss", "Jain's index against loss, one line per network"))
+    cl = r.clients(name)
+    if not cl.empty and "grp" in cl.columns:
+        cl = cl.merge(valid[["trial_id", *(["link"] if "link" in valid.columns else [])]], on="trial_id")
+        fig, axes = plt.subplots(1, len(nets), figsize=(max(4.5, 4.2 * len(nets)), 3.2), squeeze=False,
+                                 sharey=True)
+        for ax, net in zip(axes[0], nets):
+            sub = cl[cl["link"].astype(str) == net] if "link" in cl.columns else cl
+            for g in _levels(sub["grp"]):
+                plts = np.sort(sub[sub["grp"] == g]["plt_ms"].dropna().to_numpy())
+                if len(plts):
+                    ax.step(plts, np.arange(1, len(plts) + 1) / len(plts), where="post", label=str(g))
+            ax.set_title(net, fontsize=8)
+            ax.set_xlabel("client PLT (ms)")
+            ax.set_ylabel("CDF over clients")
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=7)
+        out.append(figs.add(fig, "client-plt-cdf", "Per-client PLT CDF by protocol group, per network"))
+    rows = [[int(t.trial_id), str(t.key)[:8], *[str(getattr(t, v, "")) for v in varied], t.status,
+             t.start_skew_ms if "start_skew_ms" in df.columns else math.nan,
+             t.cpu_idle_median_pct if "cpu_idle_median_pct" in df.columns else math.nan]
+            for t in df.itertuples() if t.clients_n == t.clients_n]
+    out.append("<h4>Start skew and idle CPU of every trial</h4><p class='note'>Skew: last client's start minus "
+               "the first's (targets: 5 ms for loaders, 50 ms for browsers). Idle CPU: the machine's median idle "
+               "share while the clients loaded (under 5 %: CPU-starved, invalid).</p>"
+               + _table(rows, ["trial", "key", *varied, "status", "start skew (ms)", "idle CPU (%)"]))
+    return "".join(out)
+
+
 def _access_section(valid: Any, varied: list[str]) -> str:
     """The satellite access's counters (DVB-S2 forward, DVB-RCS2 return), medians per combination."""
     cols = [c for c in ACCESS if c in valid.columns and valid[c].notna().any()]
@@ -360,6 +452,8 @@ def write_report(db: Path, out: Path, experiment: str | None = None) -> Path:
 def _experiment_section(r: Results, name: str, figs: _Figures) -> str:
     figs.prefix = f"{name}-"
     df = r.trials(name)
+    if "clients" in df.columns:  # a population's mix, as one label ("h1=7 h2=3")
+        df["clients"] = df["clients"].map(mix_label)
     spec = json.loads(r.db.execute("SELECT spec FROM experiments WHERE name = ?", (name,)).fetchone()[0] or "{}")
     varied = [v for v in spec.get("varied", []) if v in df.columns] if not df.empty else []
     out = [f"<h2>Experiment {html.escape(name)}</h2>",
@@ -427,6 +521,7 @@ def _experiment_section(r: Results, name: str, figs: _Figures) -> str:
                        f"{html.escape(how)}</p>")
             out.append(figs.add(_panel_fig(panels, lambda ax, d: _bars(ax, d, x, "overhead_pct", hue=hue)),
                                 "overhead", f"Protocol overhead by {x}" + (" and protocol" if hue else "")))
+    out.append(_population_section(r, name, df, valid, varied, figs))
     out.append(_limits_section(valid, varied, figs))
     out.append(_access_section(valid, varied))
     out.append(_knobs_section(valid, varied, spec, metrics))
