@@ -10,6 +10,8 @@ trials.
     timeout_s = 180                    # per trial
     warmup = 1                         # trials run first and not stored
     artefacts = ["server"]             # any of server, har, netlog, pcap
+    scheduler = "tls://host:8786"      # run the trials on a Dask cluster (experiment/distributed.py)
+    parallel = 2                       # or: this many testbeds at once on this machine
 
     [factors]                          # a list is a factor's levels; a scalar is fixed
     link = ["geo", "lan"]
@@ -56,7 +58,10 @@ from .design import RunOrder, Trial, run_order
 from .factors import FACTORS, REQUIRED, check_of, known
 
 ARTEFACTS = ("server", "har", "netlog", "pcap")
-EXPERIMENT_KEYS = {"name", "description", "repetitions", "order", "seed", "timeout_s", "warmup", "artefacts"}
+EXPERIMENT_KEYS = {"name", "description", "repetitions", "order", "seed", "timeout_s", "warmup", "artefacts",
+                   "scheduler", "parallel"}
+#: A Dask scheduler's address: tcp:// or tls://, a host (a name, IPv4, or IPv6 in brackets), an optional port.
+SCHEDULER_RE = r"(tcp|tls)://(\[[0-9A-Fa-f:.%a-z]+\]|[A-Za-z0-9._-]+)(?::(\d{1,5}))?"
 
 
 class ExperimentError(ProfileError):
@@ -83,6 +88,9 @@ class Experiment:
     design: Design | None = None
     #: Run the trials block by block of this factor (each block in its own random order).
     block: str | None = None
+    #: Where the trials run (not part of the study): a Dask scheduler's address, or testbeds at once here.
+    scheduler: str | None = None
+    parallel: int | None = None
 
     @property
     def links(self) -> dict[str, LinkSpec]:
@@ -194,6 +202,15 @@ def parse(doc: dict[str, Any], text: str, file: str) -> Experiment:
     description = ex.get("description", "")
     if not isinstance(description, str):
         raise err("must be a string", "experiment", "description", fld="experiment.description")
+    scheduler = ex.get("scheduler")
+    if scheduler is not None and (not isinstance(scheduler, str) or not re.fullmatch(SCHEDULER_RE, scheduler)):
+        raise err(f"must be a Dask scheduler address, tls://HOST:PORT (or tcp:// on loopback), got {scheduler!r}",
+                  "experiment", "scheduler", fld="experiment.scheduler")
+    parallel = num("parallel", 1, lambda v: isinstance(v, int) and 1 <= v <= 256,
+                   "must be a whole number of testbeds from 1 to 256") if "parallel" in ex else None
+    if scheduler is not None and parallel is not None:
+        raise err("give scheduler (a cluster) or parallel (testbeds on this machine), not both", "experiment",
+                  "parallel", fld="experiment.parallel")
 
     def check_factors(table: dict[str, Any], where: str, index: int | None, scalars_only: bool) -> dict[str, list[Any]]:
         out: dict[str, list[Any]] = {}
@@ -323,7 +340,7 @@ def parse(doc: dict[str, Any], text: str, file: str) -> Experiment:
     return Experiment(name=name, description=description, file=file, text=text, repetitions=reps, order=order,
                       seed=seed, timeout_s=float(timeout), warmup=warmup, artefacts=artefacts, varied=varied,
                       trials=trials, design=_design(doc["design"], base, err) if "design" in doc else None,
-                      block=block)
+                      block=block, scheduler=scheduler, parallel=parallel)
 
 
 @dataclass(frozen=True)
