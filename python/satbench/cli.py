@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -435,6 +436,15 @@ def _v1_done(r: Any, experiment_id: int) -> frozenset[str]:
 def _run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("file")
     p.add_argument("--db", default=DEFAULT_DB, help=f"results database (default {DEFAULT_DB})")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--scheduler", metavar="ADDRESS",
+                   help="run the trials on a Dask cluster: tls://HOST:PORT (tcp:// on loopback only); "
+                        "workers are 'satbench worker' (default: the file's scheduler, if any)")
+    g.add_argument("--parallel", type=int, metavar="N",
+                   help="N testbeds at once on this machine, each pinned to cores of its own (default: the file's)")
+    p.add_argument("--artefacts-on-workers", action="store_true",
+                   help="with a cluster: keep each trial's artefacts on its worker (stored as HOST:PATH) "
+                        "instead of fetching them")
 
 
 def _fmt_clock(s: float) -> str:
@@ -469,9 +479,42 @@ def _progress(e: runner.Event) -> None:
         print(f"  waiting: {e.reason}", file=out, flush=True)
 
 
+def _cluster_progress(e: Any) -> None:
+    from .experiment import distributed  # noqa: PLC0415 - Dask loads only for a cluster
+
+    out = sys.stderr
+    if isinstance(e, distributed.WorkerJoined):
+        print(f"  worker {e.name} joined ({e.address}, {e.host}): {e.testbeds} testbed(s)", file=out, flush=True)
+    elif isinstance(e, distributed.WorkerRefused):
+        print(f"  worker {e.name} refused ({e.address}): {e.reason}", file=out, flush=True)
+    elif isinstance(e, distributed.WorkerLost):
+        print(f"  worker {e.name} lost ({e.address})" + (f"; running again elsewhere: {', '.join(e.trials)}"
+                                                         if e.trials else ""), file=out, flush=True)
+    else:
+        _progress(e)
+
+
+def _executor(a: argparse.Namespace, exp: experiment_spec.Experiment) -> Any:
+    """Where the trials run: here one after another (None), on a cluster, or N at once here."""
+    scheduler = a.scheduler or (exp.scheduler if a.parallel is None else None)
+    parallel = a.parallel or (exp.parallel if a.scheduler is None else None)
+    if scheduler is None and parallel is None:
+        if a.artefacts_on_workers:
+            raise InputError("--artefacts-on-workers: only with --scheduler or --parallel")
+        return None
+    from .experiment import distributed  # noqa: PLC0415 - Dask loads only for a cluster
+
+    logging.getLogger("distributed").setLevel(logging.ERROR)  # the coordinator says what matters itself
+    if scheduler is not None:
+        distributed.check_scheduler_address(scheduler)
+    cores = distributed.split_cores(parallel) if parallel is not None else None
+    return distributed.dask_executor(scheduler=scheduler, parallel=parallel, cores=cores,
+                                     fetch_artefacts=not a.artefacts_on_workers, progress=_cluster_progress)
+
+
 def _run(a: argparse.Namespace, _: list[str]) -> int:
     exp = experiment_spec.load(a.file)
-    s = runner.run(exp, Path(a.db), progress=_progress)
+    s = runner.run(exp, Path(a.db), progress=_progress, executor=_executor(a, exp))
     print(f"{s.experiment}: {s.ran} trials run in {s.seconds:.0f} s ({s.valid} valid, {s.invalid} invalid, "
           f"{s.failed} failed); {s.already + s.ran - s.failed} of {s.planned} done; results in {s.db}")
     for reason, n in sorted(s.reasons.items(), key=lambda x: -x[1]):
@@ -479,6 +522,26 @@ def _run(a: argparse.Namespace, _: list[str]) -> int:
     if s.interrupted:
         return 128 + (s.signal or signal.SIGINT)
     return 0 if s.failed == 0 else 1
+
+
+def _worker_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--scheduler", required=True, metavar="ADDRESS",
+                   help="the Dask scheduler: tls://HOST:PORT (tcp:// on loopback only)")
+    p.add_argument("--testbeds", type=int, default=1, metavar="N",
+                   help="testbeds at once (default 1); several are pinned to equal shares of the cores")
+    p.add_argument("--cores", metavar="LIST", help="only these cores, e.g. 0-3 (default: all this process may use)")
+    p.add_argument("--name", help="the worker's name (default HOST-PID)")
+    p.add_argument("--dir", help="pages and artefacts in flight (default ~/.cache/satbench/worker)")
+
+
+def _worker(a: argparse.Namespace, _: list[str]) -> int:
+    from .experiment import distributed, worker  # noqa: PLC0415 - Dask loads only for a cluster
+
+    cores = distributed.parse_cores(a.cores) if a.cores else None
+    worker.serve_worker(a.scheduler, testbeds=a.testbeds, name=a.name, cores=cores,
+                        directory=Path(a.dir) if a.dir else None,
+                        on_ready=lambda line: print(line, file=sys.stderr, flush=True))
+    return 0
 
 
 def _report_args(p: argparse.ArgumentParser) -> None:
@@ -558,6 +621,8 @@ COMMANDS: tuple[Command, ...] = (
     Command("load", "synthetic page loads (Rust): C clients at once, HTTP/1.1 on K connections", _load_args, _load),
     Command("plan", "print an experiment's trials and estimated duration; run nothing", _plan_args, _plan),
     Command("run", "run an experiment file: a fresh testbed per trial, results in SQLite (resumes)", _run_args, _run),
+    Command("worker", "serve testbeds to a Dask scheduler: run the trials a 'satbench run --scheduler' sends",
+            _worker_args, _worker),
     Command("report", "write an HTML report (with SVG figures and statistics) of a results database", _report_args,
             _report),
     Command("export", "export a results database as CSV or Parquet", _export_args, _export),
