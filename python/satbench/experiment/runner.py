@@ -503,7 +503,8 @@ def run(exp: Experiment, db: Path, *, progress: Callable[[Event], None] | None =
         previous = {s: signal.signal(s, on_signal) for s in stops}
         closing: list[Executor] = []
         try:
-            for i, t in enumerate(todo[:exp.warmup], 1):
+            # Warm-ups run here, one after another; an executor elsewhere warms its own testbeds (its workers).
+            for i, t in enumerate(todo[:exp.warmup] if executor is None else [], 1):
                 report(WarmUp(i, exp.warmup, t))
                 runner.run_trial(t, 0, runner.art_root / "_warmup")
             shutil.rmtree(runner.art_root / "_warmup", ignore_errors=True)
