@@ -597,14 +597,19 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true")
     p.add_argument("--quick", action="store_true", help="shorter runs (less precise)")
     p.add_argument("--trials", type=int, metavar="N", help="soak: how many trials (default 1000)")
+    p.add_argument("--parallel", type=int, metavar="N",
+                   help="harness: testbeds at once in the interference check (default: one per core, up to 4)")
 
 
 def _bench(a: argparse.Namespace, _: list[str]) -> int:
     if a.trials is not None and (a.what != "soak" or not 1 <= a.trials <= 1_000_000):
         raise InputError("--trials: the soak's number of trials, from 1 to 1000000")
+    if a.parallel is not None and (a.what != "harness" or not 1 <= a.parallel <= 256):
+        raise InputError("--parallel: the harness's testbeds at once, from 1 to 256")
     prereq.require_testbed()
     mod = importlib.import_module(f"satbench.bench.{a.what}")
-    r = mod.run(quick=a.quick, trials=a.trials) if a.what == "soak" else mod.run(quick=a.quick)
+    extra = {"trials": a.trials} if a.what == "soak" else {"parallel": a.parallel} if a.what == "harness" else {}
+    r = mod.run(quick=a.quick, **extra)
     print(json.dumps(r, indent=1) if a.json else mod.format_report(r))
     return 0
 
