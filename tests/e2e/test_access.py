@@ -93,11 +93,15 @@ def test_several_terminals_share_the_satellite(tmp_path: Path) -> None:
     exp.write_text('[experiment]\nname = "terms"\nseed = 1\ntimeout_s = 60\n[factors]\nlink = "geo"\n'
                    'page = "uniform-500k"\nclient = "loader"\ncc = "cubic"\nclients = { h2 = 4 }\n'
                    'terminals = 2\n')
-    db = tmp_path / "db.sqlite"
-    p = run_cli("run", str(exp), "--db", str(db), timeout=300)
-    assert p.returncode == 0, p.stdout + p.stderr
-    con = sqlite3.connect(db)
-    status, reason, env, tid, art = con.execute("SELECT status, reason, env, id, artefacts FROM trials").fetchone()
+    for attempt in range(3):  # a machine busy with other work can starve the clients: that trial is invalid
+        db = tmp_path / f"db{attempt}.sqlite"
+        p = run_cli("run", str(exp), "--db", str(db), timeout=300)
+        assert p.returncode == 0, p.stdout + p.stderr
+        con = sqlite3.connect(db)
+        status, reason, env, tid, art = con.execute("SELECT status, reason, env, id, artefacts FROM trials").fetchone()
+        if status == "valid" or "CPU-starved" not in (reason or ""):
+            break
+        con.close()
     m = dict(con.execute("SELECT name, value FROM metrics WHERE trial_id = ?", (tid,)).fetchall())
     links = [json.loads(s) for (s,) in con.execute("SELECT spec FROM links")]
     con.close()

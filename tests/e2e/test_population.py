@@ -16,16 +16,20 @@ import pytest
 from ..helpers import run_cli
 
 
-def run(tmp_path: Path, factors: str, timeout: float = 600) -> tuple[dict[str, Any], list[dict[str, Any]],
+def run(tmp_path: Path, factors: str, timeout: float = 600, attempts: int = 3) -> tuple[dict[str, Any], list[dict[str, Any]],
                                                                        list[tuple[int, str, str]]]:
     exp = tmp_path / "pop.toml"
     exp.write_text(f'[experiment]\nname = "pop"\nseed = 1\ntimeout_s = 90\n[factors]\n{factors}')
-    db = tmp_path / "db.sqlite"
-    p = run_cli("run", str(exp), "--db", str(db), timeout=timeout)
-    assert p.returncode == 0, p.stdout + p.stderr
-    con = sqlite3.connect(db)
-    con.row_factory = sqlite3.Row
-    [t] = [dict(r) for r in con.execute("SELECT * FROM trials")]
+    for attempt in range(attempts):  # a machine busy with other work can starve the clients: that trial is invalid
+        db = tmp_path / f"db{attempt}.sqlite"
+        p = run_cli("run", str(exp), "--db", str(db), timeout=timeout)
+        assert p.returncode == 0, p.stdout + p.stderr
+        con = sqlite3.connect(db)
+        con.row_factory = sqlite3.Row
+        [t] = [dict(r) for r in con.execute("SELECT * FROM trials")]
+        if t["status"] == "valid" or "CPU-starved" not in (t["reason"] or ""):
+            break
+        con.close()
     t["m"] = dict(con.execute("SELECT name, value FROM metrics WHERE trial_id = ?", (t["id"],)).fetchall())
     clients = [dict(r) for r in con.execute("SELECT * FROM clients WHERE trial_id = ? ORDER BY client", (t["id"],))]
     objects = [(r["client"], r["url"], r["protocol"]) for r in con.execute(
@@ -76,7 +80,7 @@ def test_clients_starved_of_cpu_make_the_trial_invalid(tmp_path: Path) -> None:
     hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 2)]
     try:
         t, _, _ = run(tmp_path, 'link = "fair-lan"\npage = "uniform-100k"\nclient = "loader"\ncc = "cubic"\n'
-                                'clients = { h2 = 2 }\n')
+                                'clients = { h2 = 2 }\n', attempts=1)
     finally:
         for h in hogs:
             h.kill()
