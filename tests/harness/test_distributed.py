@@ -167,3 +167,24 @@ def test_a_worker_with_another_commit_is_refused_with_one_line(tmp_path: Path, c
     assert "\n" not in refused[0].reason
     assert {env["worker"]["address"] for _, _, env, _ in stored(tmp_path / "d.sqlite")} == {
         w.address for w in c.workers.values() if w is not bad}
+
+
+def test_warm_ups_run_on_the_workers_and_artefacts_may_stay_there(tmp_path: Path, cluster: Any) -> None:
+    c, client = cluster
+    p = tmp_path / "keep.toml"
+    p.write_text(f'[experiment]\nname = "keep"\nseed = 3\nrepetitions = 2\nwarmup = 1\n{BODY}')
+    exp = spec.load(p)
+    fakes.FakeLoader.loads.clear()
+    s = runner.run(exp, tmp_path / "d.sqlite", lab=fakes.lab(),
+                   executor=lambda r: DaskExecutor(r, client=client, fetch_artefacts=False))
+    assert s.ran == 6
+    # Each worker's testbed slot ran the warm-up once before its first trial; the coordinator ran none.
+    used = {env["worker"]["name"] for _, _, env, _ in stored(tmp_path / "d.sqlite")}
+    assert len(fakes.FakeLoader.loads) == 6 + len(used)
+    con = sqlite3.connect(tmp_path / "d.sqlite")
+    arts = [a for (a,) in con.execute("SELECT artefacts FROM trials")]
+    con.close()
+    for a in arts:
+        host, _, path = a.partition(":")
+        assert host and Path(path, "client.json").exists() and Path(path).is_relative_to(tmp_path / "worker")
+    assert not (tmp_path / "artefacts" / "keep").exists()

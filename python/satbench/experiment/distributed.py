@@ -426,20 +426,23 @@ class DaskExecutor:
         self._futures: dict[Any, Attempt] = {}
         self._waiting_said = ""
         self._own_client = client is None
-        if client is not None:
-            self.client = client
-        elif scheduler is not None:
-            check_scheduler_address(scheduler)
-            check_tls_config(scheduler, "client")
-            try:
-                self.client = Client(scheduler, timeout=start_timeout_s,  # type: ignore[no-untyped-call]
-                                     set_as_default=False)
-            except OSError as e:
-                raise TestbedError(f"scheduler {scheduler}: cannot connect: {e}") from None
-        else:
-            assert parallel is not None
-            self._start_local(parallel, cores or split_cores(parallel), worker_dir, start_timeout_s)
-        self._refresh()
+        self.client: Any = client
+        try:
+            if scheduler is not None and client is None:
+                check_scheduler_address(scheduler)
+                check_tls_config(scheduler, "client")
+                try:
+                    self.client = Client(scheduler, timeout=start_timeout_s,  # type: ignore[no-untyped-call]
+                                         set_as_default=False)
+                except OSError as e:
+                    raise TestbedError(f"scheduler {scheduler}: cannot connect: {e}") from None
+            elif client is None:
+                assert parallel is not None
+                self._start_local(parallel, cores or split_cores(parallel), worker_dir, start_timeout_s)
+            self._refresh()
+        except BaseException:
+            self.close()  # a local cluster half started (or a Ctrl-C now) leaves no worker behind
+            raise
 
     # a local cluster
     def _start_local(self, n: int, cores: list[list[int]], worker_dir: Path | None, timeout_s: float) -> None:
@@ -636,11 +639,11 @@ class DaskExecutor:
         self.book.cancel_all()
         futures, self._futures = list(self._futures), {}
         try:
-            if futures:
+            if futures and self.client is not None:
                 self.client.cancel(futures)
         except Exception:  # noqa: BLE001 - the scheduler may be gone already
             pass
-        if self._own_client:
+        if self._own_client and self.client is not None:
             try:
                 self.client.close(timeout=10)
             except Exception:  # noqa: BLE001
