@@ -413,7 +413,7 @@ class DaskExecutor:
         from distributed import Client  # noqa: PLC0415 - Dask loads only for a cluster
 
         if (scheduler is None) == (parallel is None) and client is None:
-            raise InputError("a cluster needs a scheduler address or a number of parallel testbeds, not both")
+            raise InputError("a cluster needs either a scheduler address or a number of parallel testbeds")
         self.runner, self.fetch, self.report = runner, fetch_artefacts, progress or (lambda e: None)
         self.run_id = secrets.token_hex(4)
         self.ours = identity()
