@@ -27,7 +27,7 @@ def run(tmp_path: Path, factors: str, timeout: float = 600, attempts: int = 3) -
         con = sqlite3.connect(db)
         con.row_factory = sqlite3.Row
         [t] = [dict(r) for r in con.execute("SELECT * FROM trials")]
-        if t["status"] == "valid" or "CPU-starved" not in (t["reason"] or ""):
+        if t["status"] == "valid" or "CPU-starved" not in (t["reason"] or "") or attempt == attempts - 1:
             break
         con.close()
     t["m"] = dict(con.execute("SELECT name, value FROM metrics WHERE trial_id = ?", (t["id"],)).fetchall())
