@@ -245,7 +245,7 @@ mod tests {
             (c.max_conns, c.idle_timeout),
             (1024, Some(Duration::from_secs(300)))
         );
-        assert_eq!((c.buffer_size, c.splice, c.log), (256 << 10, true, None));
+        assert_eq!((c.buffer_size, c.splice, c.log), (1 << 20, true, None));
         assert_eq!(c.satellite, LegSettings::default());
         let c = run(&[
             "--port",

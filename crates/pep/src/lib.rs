@@ -27,8 +27,11 @@
 //!   reset at accept and counted.
 //! - `--idle-timeout-s S` (default 300, 0: none): a connection that moved
 //!   no byte for S seconds is reset on both legs.
-//! - `--buffer-size` (default 256K): each direction's pipe (or memory).
+//! - `--buffer-size` (default 1M): each direction's pipe (or memory; 4K..64M);
+//!   a larger pipe means fewer splice calls per byte.
 //! - `--no-splice`: relay with read/write (for comparison).
+//! - `--listen ADDR` (default 0.0.0.0): keep the default unless the TPROXY
+//!   rule names an `--on-ip`.
 //!
 //! # Rules (installed by the testbed, never by the PEP)
 //!
@@ -82,6 +85,15 @@
 //! - Exit 2: bad arguments, or settings the kernel refused, or a log that
 //!   cannot be opened, with one line `satbench-pep: FLAG: MESSAGE` on
 //!   stderr; exit 1: a system call failed at start-up (the line names it).
+//!
+//! # Tests
+//!
+//! Unit tests (the relay, buffers over socket pairs, arguments, settings,
+//! rules, log lines): `cargo test --release -p satbench-pep`. End to end
+//! over real namespaces (root): `cargo test --release -p satbench-pep --
+//! --ignored --nocapture` (tests/netns.rs: client, PEP and server
+//! namespaces, and a terminal and a gateway PEP in series; it prints
+//! throughput, CPU per Gbit/s and the setup latency the PEP adds).
 //!
 //! # Modules
 //!

@@ -67,7 +67,7 @@ impl Default for Config {
             max_conns: 1024,
             idle_timeout: Some(Duration::from_secs(300)),
             log: None,
-            buffer_size: 256 << 10,
+            buffer_size: 1 << 20,
             splice: true,
         }
     }

@@ -26,11 +26,16 @@ use std::time::{Duration, Instant};
 const PEP: &str = env!("CARGO_BIN_EXE_satbench-pep");
 const CLIENT_NS: &str = "sbpeptest-c";
 const PEP_NS: &str = "sbpeptest-p";
+const TERMINAL_NS: &str = "sbpeptest-t";
+const GATEWAY_NS: &str = "sbpeptest-g";
 const SERVER_NS: &str = "sbpeptest-s";
 const CLIENT_IP: &str = "10.231.1.2";
 const SERVER_IP: &str = "10.231.2.2";
 const PEP_PORT: u16 = 7000;
 const TIMEOUT: Duration = Duration::from_secs(20);
+
+/// The tests share namespace names: one at a time.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 // ---------------------------------------------------------------- namespaces
 
@@ -102,43 +107,62 @@ fn delete_namespaces() {
     }
 }
 
-/// The three namespaces; removed when dropped.
+/// Namespaces joined in a chain; all removed when dropped.
 struct Topology;
 
 impl Topology {
-    fn build() -> Topology {
+    /// Namespaces with loopback up, forwarding and Fast Open (client and server) on.
+    fn new(names: &[&str]) -> Topology {
         delete_namespaces();
         let t = Topology;
-        for ns in [CLIENT_NS, PEP_NS, SERVER_NS] {
+        for &ns in names {
             run(None, &argv(&format!("ip netns add {ns}")));
             run(Some(ns), &argv("ip link set lo up"));
-        }
-        for (ns, peer, subnet) in [(CLIENT_NS, "vc", 1), (SERVER_NS, "vs", 2)] {
-            run(
-                Some(ns),
-                &argv(&format!(
-                    "ip link add v0 type veth peer name {peer} netns {PEP_NS}"
-                )),
-            );
-            run(
-                Some(ns),
-                &argv(&format!("ip addr add 10.231.{subnet}.2/24 dev v0")),
-            );
-            run(Some(ns), &argv("ip link set v0 up"));
-            run(
-                Some(ns),
-                &argv(&format!("ip route add default via 10.231.{subnet}.1")),
-            );
-            run(
-                Some(PEP_NS),
-                &argv(&format!("ip addr add 10.231.{subnet}.1/24 dev {peer}")),
-            );
-            run(Some(PEP_NS), &argv(&format!("ip link set {peer} up")));
-        }
-        sysctl(PEP_NS, "net.ipv4.ip_forward", "1");
-        for ns in [CLIENT_NS, PEP_NS, SERVER_NS] {
+            sysctl(ns, "net.ipv4.ip_forward", "1");
             sysctl(ns, "net.ipv4.tcp_fastopen", "3");
         }
+        t
+    }
+
+    /// A veth pair between `a` and `b` with a /24 address on each end.
+    fn link(&self, a: &str, a_addr: &str, b: &str, b_addr: &str) {
+        let (ia, ib) = (format!("to-{}", &b[10..]), format!("to-{}", &a[10..]));
+        run(
+            Some(a),
+            &argv(&format!(
+                "ip link add {ia} type veth peer name {ib} netns {b}"
+            )),
+        );
+        for (ns, dev, addr) in [(a, &ia, a_addr), (b, &ib, b_addr)] {
+            run(Some(ns), &argv(&format!("ip addr add {addr}/24 dev {dev}")));
+            run(Some(ns), &argv(&format!("ip link set {dev} up")));
+        }
+    }
+
+    fn route(&self, ns: &str, dst: &str, via: &str) {
+        run(Some(ns), &argv(&format!("ip route add {dst} via {via}")));
+    }
+
+    /// client 10.231.1.2 -- 10.231.1.1 PEP 10.231.2.1 -- 10.231.2.2 server
+    fn three() -> Topology {
+        let t = Topology::new(&[CLIENT_NS, PEP_NS, SERVER_NS]);
+        t.link(CLIENT_NS, CLIENT_IP, PEP_NS, "10.231.1.1");
+        t.link(PEP_NS, "10.231.2.1", SERVER_NS, SERVER_IP);
+        t.route(CLIENT_NS, "default", "10.231.1.1");
+        t.route(SERVER_NS, "default", "10.231.2.1");
+        t
+    }
+
+    /// client -- terminal 10.231.3.1 -- 10.231.3.2 gateway -- server
+    fn four() -> Topology {
+        let t = Topology::new(&[CLIENT_NS, TERMINAL_NS, GATEWAY_NS, SERVER_NS]);
+        t.link(CLIENT_NS, CLIENT_IP, TERMINAL_NS, "10.231.1.1");
+        t.link(TERMINAL_NS, "10.231.3.1", GATEWAY_NS, "10.231.3.2");
+        t.link(GATEWAY_NS, "10.231.2.1", SERVER_NS, SERVER_IP);
+        t.route(CLIENT_NS, "default", "10.231.1.1");
+        t.route(TERMINAL_NS, "default", "10.231.3.2");
+        t.route(GATEWAY_NS, "10.231.1.0/24", "10.231.3.1");
+        t.route(SERVER_NS, "default", "10.231.2.1");
         t
     }
 }
@@ -175,21 +199,21 @@ fn commands(v: &Value) -> Vec<Vec<String>> {
         .collect()
 }
 
-/// Install the rules in the PEP's namespace, in the `form` given (iptables or nft).
-fn install(form: &str) {
+/// Install the rules in namespace `ns`, in the `form` given (iptables or nft).
+fn install(ns: &str, form: &str) {
     let r = rules();
     for c in commands(&r["routing"]).iter().chain(&commands(&r[form])) {
-        run(Some(PEP_NS), c);
+        run(Some(ns), c);
     }
 }
 
-fn uninstall(form: &str) {
+fn uninstall(ns: &str, form: &str) {
     let r = rules();
     for c in commands(&r["teardown"][form])
         .iter()
         .chain(&commands(&r["teardown"]["routing"]))
     {
-        run(Some(PEP_NS), c);
+        run(Some(ns), c);
     }
 }
 
@@ -201,15 +225,20 @@ struct Pep {
 }
 
 impl Pep {
+    /// The PEP at the terminal in the three-namespace chain.
     fn start(extra: &[&str]) -> Pep {
-        let log = std::env::temp_dir().join(format!("sbpeptest-{}.jsonl", std::process::id()));
-        let f = netns_file(PEP_NS);
+        Pep::start_in(PEP_NS, "terminal", extra)
+    }
+
+    fn start_in(ns: &str, placement: &str, extra: &[&str]) -> Pep {
+        let log = std::env::temp_dir().join(format!("{ns}-{}.jsonl", std::process::id()));
+        let f = netns_file(ns);
         let mut cmd = Command::new(PEP);
         cmd.args([
             "--port",
             &PEP_PORT.to_string(),
             "--placement",
-            "terminal",
+            placement,
             "--log",
         ])
         .arg(&log)
@@ -707,13 +736,25 @@ fn idle(port: u16) {
 }
 
 /// No server at the destination: the client is reset.
-fn refused_connect(port: u16) -> SocketAddr {
-    let mut c = connect(port);
-    let local = c.local_addr().unwrap();
-    let e = c.read(&mut [0u8; 1]).expect_err("refused: reset");
-    assert_eq!(e.kind(), ErrorKind::ConnectionReset);
-    println!("refused by the server: the client read {e}");
-    local
+fn refused_connect(port: u16) {
+    let e = connect_reset(server_addr(port));
+    println!("refused by the server: the client got {e}");
+}
+
+/// A connection the PEP accepts and resets at once: the reset reaches the
+/// client during `connect` or at its first read.
+fn connect_reset(to: SocketAddr) -> std::io::Error {
+    let e = in_ns(CLIENT_NS, move || {
+        match TcpStream::connect_timeout(&to, TIMEOUT) {
+            Ok(mut s) => {
+                s.set_read_timeout(Some(TIMEOUT)).unwrap();
+                s.read(&mut [0u8; 1]).expect_err("a reset")
+            }
+            Err(e) => e,
+        }
+    });
+    assert_eq!(e.kind(), ErrorKind::ConnectionReset, "{e}");
+    e
 }
 
 /// `--max-conns 2`: a third connection is reset at once; once a slot is
@@ -735,9 +776,7 @@ fn cap(pep: &Pep, port: u16, logged: usize) {
     let mut b = connect(port);
     b.read_exact(&mut buf).unwrap();
     // Over the cap: the handshake is the kernel's, then the PEP resets it.
-    let mut c = connect(port);
-    let e = c.read(&mut buf).expect_err("over the cap: reset");
-    assert_eq!(e.kind(), ErrorKind::ConnectionReset, "{e}");
+    connect_reset(server_addr(port));
     reset(a);
     pep.wait_conns(logged);
     let mut d = connect(port);
@@ -752,11 +791,12 @@ fn cap(pep: &Pep, port: u16, logged: usize) {
 #[test]
 #[ignore = "needs root: builds network namespaces"]
 fn pep_over_namespaces() {
-    let _topology = Topology::build();
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _topology = Topology::three();
 
     // Run A: nft rules, splice, terminal: the satellite (outgoing) leg on
     // reno, the terrestrial one on cubic.
-    install("nft");
+    install(PEP_NS, "nft");
     let pep = Pep::start(&[
         "--satellite-leg",
         "cc=reno,sndbuf=4M",
@@ -893,13 +933,13 @@ fn pep_over_namespaces() {
     println!("summary: {}", serde_json::to_string(&summary).unwrap());
 
     // Without the PEP: the same path, forwarded.
-    uninstall("nft");
+    uninstall(PEP_NS, "nft");
     let direct_rtt = setup_times(8009, n);
     let direct_down = throughput(8010, 4.0, true, None);
 
     // Run B: iptables rules, read/write, Fast Open on the outgoing leg,
     // --max-conns 2.
-    install("iptables");
+    install(PEP_NS, "iptables");
     let pep = Pep::start(&[
         "--no-splice",
         "--satellite-leg",
@@ -932,39 +972,32 @@ fn pep_over_namespaces() {
         "summary (run B): {}",
         serde_json::to_string(&summary).unwrap()
     );
-    uninstall("iptables");
+    uninstall(PEP_NS, "iptables");
 
     // Run C: nft rules, a short idle timeout; a refused connect; a
     // connection to the PEP's own port.
-    install("nft");
+    install(PEP_NS, "nft");
     let pep = Pep::start(&["--idle-timeout-s", "0.3"]);
     idle(8015);
-    let refused = refused_connect(8016);
-    let own = in_ns(CLIENT_NS, || {
-        let mut s =
-            TcpStream::connect_timeout(&format!("10.231.1.1:{PEP_PORT}").parse().unwrap(), TIMEOUT)
-                .unwrap();
-        s.set_read_timeout(Some(TIMEOUT)).unwrap();
-        s.read(&mut [0u8; 1]).map_err(|e| e.kind())
-    });
-    assert_eq!(
-        own,
-        Err(ErrorKind::ConnectionReset),
-        "to the PEP itself: reset"
-    );
+    refused_connect(8016);
+    connect_reset(format!("10.231.1.1:{PEP_PORT}").parse().unwrap());
     let conns = pep.wait_conns(2);
     let (summary, code, _) = pep.stop();
     assert_eq!(code, 0);
     assert_eq!(summary["refused_local"], 1);
     assert_eq!(summary["closed_timeout"], 1);
     assert_eq!(summary["connect_failed"], 1);
-    let l = by_client(&conns, refused);
+    let dst = format!("{SERVER_IP}:8016");
+    let l = conns
+        .iter()
+        .find(|l| l["in"]["local"] == dst.as_str())
+        .unwrap();
     assert_eq!(
         (l["first"]["by"].as_str(), l["first"]["how"].as_str()),
         (Some("server"), Some("rst"))
     );
     assert_eq!(l["connect_unix_ns"], Value::Null);
-    uninstall("nft");
+    uninstall(PEP_NS, "nft");
     println!(
         "summary (run C): {}",
         serde_json::to_string(&summary).unwrap()
@@ -991,4 +1024,42 @@ fn pep_over_namespaces() {
         connect_us[connect_us.len() / 2],
         connect_us[connect_us.len() * 9 / 10]
     );
+}
+
+#[test]
+#[ignore = "needs root: builds network namespaces"]
+fn two_peps_in_series() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _topology = Topology::four();
+    install(TERMINAL_NS, "nft");
+    install(GATEWAY_NS, "iptables");
+    let terminal = Pep::start_in(TERMINAL_NS, "terminal", &["--satellite-leg", "cc=reno"]);
+    let gateway = Pep::start_in(GATEWAY_NS, "gateway", &["--satellite-leg", "cc=reno"]);
+    let (client, _) = exact_both_ways(8101, 4 * MB, 4 * MB);
+    let hc = half_close(8102);
+    let sr = server_reset(8103);
+    let t = terminal.wait_conns(3);
+    let g = gateway.wait_conns(3);
+    for (conns, middle) in [(&t, "out"), (&g, "in")] {
+        let l = by_client(conns, client);
+        assert_eq!(l["outcome"], "fin");
+        assert_eq!(l[middle]["faces"], "satellite");
+        assert_eq!(l[middle]["tcp_info"]["cc"], "reno");
+        assert_eq!(l["bytes_up"].as_u64(), Some(4 * MB));
+        assert_eq!(by_client(conns, hc)["first"]["by"], "client");
+        assert_eq!(by_client(conns, sr)["first"]["how"], "rst");
+    }
+    // The gateway's server: reset; the terminal saw that as the gateway's reset.
+    assert_eq!(by_client(&g, sr)["first"]["by"], "server");
+    assert_eq!(by_client(&t, sr)["first"]["by"], "server");
+    let (ts, tc, _) = terminal.stop();
+    let (gs, gc, _) = gateway.stop();
+    assert_eq!((tc, gc), (0, 0));
+    assert_eq!(
+        (ts["accepted"].as_u64(), gs["accepted"].as_u64()),
+        (Some(3), Some(3))
+    );
+    uninstall(TERMINAL_NS, "nft");
+    uninstall(GATEWAY_NS, "iptables");
+    println!("two PEPs in series: the middle leg from terminal to gateway, both logs as expected");
 }
