@@ -23,10 +23,13 @@
 //!   - [`encap`]: GSE, RLE or none, charged per packet.
 //! - [`link`]: one direction composed of the above, with [`stats`] counters
 //!   and [`series`] (bounded time series).
+//! - [`overhead`]: each offered packet split into header, retransmitted,
+//!   TLS, QUIC and other bytes (protocol overhead as the link sees it).
 //! - [`route`]: which terminal a forward packet goes to.
 //! - [`config`]: the JSON configuration the orchestrator writes.
 //! - [`pacing`]: the TUN front end's timing policy (when to sleep, when to poll).
-//! - [`wire`], [`pcap`]: virtio-net headers, segmentation, IP views, captures.
+//! - [`wire`], [`pcap`]: virtio-net headers, segmentation, IP, TCP and UDP
+//!   views, captures.
 
 pub mod acm;
 pub mod capacity;
@@ -41,6 +44,7 @@ pub mod leo;
 pub mod link;
 pub mod loss;
 pub mod modcod;
+pub mod overhead;
 pub mod pacing;
 pub mod pcap;
 pub mod queue;

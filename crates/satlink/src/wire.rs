@@ -16,8 +16,8 @@ pub const GSO_TCPV6: u8 = 4;
 pub const GSO_UDP_L4: u8 = 5;
 pub const GSO_ECN: u8 = 0x80;
 
-const IPPROTO_TCP: u8 = 6;
-const IPPROTO_UDP: u8 = 17;
+pub const IPPROTO_TCP: u8 = 6;
+pub const IPPROTO_UDP: u8 = 17;
 
 /// `struct virtio_net_hdr`, in the host's byte order (TUN's default).
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
@@ -126,6 +126,21 @@ pub enum WireError {
     #[error("IPv{version} packet of {len} bytes is shorter than its {need}-byte header")]
     IpTruncated {
         version: u8,
+        need: usize,
+        len: usize,
+    },
+    /// An IPv6 extension header extends past the packet.
+    #[error("IPv6 extension header at {at} extends past the packet's {len} bytes")]
+    Ipv6ExtensionTruncated { at: usize, len: usize },
+    /// More IPv6 extension headers than [`MAX_IPV6_EXTENSIONS`] before the
+    /// transport header.
+    #[error("more than {MAX_IPV6_EXTENSIONS} IPv6 extension headers")]
+    Ipv6ExtensionChain,
+    /// The transport segment (from its header on) is shorter than the fixed
+    /// header of its protocol (TCP 20, UDP 8 bytes).
+    #[error("protocol {protocol} segment of {len} bytes is shorter than its {need}-byte header")]
+    TransportHeaderTruncated {
+        protocol: u8,
         need: usize,
         len: usize,
     },
@@ -279,6 +294,32 @@ impl<'a> GsoChunk<'a> {
         })
     }
 
+    /// The IP packet (the frame after the virtio-net header).
+    pub fn packet(&self) -> &'a [u8] {
+        self.ip
+    }
+
+    /// Offset of the transport header in [`packet`](Self::packet): the IP
+    /// header with options or extension headers.
+    pub fn transport_offset(&self) -> usize {
+        self.l4
+    }
+
+    /// Length of all headers (IP and transport) each segment carries.
+    pub fn headers_len(&self) -> usize {
+        self.hl
+    }
+
+    /// [`IPPROTO_TCP`] or [`IPPROTO_UDP`].
+    pub fn protocol(&self) -> u8 {
+        self.proto
+    }
+
+    /// The payload bytes of each segment but the last (gso_size).
+    pub fn segment_size(&self) -> usize {
+        self.mss
+    }
+
     /// Number of wire packets and their total bytes, without segmenting.
     pub fn wire_size(&self) -> (u32, u32) {
         let payload = self.ip.len() - self.hl;
@@ -358,8 +399,42 @@ impl<'a> GsoChunk<'a> {
 mod ip_field {
     use core::ops::Range;
     pub const VER_IHL: usize = 0;
+    /// Flags (3 bits) and fragment offset (13 bits).
+    pub const V4_FRAG: Range<usize> = 6..8;
+    pub const V4_PROTOCOL: usize = 9;
+    pub const V4_SRC: Range<usize> = 12..16;
     pub const V4_DST: Range<usize> = 16..20;
+    pub const V6_NEXT_HEADER: usize = 6;
+    pub const V6_SRC: Range<usize> = 8..24;
     pub const V6_DST: Range<usize> = 24..40;
+}
+
+/// IPv4's more-fragments flag and fragment offset in [`ip_field::V4_FRAG`].
+const V4_MF: u16 = 0x2000;
+const V4_OFFSET: u16 = 0x1fff;
+
+/// IPv6 extension headers [`Ipv6Packet::upper_layer`] steps over.
+const IPV6_HOP_BY_HOP: u8 = 0;
+const IPV6_ROUTING: u8 = 43;
+const IPV6_FRAGMENT: u8 = 44;
+const IPV6_AUTH: u8 = 51;
+const IPV6_DEST_OPTS: u8 = 60;
+/// Extension headers followed before giving up (a chain longer than any
+/// real stack sends).
+pub const MAX_IPV6_EXTENSIONS: usize = 8;
+
+/// Where an IP packet's upper-layer (transport) header starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UpperLayer {
+    /// The IPv4 protocol or the last IPv6 next header (6 TCP, 17 UDP).
+    pub protocol: u8,
+    /// Bytes of IP header before it: IHL * 4 with IPv4 options, or 40 plus
+    /// the IPv6 extension headers; at most the packet's length.
+    pub offset: usize,
+    /// A fragment (more follow or not the first): no whole transport
+    /// segment follows the header. A whole datagram in one fragment (an
+    /// IPv6 atomic fragment) is not one.
+    pub fragment: bool,
 }
 
 /// A checked view of an IPv4 header (smoltcp style): after
@@ -411,6 +486,30 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
         let b = &self.buffer.as_ref()[ip_field::V4_DST];
         std::net::Ipv4Addr::new(b[0], b[1], b[2], b[3])
     }
+
+    pub fn src_addr(&self) -> std::net::Ipv4Addr {
+        let b = &self.buffer.as_ref()[ip_field::V4_SRC];
+        std::net::Ipv4Addr::new(b[0], b[1], b[2], b[3])
+    }
+
+    pub fn protocol(&self) -> u8 {
+        self.buffer.as_ref()[ip_field::V4_PROTOCOL]
+    }
+
+    /// True for a fragment: more fragments follow, or its offset is not 0.
+    pub fn is_fragment(&self) -> bool {
+        let f = &self.buffer.as_ref()[ip_field::V4_FRAG];
+        u16::from_be_bytes([f[0], f[1]]) & (V4_MF | V4_OFFSET) != 0
+    }
+
+    /// The protocol after the header and its offset (the header length).
+    pub fn upper_layer(&self) -> UpperLayer {
+        UpperLayer {
+            protocol: self.protocol(),
+            offset: self.header_len(),
+            fragment: self.is_fragment(),
+        }
+    }
 }
 
 /// A checked view of an IPv6 header: after [`Ipv6Packet::new_checked`] the
@@ -445,6 +544,262 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
         a.copy_from_slice(&self.buffer.as_ref()[ip_field::V6_DST]);
         std::net::Ipv6Addr::from(a)
     }
+
+    pub fn src_addr(&self) -> std::net::Ipv6Addr {
+        let mut a = [0u8; 16];
+        a.copy_from_slice(&self.buffer.as_ref()[ip_field::V6_SRC]);
+        std::net::Ipv6Addr::from(a)
+    }
+
+    /// The next header field of the fixed header.
+    pub fn next_header(&self) -> u8 {
+        self.buffer.as_ref()[ip_field::V6_NEXT_HEADER]
+    }
+
+    /// Follow the extension headers (hop-by-hop, routing, fragment,
+    /// authentication, destination options; at most
+    /// [`MAX_IPV6_EXTENSIONS`]) to the first other next header, which is
+    /// the upper layer's. Checked: an extension header that extends past
+    /// the buffer is an error.
+    pub fn upper_layer(&self) -> Result<UpperLayer, WireError> {
+        let b = self.buffer.as_ref();
+        let mut next = self.next_header();
+        let mut at = IPV6_HDR;
+        let mut fragment = false;
+        for _ in 0..=MAX_IPV6_EXTENSIONS {
+            let len = match next {
+                IPV6_HOP_BY_HOP | IPV6_ROUTING | IPV6_DEST_OPTS => {
+                    b.get(at + 1).map(|&l| (l as usize + 1) * 8)
+                }
+                IPV6_AUTH => b.get(at + 1).map(|&l| (l as usize + 2) * 4),
+                IPV6_FRAGMENT => Some(8),
+                protocol => {
+                    return Ok(UpperLayer {
+                        protocol,
+                        offset: at,
+                        fragment,
+                    })
+                }
+            };
+            let end = len.map_or(usize::MAX, |l| at + l);
+            if end > b.len() {
+                return Err(WireError::Ipv6ExtensionTruncated { at, len: b.len() });
+            }
+            if next == IPV6_FRAGMENT {
+                let f = u16::from_be_bytes([b[at + 2], b[at + 3]]);
+                // Offset in the top 13 bits, M (more fragments) the last.
+                fragment |= f & 0xfff9 != 0;
+            }
+            next = b[at];
+            at = end;
+        }
+        Err(WireError::Ipv6ExtensionChain)
+    }
+}
+
+/// Byte offsets of the TCP and UDP header fields.
+mod l4_field {
+    use core::ops::Range;
+    pub const SRC_PORT: Range<usize> = 0..2;
+    pub const DST_PORT: Range<usize> = 2..4;
+    pub const TCP_SEQ: Range<usize> = 4..8;
+    pub const TCP_DATA_OFFSET: usize = 12;
+    pub const TCP_FLAGS: usize = 13;
+}
+
+/// TCP flags (the low byte of the flags field).
+pub mod tcp_flags {
+    pub const FIN: u8 = 0x01;
+    pub const SYN: u8 = 0x02;
+    pub const RST: u8 = 0x04;
+    pub const PSH: u8 = 0x08;
+    pub const ACK: u8 = 0x10;
+}
+
+/// A checked view of a TCP segment (header, options, payload): after
+/// [`TcpPacket::new_checked`] the fixed header is present, the data offset
+/// is at least 5 words and the options end within the buffer, so no
+/// accessor can panic. The payload is the rest of the buffer.
+#[derive(Debug, Clone, Copy)]
+pub struct TcpPacket<T: AsRef<[u8]>> {
+    buffer: T,
+}
+
+impl<T: AsRef<[u8]>> TcpPacket<T> {
+    /// Check the buffer (untrusted input, from the TCP header on) and wrap it.
+    pub fn new_checked(buffer: T) -> Result<TcpPacket<T>, WireError> {
+        let b = buffer.as_ref();
+        if b.len() < TCP_MIN_HDR {
+            return Err(WireError::TransportHeaderTruncated {
+                protocol: IPPROTO_TCP,
+                need: TCP_MIN_HDR,
+                len: b.len(),
+            });
+        }
+        let doff = b[l4_field::TCP_DATA_OFFSET] >> 4;
+        if (doff as usize) * 4 < TCP_MIN_HDR {
+            return Err(WireError::TcpDataOffsetTooSmall { doff });
+        }
+        if (doff as usize) * 4 > b.len() {
+            return Err(WireError::HeadersBeyondPacket {
+                end: doff as usize * 4,
+                len: b.len(),
+            });
+        }
+        Ok(TcpPacket { buffer })
+    }
+
+    pub fn src_port(&self) -> u16 {
+        let b = &self.buffer.as_ref()[l4_field::SRC_PORT];
+        u16::from_be_bytes([b[0], b[1]])
+    }
+
+    pub fn dst_port(&self) -> u16 {
+        let b = &self.buffer.as_ref()[l4_field::DST_PORT];
+        u16::from_be_bytes([b[0], b[1]])
+    }
+
+    pub fn seq_number(&self) -> u32 {
+        be32(&self.buffer.as_ref()[l4_field::TCP_SEQ])
+    }
+
+    /// The low byte of the flags ([`tcp_flags`]).
+    pub fn flags(&self) -> u8 {
+        self.buffer.as_ref()[l4_field::TCP_FLAGS]
+    }
+
+    /// The header length with options (data offset * 4).
+    pub fn header_len(&self) -> usize {
+        (self.buffer.as_ref()[l4_field::TCP_DATA_OFFSET] >> 4) as usize * 4
+    }
+
+    pub fn payload(&self) -> &[u8] {
+        &self.buffer.as_ref()[self.header_len()..]
+    }
+}
+
+/// A checked view of a UDP datagram: after [`UdpPacket::new_checked`] the
+/// 8-byte header is present. The payload is the rest of the buffer (the
+/// length field is not trusted).
+#[derive(Debug, Clone, Copy)]
+pub struct UdpPacket<T: AsRef<[u8]>> {
+    buffer: T,
+}
+
+impl<T: AsRef<[u8]>> UdpPacket<T> {
+    /// Check the buffer (untrusted input, from the UDP header on) and wrap it.
+    pub fn new_checked(buffer: T) -> Result<UdpPacket<T>, WireError> {
+        let len = buffer.as_ref().len();
+        if len < UDP_HDR {
+            return Err(WireError::TransportHeaderTruncated {
+                protocol: IPPROTO_UDP,
+                need: UDP_HDR,
+                len,
+            });
+        }
+        Ok(UdpPacket { buffer })
+    }
+
+    pub fn src_port(&self) -> u16 {
+        let b = &self.buffer.as_ref()[l4_field::SRC_PORT];
+        u16::from_be_bytes([b[0], b[1]])
+    }
+
+    pub fn dst_port(&self) -> u16 {
+        let b = &self.buffer.as_ref()[l4_field::DST_PORT];
+        u16::from_be_bytes([b[0], b[1]])
+    }
+
+    pub fn header_len(&self) -> usize {
+        UDP_HDR
+    }
+
+    pub fn payload(&self) -> &[u8] {
+        &self.buffer.as_ref()[UDP_HDR..]
+    }
+}
+
+/// An IP packet around `l4` (a transport header and payload): IPv4 without
+/// options (don't fragment, TTL 64) or IPv6 (hop limit 64), checksums left
+/// 0, as a TUN device with offloads gives them. For tests, benchmarks and
+/// fuzz seeds; panics if the address families differ or the packet would
+/// not fit an IP length.
+fn emit_ip(src: std::net::IpAddr, dst: std::net::IpAddr, protocol: u8, l4: &[u8]) -> Vec<u8> {
+    use std::net::IpAddr;
+    let mut p = Vec::with_capacity(IPV6_HDR + l4.len());
+    match (src, dst) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => {
+            let total = u16::try_from(IPV4_MIN_HDR + l4.len()).expect("IPv4 packet too long");
+            p.extend_from_slice(&[0x45, 0]);
+            p.extend_from_slice(&total.to_be_bytes());
+            p.extend_from_slice(&[0, 0, 0x40, 0, 64, protocol, 0, 0]);
+            p.extend_from_slice(&s.octets());
+            p.extend_from_slice(&d.octets());
+        }
+        (IpAddr::V6(s), IpAddr::V6(d)) => {
+            let len = u16::try_from(l4.len()).expect("IPv6 payload too long");
+            p.extend_from_slice(&[0x60, 0, 0, 0]);
+            p.extend_from_slice(&len.to_be_bytes());
+            p.extend_from_slice(&[protocol, 64]);
+            p.extend_from_slice(&s.octets());
+            p.extend_from_slice(&d.octets());
+        }
+        _ => panic!("emit_ip: {src} and {dst} are of different families"),
+    }
+    p.extend_from_slice(l4);
+    p
+}
+
+/// A TCP/IP packet (see [`emit_ip`]'s rules): `flags` from [`tcp_flags`],
+/// acknowledgement number 0, window 65535, `options` (a multiple of 4
+/// bytes, at most 40) after the fixed header.
+pub fn emit_tcp(
+    src: std::net::SocketAddr,
+    dst: std::net::SocketAddr,
+    seq: u32,
+    flags: u8,
+    options: &[u8],
+    payload: &[u8],
+) -> Vec<u8> {
+    assert!(
+        options.len() % 4 == 0 && options.len() <= 40,
+        "TCP options of {} bytes",
+        options.len()
+    );
+    let hl = TCP_MIN_HDR + options.len();
+    let mut t = Vec::with_capacity(hl + payload.len());
+    t.extend_from_slice(&src.port().to_be_bytes());
+    t.extend_from_slice(&dst.port().to_be_bytes());
+    t.extend_from_slice(&seq.to_be_bytes());
+    t.extend_from_slice(&[
+        0,
+        0,
+        0,
+        0,
+        (hl as u8 / 4) << 4,
+        flags,
+        0xff,
+        0xff,
+        0,
+        0,
+        0,
+        0,
+    ]);
+    t.extend_from_slice(options);
+    t.extend_from_slice(payload);
+    emit_ip(src.ip(), dst.ip(), IPPROTO_TCP, &t)
+}
+
+/// A UDP/IP packet (see [`emit_ip`]'s rules).
+pub fn emit_udp(src: std::net::SocketAddr, dst: std::net::SocketAddr, payload: &[u8]) -> Vec<u8> {
+    let len = u16::try_from(UDP_HDR + payload.len()).expect("UDP datagram too long");
+    let mut u = Vec::with_capacity(UDP_HDR + payload.len());
+    u.extend_from_slice(&src.port().to_be_bytes());
+    u.extend_from_slice(&dst.port().to_be_bytes());
+    u.extend_from_slice(&len.to_be_bytes());
+    u.extend_from_slice(&[0, 0]);
+    u.extend_from_slice(payload);
+    emit_ip(src.ip(), dst.ip(), IPPROTO_UDP, &u)
 }
 
 /// The destination address of an IP packet (either version), checked.
@@ -997,6 +1352,139 @@ mod tests {
             ip_destination(&[0x50]).unwrap_err(),
             WireError::BadIpVersion(5)
         );
+    }
+
+    #[test]
+    fn tcp_and_udp_views_read_what_emit_wrote() {
+        let (a, b) = (
+            "198.18.3.10:443".parse().unwrap(),
+            "198.18.1.10:50000".parse().unwrap(),
+        );
+        let opts = [1, 1, 8, 10, 0, 0, 0, 1, 0, 0, 0, 2];
+        let p = emit_tcp(
+            a,
+            b,
+            0xfffffff0,
+            tcp_flags::SYN | tcp_flags::ACK,
+            &opts,
+            b"hi",
+        );
+        assert_eq!(p.len(), 20 + 32 + 2);
+        let ip = Ipv4Packet::new_checked(&p[..]).unwrap();
+        assert_eq!(
+            ip.upper_layer(),
+            UpperLayer {
+                protocol: IPPROTO_TCP,
+                offset: 20,
+                fragment: false
+            }
+        );
+        assert_eq!(ip.src_addr(), std::net::Ipv4Addr::new(198, 18, 3, 10));
+        let t = TcpPacket::new_checked(&p[20..]).unwrap();
+        assert_eq!((t.src_port(), t.dst_port()), (443, 50000));
+        assert_eq!(
+            (t.seq_number(), t.flags(), t.header_len()),
+            (0xfffffff0, 0x12, 32)
+        );
+        assert_eq!(t.payload(), b"hi");
+        let (a6, b6) = (
+            "[fd00::1]:443".parse().unwrap(),
+            "[fd00::2]:9".parse().unwrap(),
+        );
+        let p = emit_udp(a6, b6, b"quic");
+        let ip = Ipv6Packet::new_checked(&p[..]).unwrap();
+        assert_eq!(u16::from_be_bytes([p[4], p[5]]), 12);
+        assert_eq!(
+            ip.src_addr(),
+            "fd00::1".parse::<std::net::Ipv6Addr>().unwrap()
+        );
+        assert_eq!(ip.upper_layer().unwrap().offset, 40);
+        let u = UdpPacket::new_checked(&p[40..]).unwrap();
+        assert_eq!(
+            (u.src_port(), u.dst_port(), u.payload()),
+            (443, 9, &b"quic"[..])
+        );
+    }
+
+    #[test]
+    fn tcp_and_udp_views_reject_what_would_panic() {
+        let a = "10.0.0.1:1".parse().unwrap();
+        let p = emit_tcp(a, a, 1, 0, &[0; 8], &[]);
+        let t = &p[20..];
+        assert_eq!(
+            TcpPacket::new_checked(&t[..19]).unwrap_err(),
+            WireError::TransportHeaderTruncated {
+                protocol: 6,
+                need: 20,
+                len: 19
+            }
+        );
+        assert_eq!(
+            TcpPacket::new_checked(&t[..27]).unwrap_err(),
+            WireError::HeadersBeyondPacket { end: 28, len: 27 }
+        );
+        let mut bad = t.to_vec();
+        bad[12] = 0x40;
+        assert_eq!(
+            TcpPacket::new_checked(&bad[..]).unwrap_err(),
+            WireError::TcpDataOffsetTooSmall { doff: 4 }
+        );
+        assert_eq!(
+            UdpPacket::new_checked(&[0u8; 7][..]).unwrap_err(),
+            WireError::TransportHeaderTruncated {
+                protocol: 17,
+                need: 8,
+                len: 7
+            }
+        );
+    }
+
+    #[test]
+    fn ipv6_extension_chains_are_followed_and_bounded() {
+        // Fixed header, then n destination-options headers (8 bytes each), then TCP.
+        let chain = |n: usize| {
+            let mut p = vec![0u8; 40 + 8 * n + 20];
+            p[0] = 0x60;
+            p[6] = if n == 0 { IPPROTO_TCP } else { 60 };
+            for i in 0..n {
+                p[40 + 8 * i] = if i + 1 == n { IPPROTO_TCP } else { 60 };
+            }
+            p
+        };
+        for n in 0..=MAX_IPV6_EXTENSIONS {
+            let p = chain(n);
+            let u = Ipv6Packet::new_checked(&p[..])
+                .unwrap()
+                .upper_layer()
+                .unwrap();
+            assert_eq!(
+                (u.protocol, u.offset, u.fragment),
+                (IPPROTO_TCP, 40 + 8 * n, false)
+            );
+        }
+        let p = chain(MAX_IPV6_EXTENSIONS + 1);
+        assert_eq!(
+            Ipv6Packet::new_checked(&p[..]).unwrap().upper_layer(),
+            Err(WireError::Ipv6ExtensionChain)
+        );
+        let p = chain(1);
+        assert_eq!(
+            Ipv6Packet::new_checked(&p[..41]).unwrap().upper_layer(),
+            Err(WireError::Ipv6ExtensionTruncated { at: 40, len: 41 })
+        );
+        // Authentication header: (len + 2) * 4 bytes; fragment: 8 bytes.
+        let mut p = [0u8; 40 + 12 + 8];
+        p[0] = 0x60;
+        p[6] = 51;
+        p[40] = 44;
+        p[41] = 1;
+        p[52] = IPPROTO_UDP;
+        p[54] = 0x01; // offset 32 (in 8-byte units): a later fragment
+        let u = Ipv6Packet::new_checked(&p[..])
+            .unwrap()
+            .upper_layer()
+            .unwrap();
+        assert_eq!((u.protocol, u.offset, u.fragment), (IPPROTO_UDP, 60, true));
     }
 
     #[test]

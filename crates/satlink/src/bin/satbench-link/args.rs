@@ -23,7 +23,9 @@ pub struct Args {
     pub check: bool,
     /// Measure the model's cost per packet in simulated time and print it.
     pub bench_model: bool,
-    /// Packets per direction for `--bench-model`.
+    /// Measure the overhead classifier's cost per packet and print it.
+    pub bench_overhead: bool,
+    /// Packets per direction for `--bench-model` (per case for `--bench-overhead`).
     pub packets: Option<u64>,
 }
 
@@ -99,6 +101,7 @@ where
             }
             Long("check") => a.check = true,
             Long("bench-model") => a.bench_model = true,
+            Long("bench-overhead") => a.bench_overhead = true,
             Long("packets") => {
                 let n: u64 = p.value()?.parse().map_err(|_| ArgError::BadPackets)?;
                 if n == 0 {
@@ -109,7 +112,7 @@ where
             other => return Err(other.unexpected().into()),
         }
     }
-    if a.bench_model {
+    if a.bench_model || a.bench_overhead {
         return Ok(a);
     }
     if a.config.is_empty() {
@@ -182,6 +185,8 @@ mod tests {
     fn bench_model_needs_no_config() {
         let a = parse(["--bench-model", "--packets", "1000"]).unwrap();
         assert!(a.bench_model && a.packets == Some(1000));
+        let a = parse(["--bench-overhead"]).unwrap();
+        assert!(a.bench_overhead && !a.bench_model && a.packets.is_none());
         assert_eq!(
             err(&["--bench-model", "--packets", "0"]),
             "--packets expects a positive number"

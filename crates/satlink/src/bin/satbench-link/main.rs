@@ -12,6 +12,7 @@
 //!               --gateway NETNS:DEV [--stats FILE] [--pcap-dir DIR] [--parent-pid PID]
 //! satbench-link --check --config FILE
 //! satbench-link --bench-model [--packets N]
+//! satbench-link --bench-overhead [--packets N]
 //! ```
 //!
 //! Several terminals: one `--terminal` per entry of the configuration's
@@ -35,6 +36,13 @@
 //! direction adds `unroutable`. Configuration errors exit 2 with one line on
 //! stderr, `satbench-link: FILE: FIELD: MESSAGE`.
 //!
+//! Each direction's `overhead` splits the bytes offered (`offered.bytes`,
+//! exactly) into `ip_header`, `transport_header`, `tcp_payload`,
+//! `tcp_retransmitted`, `tls_handshake`, `tls_record_overhead`,
+//! `tls_application`, `quic_handshake`, `quic_application`, `udp_payload`
+//! and `other`, and counts TCP segments without payload as `pure_acks` and
+//! `syn_fin_rst` (packets); the rules are [`satlink::overhead`]'s.
+//!
 //! `--check` is the one place where link parameters are checked (the ranges
 //! are listed in [`satlink::config`]; a run enforces the same). It reads
 //! trace files, prints one JSON line on stdout and exits:
@@ -54,14 +62,17 @@
 //! `--bench-model` pushes packets through the model in simulated time, once
 //! through a plain GEO link and once with bandwidth on demand and ACM, and
 //! prints one JSON line of nanoseconds per packet (see `bench.rs`).
+//! `--bench-overhead` does the same for the overhead classifier.
 //!
 //! Command-line errors exit 2 with one line `satbench-link: MESSAGE` on stderr.
 
 mod args;
 mod bench;
+mod bench_overhead;
 mod sys;
 
 use satlink::config::{ConfigError, LinkConfig};
+use satlink::overhead::{Classifier, Overhead};
 use satlink::pacing::{Pacer, WakeMargin};
 use satlink::pcap::PcapWriter;
 use satlink::route::Router;
@@ -93,6 +104,8 @@ fn usage_exit(msg: &str) -> ! {
 struct DirectionReport {
     #[serde(flatten)]
     counters: CountersReport,
+    /// The bytes offered, by part ([`satlink::overhead`]).
+    overhead: Overhead,
     /// Offloaded chunks read from the TUN device (before segmentation).
     offload_chunks: u64,
     /// Frames that could not be parsed (dropped, not counted as offered).
@@ -131,6 +144,9 @@ struct Side {
     cap_out: Vec<Capture>,
     /// Forward with several terminals: which terminal a packet goes to.
     router: Option<Router>,
+    /// Splits each packet offered into its parts, added to `overhead`.
+    classifier: Classifier,
+    overhead: Overhead,
     chunks: u64,
     malformed: u64,
     write_errors: u64,
@@ -196,6 +212,8 @@ impl Side {
             let cap_in = &self.cap_in[k];
             if !h.is_gso() {
                 capture(cap_in, unix, frame);
+                self.classifier
+                    .classify_into(&frame[VNET_HDR_LEN..], &mut self.overhead);
                 let p = Packet {
                     terminal,
                     frame: frame.to_vec(),
@@ -207,9 +225,11 @@ impl Side {
             self.chunks += 1;
             match GsoChunk::new_checked(frame) {
                 Ok(c) if self.dir.needs_segments() => {
-                    let dir = &mut self.dir;
+                    let (dir, classifier, overhead) =
+                        (&mut self.dir, &mut self.classifier, &mut self.overhead);
                     c.segment(|seg| {
                         capture(cap_in, unix, &seg);
+                        classifier.classify_into(&seg[VNET_HDR_LEN..], overhead);
                         let b = (seg.len() - VNET_HDR_LEN) as u32;
                         let p = Packet {
                             terminal,
@@ -221,6 +241,8 @@ impl Side {
                 Ok(c) => {
                     let (p, b) = c.wire_size();
                     capture(cap_in, unix, frame);
+                    self.classifier
+                        .classify_offload_into(&c, &mut self.overhead);
                     let pk = Packet {
                         terminal,
                         frame: frame.to_vec(),
@@ -252,6 +274,7 @@ impl Side {
     fn report(mut self, pacer: &Pacer, now: Instant) -> DirectionReport {
         DirectionReport {
             counters: self.dir.report_at(now),
+            overhead: self.overhead,
             offload_chunks: self.chunks,
             malformed: self.malformed,
             write_errors: self.write_errors,
@@ -367,6 +390,11 @@ fn main() {
         );
         return;
     }
+    if args.bench_overhead {
+        let n = args.packets.unwrap_or(bench_overhead::PACKETS);
+        println!("{}", bench_overhead::run(n).to_json_line());
+        return;
+    }
     let text = read_config(&args.config);
     if args.check {
         let checked = text
@@ -446,6 +474,8 @@ fn main() {
         cap_in,
         cap_out,
         router,
+        classifier: Classifier::default(),
+        overhead: Overhead::default(),
         chunks: 0,
         malformed: 0,
         write_errors: 0,
@@ -542,6 +572,8 @@ mod tests {
             cap_in: vec![None; n_in],
             cap_out: vec![None; n_out],
             router: (forward && c.terminal_count() > 1).then(|| c.router().unwrap()),
+            classifier: Classifier::default(),
+            overhead: Overhead::default(),
             chunks: 0,
             malformed: 0,
             write_errors: 0,
