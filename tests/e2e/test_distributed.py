@@ -1,0 +1,258 @@
+"""Studies on a Dask cluster, over real testbeds: a local cluster of two
+workers (``--parallel 2``) stores every trial of a small loader study once,
+with the worker that ran it, and within noise of a sequential run of the same
+file; killing a worker (SIGKILL) in the middle of a trial loses no finished
+trial and stores the trial it ran once, from a second attempt on the other
+worker; a worker reporting another commit is refused with one line."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import sqlite3
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from satbench.testbed.cleanup import RUN_ROOT, cleanup
+
+from ..helpers import SATBENCH, run_cli, satbench_leftovers
+
+
+def write(tmp: Path, name: str, body: str, reps: int) -> Path:
+    p = tmp / f"{name}.toml"
+    p.write_text(f'[experiment]\nname = "{name}"\nseed = 1\ntimeout_s = 60\nrepetitions = {reps}\n{body}')
+    return p
+
+
+def rows(db: Path) -> list[dict[str, Any]]:
+    con = sqlite3.connect(db)
+    try:
+        out = []
+        for tid, key, status, reason, factors, env, art, started in con.execute(
+                "SELECT id, key, status, reason, factors, env, artefacts, started FROM trials ORDER BY id"):
+            m = dict(con.execute("SELECT name, value FROM metrics WHERE trial_id = ?", (tid,)).fetchall())
+            out.append({"id": tid, "key": key, "status": status, "reason": reason, "factors": json.loads(factors),
+                        "env": json.loads(env), "artefacts": art, "started": started, "plt_ms": m.get("plt_ms")})
+        return out
+    finally:
+        con.close()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for(path: Path, text: str, proc: subprocess.Popen[bytes], timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists() and text in path.read_text(errors="replace"):
+            return
+        assert proc.poll() is None, path.read_text(errors="replace")[-2000:]
+        time.sleep(0.1)
+    raise AssertionError(f"no {text!r} in {path} after {timeout} s: {path.read_text(errors='replace')[-2000:]}")
+
+
+def stop(procs: list[subprocess.Popen[bytes]]) -> None:
+    for p in procs:
+        if p.poll() is None:
+            p.terminate()
+    for p in procs:
+        try:
+            p.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+@contextmanager
+def scheduler(tmp: Path) -> Iterator[str]:
+    """A Dask scheduler on loopback (plain TCP is allowed there)."""
+    port = free_port()
+    log = tmp / "scheduler.log"
+    with open(log, "wb") as out:
+        p = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
+                              "--port", str(port), "--no-dashboard"], stdout=out, stderr=out,
+                             start_new_session=True)
+    try:
+        wait_for(log, "Scheduler at:", p)
+        yield f"tcp://127.0.0.1:{port}"
+    finally:
+        stop([p])
+
+
+def start_worker(tmp: Path, address: str, name: str, *extra: str,
+                 argv: list[str] | None = None) -> tuple[subprocess.Popen[bytes], Path]:
+    log = tmp / f"{name}.log"
+    with open(log, "wb") as out:
+        p = subprocess.Popen(argv or [*SATBENCH, "worker", "--scheduler", address, "--name", name,
+                                      "--dir", str(tmp / "workerdir"), *extra],
+                             stdout=out, stderr=out, start_new_session=True)
+    wait_for(log, f"satbench worker {name} at ", p)
+    return p, log
+
+
+def owned_testbeds(pid: int) -> list[str]:
+    """The live testbeds a process owns (a worker mid-trial owns one)."""
+    out = []
+    if RUN_ROOT.is_dir():
+        for d in RUN_ROOT.iterdir():
+            try:
+                if json.loads((d / "owner.json").read_text())["pid"] == pid:
+                    out.append(d.name)
+            except (OSError, ValueError, KeyError):
+                continue
+    return out
+
+
+SMALL = '[factors]\nlink = "lan"\nprotocol = ["h1", "h2"]\npage = "uniform-100k"\nclient = "loader"\n'
+
+
+def test_two_local_workers_store_each_trial_once_within_noise_of_a_sequential_run(tmp_path: Path) -> None:
+    exp = write(tmp_path, "par", SMALL, reps=4)
+    t0 = time.monotonic()
+    p = run_cli("run", str(exp), "--db", str(tmp_path / "par.sqlite"), "--parallel", "2", timeout=240)
+    parallel_s = time.monotonic() - t0
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "worker local-1 joined" in p.stderr and "worker local-2 joined" in p.stderr
+    par = rows(tmp_path / "par.sqlite")
+    assert len(par) == 8 and len({r["key"] for r in par}) == 8
+    assert all(r["status"] == "valid" for r in par), [r["reason"] for r in par]
+    workers = {r["env"]["worker"]["name"] for r in par}
+    assert workers == {"local-1", "local-2"}
+    for r in par:
+        w = r["env"]["worker"]
+        assert w["attempt"] == 1 and len(w["cores"]) == len(os.sched_getaffinity(0)) // 2
+        assert Path(r["artefacts"], "client.json").exists()  # fetched and unpacked beside the database
+        assert Path(r["artefacts"]).parent == tmp_path / "artefacts" / "par"
+    # The same file, one trial after another: the same trials, and PLTs within noise.
+    t0 = time.monotonic()
+    p = run_cli("run", str(exp), "--db", str(tmp_path / "seq.sqlite"), timeout=240)
+    sequential_s = time.monotonic() - t0
+    assert p.returncode == 0, p.stdout + p.stderr
+    seq = rows(tmp_path / "seq.sqlite")
+    assert {r["key"] for r in seq} == {r["key"] for r in par}
+    for proto in ("h1", "h2"):
+        a = statistics.median(r["plt_ms"] for r in par if r["factors"]["protocol"] == proto)
+        b = statistics.median(r["plt_ms"] for r in seq if r["factors"]["protocol"] == proto)
+        assert abs(a - b) <= max(15.0, 0.2 * b), (proto, a, b)
+    print(f"parallel 2: {parallel_s:.1f} s, sequential: {sequential_s:.1f} s")
+    # Resumed: nothing missing, nothing submitted.
+    p = run_cli("run", str(exp), "--db", str(tmp_path / "par.sqlite"), "--parallel", "2", timeout=120)
+    assert p.returncode == 0 and "0 to run" in p.stderr, p.stderr
+    assert satbench_leftovers() == []
+
+
+SLOW = '[factors]\nlink = "wire"\n"link.delay_ms" = 100\nprotocol = ["h1", "h2", "h3"]\npage = "uniform-100k"\n' \
+       'client = "loader"\n'
+
+
+def test_a_worker_killed_mid_trial_loses_only_that_trial_run_again_elsewhere(tmp_path: Path) -> None:
+    exp = write(tmp_path, "kill", SLOW, reps=2)
+    db = tmp_path / "kill.sqlite"
+    procs: list[subprocess.Popen[bytes]] = []
+    with scheduler(tmp_path) as address:
+        try:
+            a, _ = start_worker(tmp_path, address, "wa")
+            b, _ = start_worker(tmp_path, address, "wb")
+            procs += [a, b]
+            with open(tmp_path / "run.log", "wb") as out:
+                run = subprocess.Popen([*SATBENCH, "run", str(exp), "--db", str(db), "--scheduler", address],
+                                       stdout=out, stderr=out, start_new_session=True)
+            procs.append(run)
+            # Once a trial is stored and worker a is in the middle of one (it owns a testbed): SIGKILL it.
+            deadline = time.monotonic() + 90
+            while not (db.exists() and count(db) >= 1 and owned_testbeds(a.pid)):
+                assert time.monotonic() < deadline and run.poll() is None, (tmp_path / "run.log").read_text()
+                time.sleep(0.02)
+            before = rows(db)
+            os.kill(a.pid, signal.SIGKILL)
+            a.wait()
+            assert run.wait(timeout=120) == 0, (tmp_path / "run.log").read_text()
+        finally:
+            stop(procs)
+    log = (tmp_path / "run.log").read_text()
+    after = rows(db)
+    assert [(r["id"], r["key"], r["started"]) for r in after[:len(before)]] == [
+        (r["id"], r["key"], r["started"]) for r in before]  # nothing finished was lost or replaced
+    assert len(after) == 6 and len({r["key"] for r in after}) == 6, log
+    assert all(r["status"] == "valid" for r in after), [r["reason"] for r in after]
+    again = [r for r in after if r["env"]["worker"]["attempt"] == 2]
+    assert len(again) == 1 and again[0]["env"]["worker"]["name"] == "wb", log
+    assert "worker wa lost" in log and again[0]["key"] in log
+    # What the killed worker's testbed left was removed by the other's next trial (or is now).
+    cleanup()
+    assert satbench_leftovers() == []
+
+
+def count(db: Path) -> int:
+    try:
+        con = sqlite3.connect(db)
+        try:
+            return int(con.execute("SELECT COUNT(*) FROM trials").fetchone()[0])
+        finally:
+            con.close()
+    except sqlite3.Error:
+        return 0
+
+
+def test_a_worker_with_another_commit_is_refused_with_one_line(tmp_path: Path) -> None:
+    exp = write(tmp_path, "refuse", SMALL, reps=1)
+    db = tmp_path / "refuse.sqlite"
+    procs: list[subprocess.Popen[bytes]] = []
+    bad = ("from pathlib import Path; from satbench.experiment.worker import serve_worker; "
+           f"serve_worker({{!r}}, name='bad', directory=Path({str(tmp_path / 'workerdir')!r}), "
+           "reports={{'commit': 'deadbeef' * 5}}, on_ready=lambda line: print(line, flush=True))")
+    with scheduler(tmp_path) as address:
+        try:
+            good, _ = start_worker(tmp_path, address, "good")
+            procs.append(good)
+            b, bad_log = start_worker(tmp_path, address, "bad", argv=[sys.executable, "-c", bad.format(address)])
+            procs.append(b)
+            p = run_cli("run", str(exp), "--db", str(db), "--scheduler", address, timeout=120)
+        finally:
+            stop(procs)
+    assert p.returncode == 0, p.stdout + p.stderr
+    refused = [line for line in p.stderr.splitlines() if "refused" in line]
+    assert len(refused) == 1, p.stderr
+    assert refused[0].startswith("  worker bad refused (tcp://127.0.0.1:")
+    assert "commit deadbeefdeadbeefde differs from the coordinator's" in refused[0]
+    stored = rows(db)
+    assert len(stored) == 2 and {r["env"]["worker"]["name"] for r in stored} == {"good"}
+    assert "refused by the coordinator: commit deadbeef" in bad_log.read_text()
+    assert satbench_leftovers() == []
+
+
+def test_ctrl_c_at_the_coordinator_cancels_the_queue_keeps_what_finished_and_stops_its_workers(
+        tmp_path: Path) -> None:
+    exp = write(tmp_path, "intr", SLOW, reps=2)
+    db = tmp_path / "intr.sqlite"
+    proc = subprocess.Popen([*SATBENCH, "run", str(exp), "--db", str(db), "--parallel", "2"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 90
+    while count(db) < 1:
+        assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGINT)  # a terminal's Ctrl-C: the coordinator's process group
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "interrupted" in err and "resume" in err
+    stored = rows(db)
+    assert 1 <= len(stored) < 6 and all(r["status"] == "valid" for r in stored)
+    left = subprocess.run(["pgrep", "-f", "satbench worker --scheduler tcp://127.0.0.1"], capture_output=True,
+                          text=True).stdout.split()
+    assert left == []
+    assert satbench_leftovers() == []
+    # Resumed: only the missing trials run.
+    p = run_cli("run", str(exp), "--db", str(db), "--parallel", "2", timeout=180)
+    assert p.returncode == 0 and f"{6 - len(stored)} to run" in p.stderr, p.stderr
+    assert len({r["key"] for r in rows(db)}) == 6 == len(rows(db))
