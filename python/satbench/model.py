@@ -176,6 +176,23 @@ class Tally:
     bytes: int
 
 
+#: The emulator's byte parts of the packets offered to a direction, in the
+#: order they are drawn (``satlink::overhead``): they add up to the bytes offered.
+OVERHEAD_PARTS = ("ip_header", "transport_header", "tcp_retransmitted", "tls_handshake", "quic_handshake",
+                  "tls_record_overhead", "tcp_payload", "tls_application", "quic_application", "udp_payload", "other")
+#: Packet counts beside the parts: TCP segments without payload.
+OVERHEAD_PACKETS = ("pure_acks", "syn_fin_rst")
+#: How the report groups the parts.
+OVERHEAD_GROUPS: dict[str, tuple[str, ...]] = {
+    "IP and TCP/UDP headers": ("ip_header", "transport_header"),
+    "TCP retransmitted": ("tcp_retransmitted",),
+    "TLS and QUIC handshakes": ("tls_handshake", "quic_handshake"),
+    "TLS record framing": ("tls_record_overhead",),
+    "payload (QUIC packets whole)": ("tcp_payload", "tls_application", "quic_application", "udp_payload"),
+    "unparsed": ("other",),
+}
+
+
 @dataclass(frozen=True, kw_only=True)
 class DirectionCounters:
     """One direction of an emulated link as the emulator counted it."""
@@ -232,6 +249,26 @@ class LinkCounters:
             "link_drops": f.dropped_packets + r.dropped_packets, "page_bytes": page_bytes,
             "overhead_pct": (self.wire_bytes - page_bytes) / page_bytes * 100 if page_bytes else None}
         out.update(self.access_metrics())
+        out.update(self.overhead_metrics())
+        return out
+
+    def overhead_metrics(self) -> dict[str, float | None]:
+        """The bytes offered to each direction split into parts by the
+        emulator's classifier (``oh_fwd_ip_header``, ...; the byte parts of a
+        direction add up to its offered bytes) and its TCP control packets
+        (``oh_fwd_pure_acks``, ``oh_fwd_syn_fin_rst``). Empty for an emulator
+        that does not classify."""
+        out: dict[str, float | None] = {}
+        for name, short, d in (("forward", "fwd", self.forward), ("return", "ret", self.ret)):
+            o = self.raw.get(name, {}).get("overhead")
+            if not isinstance(o, dict):
+                continue
+            parts = {k: int(o.get(k, 0)) for k in OVERHEAD_PARTS}
+            if sum(parts.values()) != d.offered.bytes:
+                raise ValueError(f"the emulator's {name} overhead parts add up to {sum(parts.values())} bytes, "
+                                 f"not the {d.offered.bytes} it was offered")
+            out.update({f"oh_{short}_{k}": v for k, v in parts.items()})
+            out.update({f"oh_{short}_{k}": int(o.get(k, 0)) for k in OVERHEAD_PACKETS})
         return out
 
     def access_metrics(self) -> dict[str, float | None]:

@@ -86,6 +86,14 @@ class RunningTestbed(Interface):
     @property
     def effective_tcp_cc(self) -> str | None: ...
 
+    @property
+    def terminals(self) -> list[Host]:
+        """The satellite terminals' hosts (routers: where a PEP may sit)."""
+        ...
+
+    @property
+    def gateway(self) -> Host: ...
+
     def faults(self) -> list[str]: ...
 
     def __enter__(self) -> "RunningTestbed": ...
@@ -214,8 +222,12 @@ class Runner:
                     with clock.span("client_s"):
                         outcome = self._load(t, tb, art)
                     # A part that died during the load makes it no measurement of the path.
-                    faults = [f for f in (server.fault(), *tb.faults()) if f]
+                    faults = [f for f in (server.fault(), *tb.faults(), *(e.fault() for e in path)) if f]
                 rec.server_summary = server.summary()
+                for e in path:
+                    if summary := e.summary():
+                        rec.env.setdefault("path", {})[e.factor] = summary
+                    rec.metrics.update(e.metrics())
             rec.server_summary.tcp_cc_route = tb.effective_tcp_cc
             rec.metrics.update(rec.server_summary.limited_shares())
             rec.link_counters = None if tb.link_counters is None else tb.link_counters.raw
@@ -327,7 +339,10 @@ class Runner:
             rec.metrics.update(object_metrics(rec.objects, pages.url_of(page),
                                               pages.object_sizes(self.pages_root, page)))
         if rec.link_counters is not None:
-            rec.metrics.update(LinkCounters.parse(rec.link_counters).metrics(page_total))
+            try:
+                rec.metrics.update(LinkCounters.parse(rec.link_counters).metrics(page_total))
+            except ValueError as e:  # the emulator's counters contradict themselves: nothing of them is kept
+                rec.status, rec.reason = TrialStatus.FAILED, f"harness error: {e}"
         self._bound(rec, t)
         rec.metrics.update(clock.marks)
         if "server" not in self.exp.artefacts:

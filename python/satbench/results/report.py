@@ -33,6 +33,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from ..errors import InputError  # noqa: E402
+from ..model import OVERHEAD_GROUPS, OVERHEAD_PARTS  # noqa: E402
 from .analysis import factorial_effects, knob_effects, tuned_against_default  # noqa: E402
 from .read import Results  # noqa: E402
 from .stats import bootstrap_median_ci, mann_whitney_p, mean_ci, median_diff_ci  # noqa: E402
@@ -150,6 +151,55 @@ def comparable(df: Any, factor: str, varied: list[str]) -> tuple[list[Panel], st
     else:
         how += "all valid trials"
     return panels, how + "."
+
+
+def _overhead_parts(panels: list[Panel], x: str, hue: str | None, figs: Any) -> str:
+    """Where the bytes went: each direction's bytes offered to the link,
+    split by the emulator's classifier into groups of parts, as the mean per
+    trial in % of the page's bytes (means, so that the parts add up)."""
+    cols = [f"oh_{d}_{p}" for d in ("fwd", "ret") for p in OVERHEAD_PARTS]
+    if not all(c in panels[0].trials.columns for c in cols):
+        return ""
+    out = ["<h3>Where the bytes went</h3><p class='note'>Every packet offered to the emulated link, split by the "
+           "emulator into IP and TCP/UDP headers, TCP bytes sent again, TLS and QUIC handshakes, TLS record "
+           "framing (record headers and AEAD tags) and payload (for QUIC, whole packets after the handshake: "
+           "its framing is encrypted); the parts of a direction add up to its bytes. Bars: the mean per trial, "
+           "in % of the page's bytes; table: the same in bytes, with the TCP segments that carried no payload "
+           "(pure ACKs).</p>"]
+    rows: list[list[Any]] = []
+    for i, p in enumerate(panels, 1):
+        d = p.trials.dropna(subset=cols + ["page_bytes"])
+        keys = [x] + ([hue] if hue else [])
+        cells = [(k if isinstance(k, tuple) else (k,), g) for k, g in d.groupby(keys, dropna=False)] if len(d) else []
+        if not cells:
+            continue
+        fig, axes = plt.subplots(1, 2, figsize=(max(6.0, 1.1 * len(cells) * 2), 3.4), squeeze=False, sharey=True)
+        for ax, (dname, short) in zip(axes[0], (("forward", "fwd"), ("return", "ret"))):
+            bottom = np.zeros(len(cells))
+            for group, parts in OVERHEAD_GROUPS.items():
+                hs = np.array([float((g[[f"oh_{short}_{q}" for q in parts]].sum(axis=1) / g["page_bytes"]).mean()) * 100
+                               for _, g in cells])
+                ax.bar(range(len(cells)), hs, 0.7, bottom=bottom, label=group)
+                bottom += hs
+            ax.set_xticks(range(len(cells)))
+            ax.set_xticklabels([" ".join(str(v) for v in k) for k, _ in cells], rotation=30, fontsize=7, ha="right")
+            ax.set_title(f"{p.title}: {dname}", fontsize=8)
+            ax.set_ylabel("% of page bytes")
+        axes[0][1].legend(fontsize=6)
+        out.append(figs.add(fig, f"overhead-parts-{i}", f"Where the bytes went ({p.title})"))
+        for k, g in cells:
+            row: list[Any] = [p.title, " ".join(str(v) for v in k), len(g)]
+            for short in ("fwd", "ret"):
+                row += [float(g[[f"oh_{short}_{q}" for q in parts]].sum(axis=1).mean()) for parts in
+                        OVERHEAD_GROUPS.values()]
+                row.append(float(g[f"oh_{short}_pure_acks"].mean()))
+            rows.append(row)
+    if not rows:
+        return ""
+    head = ["panel", " ".join([x] + ([hue] if hue else [])), "trials"] + [
+        f"{d} {g}" for d in ("fwd", "ret") for g in [*OVERHEAD_GROUPS, "pure ACKs (packets)"]]
+    out.append(_table(rows, head))
+    return "".join(out)
 
 
 def _panel_fig(panels: list[Panel], draw: Any, width: float = 4.8) -> Any:
@@ -521,6 +571,7 @@ def _experiment_section(r: Results, name: str, figs: _Figures) -> str:
                        f"{html.escape(how)}</p>")
             out.append(figs.add(_panel_fig(panels, lambda ax, d: _bars(ax, d, x, "overhead_pct", hue=hue)),
                                 "overhead", f"Protocol overhead by {x}" + (" and protocol" if hue else "")))
+            out.append(_overhead_parts(panels, x, hue, figs))
     out.append(_population_section(r, name, df, valid, varied, figs))
     out.append(_limits_section(valid, varied, figs))
     out.append(_access_section(valid, varied))
