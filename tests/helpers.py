@@ -24,7 +24,8 @@ def host_state() -> dict[str, str]:
     for f in ["net/ipv4/ip_forward", "net/ipv4/tcp_congestion_control", "net/ipv4/conf/all/rp_filter",
               "net/ipv4/conf/default/rp_filter", "net/ipv6/conf/all/disable_ipv6",
               "net/ipv6/conf/default/disable_ipv6", "net/ipv4/conf/all/forwarding", "net/core/rmem_max",
-              "net/core/wmem_max", "net/ipv4/tcp_rmem", "net/ipv4/tcp_wmem"]:
+              "net/core/wmem_max", "net/ipv4/tcp_rmem", "net/ipv4/tcp_wmem", "net/ipv4/tcp_fastopen",
+              "net/bridge/bridge-nf-call-iptables", "net/bridge/bridge-nf-call-arptables"]:
         try:
             sysctls[f] = Path("/proc/sys", f).read_text().strip()
         except OSError:

@@ -42,8 +42,9 @@ from .experiment.spec import resolve_trial_links
 from .link import profile
 from .link.spec import LinkSpec, resolve
 from .model import CongestionControl, Protocol, TrialStatus, choices
+from .path.pep import Pep
 from .testbed.cleanup import cleanup
-from .testbed.shell import format_counters, run_shell
+from .testbed.shell import format_counters, human_bytes, run_shell
 from .testbed.testbed import MAX_TERMINALS, Testbed, TestbedSpec, check_namespace_default_cc, terminal_subnets
 
 DEFAULT_DB = "results/satbench.sqlite"
@@ -118,6 +119,11 @@ def _shell_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a profile key: forward.KEY, return.KEY or KEY for both (repeatable)")
     p.add_argument("--access", help="profile of an access link between clients and terminal (e.g. wifi)")
+    p.add_argument("--pep", choices=("terminal", "gateway", "both"),
+                   help="a split-TCP PEP (satbench-pep) at the terminal, the gateway or both")
+    p.add_argument("--pep-satellite", metavar="SETTINGS",
+                   help="the PEP's satellite leg's TCP settings (cc=bbr,sndbuf=16M,rcvbuf=16M,nodelay,fastopen)")
+    p.add_argument("--pep-terrestrial", metavar="SETTINGS", help="the PEP's terrestrial legs' TCP settings")
     p.add_argument("--clients", type=int, default=1, help="client hosts (default 1)")
     p.add_argument("--servers", type=int, default=1, help="server hosts (default 1)")
     p.add_argument("--terminals", type=int, default=1,
@@ -187,8 +193,18 @@ def _shell(a: argparse.Namespace, rest: list[str]) -> int:
             print(f"satbench: shell on {tb.client.name} ({tb.client.addr}) behind link '{tb.link.name}'; "
                   f"server {tb.server.name} ({tb.server.addr}); exit to tear down", file=sys.stderr)
 
+    path = []
+    if a.pep:
+        pep = {"at": a.pep, **({"satellite": a.pep_satellite} if a.pep_satellite else {}),
+               **({"terrestrial": a.pep_terrestrial} if a.pep_terrestrial else {})}
+        problem = Pep.check(pep, {})
+        if problem:
+            raise InputError(f"--pep: {problem}")
+        path.append(Pep(pep, {}))
+    elif a.pep_satellite or a.pep_terrestrial:
+        raise InputError("--pep-satellite and --pep-terrestrial need --pep")
     prereq.require_testbed()
-    r = run_shell(spec, rest or None, serve=serve, on_ready=banner)
+    r = run_shell(spec, rest or None, serve=serve, on_ready=banner, path=path)
     if a.json_out:
         Path(a.json_out).write_text(json.dumps(r.report, indent=1) + "\n")
     if a.json:
@@ -197,6 +213,12 @@ def _shell(a: argparse.Namespace, rest: list[str]) -> int:
         print(format_counters(r.link_counters, f"satbench: link '{link.name}'"), file=sys.stderr)
         if access is not None:
             print(format_counters(r.access_counters, f"satbench: access link '{access.name}'"), file=sys.stderr)
+        for name, d in r.report["path"].get("pep", {}).get("summary", {}).items():
+            s = d.get("summary") or {}
+            print(f"satbench: PEP at the {name}: {s.get('accepted', 0)} connections relayed, "
+                  f"{human_bytes(int(s.get('bytes_down', 0)))} down, {human_bytes(int(s.get('bytes_up', 0)))} up, "
+                  f"{s.get('connect_failed', 0)} failed to connect, {s.get('refused_cap', 0)} refused at the cap",
+                  file=sys.stderr)
     return r.exit_code
 
 

@@ -1,6 +1,6 @@
 """Elements on the path between the clients and the servers, besides the
-satellite link: today the access link behind the terminal; PEPs, tunnels,
-proxies and a terrestrial segment plug in the same way.
+satellite link: the access link behind the terminal and split-TCP PEPs;
+tunnels, proxies and a terrestrial segment plug in the same way.
 
 An element is placed by one experiment factor (``access = "wifi"``). Its
 class says which link profiles the value needs (resolved once, at plan time,
@@ -58,13 +58,22 @@ class PathElement(ABC):
         yield
 
     def summary(self) -> dict[str, Any]:
-        """What the element did, for the trial's record."""
+        """What the element did, for the trial's record (``env.path.FACTOR``)."""
         return {}
+
+    def metrics(self) -> dict[str, float | None]:
+        """What the element measured, as trial metrics."""
+        return {}
+
+    def fault(self) -> str | None:
+        """Why the element failed while the trial ran (a process that died), or None."""
+        return None
 
 
 #: factor -> "module:Class"
 ELEMENTS: dict[str, str] = {
     "access": "satbench.path.access:AccessLink",
+    "pep": "satbench.path.pep:Pep",
 }
 
 

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -15,9 +16,10 @@ from .testbed import Testbed, TestbedSpec
 
 if TYPE_CHECKING:
     from ..endpoints.base import Server
+    from ..path import PathElement
 
 
-def _bytes(b: int) -> str:
+def human_bytes(b: int) -> str:
     for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
         if b >= scale:
             return f"{b / scale:.2f} {unit}"
@@ -34,8 +36,8 @@ def format_counters(stats: dict[str, Any] | None, title: str) -> str:
         dr = d["dropped"]
         q = d["queue_delay"]
         rl = d["release_lateness"]
-        lines.append(f"  {label}: offered {d['offered']['packets']} pkt ({_bytes(d['offered']['bytes'])}), "
-                     f"delivered {d['delivered']['packets']} pkt ({_bytes(d['delivered']['bytes'])})")
+        lines.append(f"  {label}: offered {d['offered']['packets']} pkt ({human_bytes(d['offered']['bytes'])}), "
+                     f"delivered {d['delivered']['packets']} pkt ({human_bytes(d['delivered']['bytes'])})")
         lines.append(f"    dropped: queue {dr['queue']['packets']}, aqm {dr['aqm']['packets']}, "
                      f"loss {dr['loss']['packets']}, outage {dr['outage']['packets']}; "
                      f"queueing delay p50 {q['p50_ms']:.2f} ms, p99 {q['p99_ms']:.2f} ms, max {q['max_ms']:.2f} ms; "
@@ -58,8 +60,8 @@ def _access_lines(a: dict[str, Any] | None) -> list[str]:
     enc = a.get("encapsulation") or {}
     out = [f"    {str(a.get('kind', '')).upper()}: {a.get('frames', 0)} frames, {a.get('frames_lost', 0)} lost "
            f"({a.get('packets_lost', 0)} packets); {str(enc.get('kind', '')).upper()} overhead "
-           f"{_bytes(int(enc.get('overhead_bytes', 0)) + int(enc.get('frame_header_bytes', 0)))}, padding "
-           f"{_bytes(int(enc.get('padding_bytes', 0)))}, {enc.get('fragmented', 0)} packets fragmented"]
+           f"{human_bytes(int(enc.get('overhead_bytes', 0)) + int(enc.get('frame_header_bytes', 0)))}, padding "
+           f"{human_bytes(int(enc.get('padding_bytes', 0)))}, {enc.get('fragmented', 0)} packets fragmented"]
     for i, t in enumerate(a.get("terminals", [])):
         parts = [f"{t.get('frames', 0)} frames, {t.get('frames_lost', 0)} lost"]
         if "modcod" in t:
@@ -68,9 +70,9 @@ def _access_lines(a: dict[str, Any] | None) -> list[str]:
             if cn:
                 parts.append(f"C/N {min(cn):.1f}-{max(cn):.1f} dB")
         if "granted_bytes" in t:
-            granted = ", ".join(f"{k.upper()} {_bytes(int(v))}" for k, v in t["granted_bytes"].items() if v)
+            granted = ", ".join(f"{k.upper()} {human_bytes(int(v))}" for k, v in t["granted_bytes"].items() if v)
             parts.append(f"{t.get('requests', 0)} requests, granted {granted or 'nothing'}, "
-                         f"used {_bytes(int(t.get('used_bytes', 0)))}")
+                         f"used {human_bytes(int(t.get('used_bytes', 0)))}")
         out.append(f"      terminal {i + 1}: " + "; ".join(parts))
     return out
 
@@ -87,10 +89,12 @@ class ShellReport:
 
 def run_shell(spec: TestbedSpec, argv: Sequence[str] | None, *,
               serve: Callable[[Testbed], Server] | None = None,
-              on_ready: Callable[[Testbed], None] | None = None) -> ShellReport:
-    """Build a testbed, start ``serve``'s server on it, run ``argv`` (or an
-    interactive shell) on client 1, tear down; return the command's exit code
-    and the link counters."""
+              on_ready: Callable[[Testbed], None] | None = None,
+              path: Sequence[PathElement] = ()) -> ShellReport:
+    """Build a testbed, start the path elements (a PEP, say) and ``serve``'s
+    server on it, run ``argv`` (or an interactive shell) on client 1, tear
+    down; return the command's exit code, the link counters and what the
+    path elements did."""
     cleanup()
     child: subprocess.Popen[bytes] | None = None
     stopping: list[int] = []
@@ -107,10 +111,14 @@ def run_shell(spec: TestbedSpec, argv: Sequence[str] | None, *,
 
     old = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     rc = 1
+    for e in path:
+        e.configure(spec)
     tb = Testbed(spec)
     server: Server | None = None
     try:
-        with tb:
+        with tb, ExitStack() as elements:
+            for e in path:
+                elements.enter_context(e.start(tb, tb.run_dir))
             if serve is not None:
                 server = serve(tb)
             env = {**os.environ, **tb.env()}
@@ -144,5 +152,6 @@ def run_shell(spec: TestbedSpec, argv: Sequence[str] | None, *,
     report = {"testbed": tb.id, "link": tb.link.name, "link_hash": tb.link.hash, "seed": tb.seed, "exit_code": rc,
               "tcp_congestion_control": tb.effective_tcp_cc,
               "server": None if server is None else {**(ready or {}), "log_dir": str(getattr(server, "log_dir", ""))},
-              "link_counters": tb.link_stats, "access_counters": tb.access_stats}
+              "link_counters": tb.link_stats, "access_counters": tb.access_stats,
+              "path": {e.factor: {"summary": e.summary(), "metrics": e.metrics()} for e in path}}
     return ShellReport(exit_code=rc, report=report, link_counters=tb.link_stats, access_counters=tb.access_stats)

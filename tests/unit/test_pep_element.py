@@ -1,0 +1,44 @@
+"""The PEP path element's checks of its factor values, and how a leg's
+settings are split between the PEP (socket options) and the routes
+(initial windows)."""
+
+from __future__ import annotations
+
+import pytest
+
+from satbench.path.pep import Pep, _split_leg
+
+
+@pytest.mark.parametrize("value", ["terminal", "gateway", "both", {"at": "both"},
+                                   {"at": "terminal", "satellite": "cc=bbr,sndbuf=16M,rcvbuf=4m,initcwnd=100",
+                                    "terrestrial": "cc=cubic,nodelay,fastopen=off,maxseg=1400", "max_conns": 10}])
+def test_good_values(value: object) -> None:
+    assert Pep.check(value, {}) is None
+
+
+@pytest.mark.parametrize("value, words", [
+    ("middle", "must be none, terminal, gateway or both"),
+    (3, "must be none, terminal, gateway, both or a table"),
+    ({"at": "sky"}, "at must be terminal, gateway or both"),
+    ({"at": "both", "cache": 1}, "unknown key 'cache'"),
+    ({"at": "both", "satellite": "cc=vegas"}, "satellite: 'cc=vegas' is not a leg setting"),
+    ({"at": "both", "terrestrial": "sndbuf=lots"}, "terrestrial: 'sndbuf=lots'"),
+    ({"at": "both", "satellite": 5}, "satellite must be a string"),
+    ({"at": "both", "satellite": "initcwnd=0"}, "initcwnd must be 1..1000"),
+    ({"at": "both", "max_conns": 0}, "max_conns must be a whole number"),
+    ({"at": "both", "max_conns": True}, "max_conns must be a whole number"),
+])
+def test_bad_values_say_what_is_wrong(value: object, words: str) -> None:
+    problem = Pep.check(value, {})
+    assert problem is not None and words in problem, problem
+
+
+def test_initial_window_is_taken_out_of_the_socket_settings() -> None:
+    assert _split_leg("cc=bbr, initcwnd=50 ,nodelay") == ("cc=bbr,nodelay", 50)
+    assert _split_leg("cc=bbr") == ("cc=bbr", None)
+    assert _split_leg("") == ("", None)
+
+
+def test_places() -> None:
+    assert Pep("both", {}).places() == ["terminal", "gateway"]
+    assert Pep({"at": "gateway"}, {}).places() == ["gateway"]
