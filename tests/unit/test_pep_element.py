@@ -42,3 +42,10 @@ def test_initial_window_is_taken_out_of_the_socket_settings() -> None:
 def test_places() -> None:
     assert Pep("both", {}).places() == ["terminal", "gateway"]
     assert Pep({"at": "gateway"}, {}).places() == ["gateway"]
+
+
+def test_labels() -> None:
+    assert Pep.label("none") == "none"
+    assert Pep.label({"at": "both"}) == "both"
+    assert Pep.label({"at": "both", "satellite": "cc=bbr", "terrestrial": "cc=cubic"}) == (
+        "both: satellite cc=bbr; terrestrial cc=cubic")

@@ -230,6 +230,8 @@ class Runner:
                     rec.metrics.update(e.metrics())
             rec.server_summary.tcp_cc_route = tb.effective_tcp_cc
             rec.metrics.update(rec.server_summary.limited_shares())
+            if rec.server_summary.connections is not None:  # per page load, as the origin counted them
+                rec.metrics["server_connections"] = rec.server_summary.connections
             rec.link_counters = None if tb.link_counters is None else tb.link_counters.raw
             self._judge(rec, t, outcome)
             if faults:

@@ -45,6 +45,11 @@ class PathElement(ABC):
         return None
 
     @classmethod
+    def label(cls, value: Any) -> Any:
+        """The value as figures and tables show it (a table-valued one as text)."""
+        return value
+
+    @classmethod
     def profiles(cls, value: Any) -> dict[str, LinkProfile]:
         """The link profiles the value needs, by role (resolved at plan time)."""
         return {}

@@ -137,6 +137,15 @@ class Pep(PathElement):
             return f"max_conns must be a whole number 1..1000000, got {n!r}"
         return None
 
+    @classmethod
+    def label(cls, value: Any) -> Any:
+        """``both``, or ``both: satellite cc=bbr,initcwnd=100; terrestrial cc=cubic``."""
+        if not isinstance(value, dict):
+            return value
+        legs = "; ".join(f"{leg} {value[leg]}" for leg in ("satellite", "terrestrial") if value.get(leg))
+        cap = f"; max_conns {value['max_conns']}" if "max_conns" in value else ""
+        return f"{value.get('at')}" + (f": {legs}{cap}" if legs or cap else "")
+
     def _options(self) -> dict[str, Any]:
         return {"at": self.value} if isinstance(self.value, str) else dict(self.value)
 

@@ -34,6 +34,7 @@ import numpy as np  # noqa: E402
 
 from ..errors import InputError  # noqa: E402
 from ..model import OVERHEAD_GROUPS, OVERHEAD_PARTS  # noqa: E402
+from ..path import ELEMENTS, element_class  # noqa: E402
 from .analysis import factorial_effects, knob_effects, tuned_against_default  # noqa: E402
 from .read import Results  # noqa: E402
 from .stats import bootstrap_median_ci, mann_whitney_p, mean_ci, median_diff_ci  # noqa: E402
@@ -53,10 +54,11 @@ METRICS = {
     "throughput_mbps": "Throughput (Mbit/s)",
     "jain_throughput": "Jain's fairness index",
     "overhead_pct": "Protocol overhead (% of page bytes)",
+    "server_connections": "Connections the origin accepted",
 }
 #: Metrics drawn per factor: the paint metrics beside the studies' object-based ones.
 FACTOR_METRICS = ("plt_ms", "last_object_ms", "fcp_ms", "first_object_ms", "lcp_ms", "largest_object_ms",
-                  "total_ms", "throughput_mbps", "jain_throughput")
+                  "total_ms", "throughput_mbps", "jain_throughput", "server_connections")
 #: Metrics compared pairwise in the statistics table.
 COMPARED = ("plt_ms", "fcp_ms", "lcp_ms", "total_ms", "throughput_mbps")
 #: Metrics drawn over their trials' lower bounds (bound.py).
@@ -504,6 +506,12 @@ def _experiment_section(r: Results, name: str, figs: _Figures) -> str:
     df = r.trials(name)
     if "clients" in df.columns:  # a population's mix, as one label ("h1=7 h2=3")
         df["clients"] = df["clients"].map(mix_label)
+    for factor in ELEMENTS:  # a path element's value as its own label ("both: satellite cc=bbr")
+        if factor in df.columns:
+            df[factor] = df[factor].map(element_class(factor).label)
+    for col in df.columns:  # any other table-valued factor: one stable text per value
+        if df[col].map(lambda v: isinstance(v, (dict, list))).any():
+            df[col] = df[col].map(lambda v: json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v)
     spec = json.loads(r.db.execute("SELECT spec FROM experiments WHERE name = ?", (name,)).fetchone()[0] or "{}")
     varied = [v for v in spec.get("varied", []) if v in df.columns] if not df.empty else []
     out = [f"<h2>Experiment {html.escape(name)}</h2>",
