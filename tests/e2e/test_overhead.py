@@ -50,7 +50,9 @@ def test_the_parts_add_up_and_handshakes_are_where_the_protocol_has_one(generate
         d = stats[name]
         o = d["overhead"]
         assert sum(o[k] for k in OVERHEAD_PARTS) == d["offered"]["bytes"], (name, o, d["offered"])
-        assert o["other"] == 0, o
+        # Only what is neither TCP nor UDP: an ICMP port-unreachable at most, when a packet reaches a
+        # socket already closed.
+        assert o["other"] <= 2 * 576, o
         # Every packet has an IP header of 20 bytes (IPv4, no options).
         assert o["ip_header"] == 20 * d["offered"]["packets"], (name, o, d["offered"])
     if how == "cleartext":
@@ -58,8 +60,10 @@ def test_the_parts_add_up_and_handshakes_are_where_the_protocol_has_one(generate
         assert fwd["quic_handshake"] == fwd["quic_application"] == 0
         assert fwd["tcp_payload"] + fwd["tcp_retransmitted"] >= size
     elif how == "tls":
-        # The server's flight (certificate chain) forward, the client's hello and finished back.
-        assert fwd["tls_handshake"] > 1000 and ret["tls_handshake"] > 200, (fwd, ret)
+        # TLS 1.3 encrypts its handshake after the ServerHello: from the link, the handshake is the
+        # ServerHello (and ChangeCipherSpec) forward and the ClientHello back; the rest, certificate
+        # chain included, is in encrypted records like the application's.
+        assert 90 <= fwd["tls_handshake"] < 1000 and ret["tls_handshake"] > 200, (fwd, ret)
         assert fwd["tls_application"] + fwd["tcp_retransmitted"] >= size
         # At least one AEAD tag and header per 16 KiB record.
         assert fwd["tls_record_overhead"] >= (size // 16384) * 22, fwd

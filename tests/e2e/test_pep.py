@@ -126,7 +126,7 @@ def test_a_bad_pep_is_refused_with_its_line(tmp_path: Path) -> None:
                    'client = "loader"\npep = { at = "both", satellite = "cc=vegas" }\n')
     p = run_cli("run", str(exp), "--db", str(tmp_path / "db.sqlite"))
     assert p.returncode == 2, p.stderr
-    assert p.stderr.count("\n") == 1 and "bad.toml" in p.stderr and "line 7" in p.stderr and "pep" in p.stderr
+    assert p.stderr.count("\n") == 1 and "bad.toml" in p.stderr and "bad.toml:7: factors.pep" in p.stderr and "pep" in p.stderr
     assert "cc=vegas" in p.stderr
     assert not (tmp_path / "db.sqlite").exists()
 

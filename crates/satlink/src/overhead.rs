@@ -14,6 +14,9 @@
 //!   a TLS record ([`tls`]): `tls_handshake` (records 20, 21, 22: header and
 //!   body), `tls_record_overhead` (records 23: header and the last 17 bytes,
 //!   [`tls::AEAD_EXPANSION`]) and `tls_application` (the rest of records 23);
+//!   (TLS 1.3 encrypts its handshake after the ServerHello in records 23:
+//!   from the link, `tls_handshake` is the ClientHello, ServerHello and
+//!   ChangeCipherSpec, and the certificate chain counts as records 23);
 //!   new bytes of other flows, of flows no longer tracked, and of TLS flows
 //!   the tracker lost step with: `tcp_payload`;
 //! - UDP payload: QUIC if either port is 443 or the first byte has the fixed

@@ -16,8 +16,10 @@ come from Chromium's DevTools network events.
 from __future__ import annotations
 
 import asyncio
+import os
 import shlex
 import shutil
+import signal
 import subprocess
 import tempfile
 import threading
@@ -172,6 +174,48 @@ def _result(url: str, opts: BrowseOptions, want: str, t0: float, version: str, e
 
 
 
+#: How long a load may outlive its own timeout before its browser is killed.
+WATCHDOG_GRACE_S = 60.0
+
+
+class Watchdog:
+    """Kills a browser's processes (by name, in the client host's namespace)
+    if a load outlives ``limit_s``: a browser whose main process died can
+    leave Playwright waiting forever on a pipe its children still hold, and
+    a trial must end (failed, with this reason) instead."""
+
+    def __init__(self, host: Host | None, names: tuple[str, ...], limit_s: float):
+        self.host, self.names, self.limit_s = host, names, limit_s
+        self.fired = False
+        self._timer: threading.Timer | None = None
+
+    def reason(self) -> str:
+        return f"browser: no answer within {self.limit_s:.0f} s; its processes were killed"
+
+    def _fire(self) -> None:
+        if self.host is None:
+            return
+        self.fired = True
+        p = subprocess.run(["ip", "netns", "pids", self.host.ns], capture_output=True, text=True)
+        for pid in (int(x) for x in p.stdout.split() if x.isdigit()):
+            try:
+                comm = Path(f"/proc/{pid}/comm").read_text().strip()
+                if comm.startswith(self.names):
+                    os.kill(pid, signal.SIGKILL)
+            except (OSError, ValueError):
+                continue
+
+    def __enter__(self) -> "Watchdog":
+        self._timer = threading.Timer(self.limit_s, self._fire)
+        self._timer.daemon = True
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+
+
 class Chromium(Client):
     """Debian's Chromium, one Playwright driver for the sweep, a fresh
     browser per load inside the client's namespace."""
@@ -200,17 +244,21 @@ class Chromium(Client):
         opts = BrowseOptions(protocol=req.protocol.value, timeout_s=req.timeout_s, start_at=req.start_at,
                              release=req.release, har=art / "page.har" if art and "har" in req.keep else None,
                              netlog=art / "netlog.json" if art and "netlog" in req.keep else None)
+        watchdog = Watchdog(req.host, ("chromium", "chrome"), req.timeout_s + WATCHDOG_GRACE_S)
         try:
             if threading.current_thread() is threading.main_thread():
-                r = self.browser.load(req.url, opts, host=req.host)
+                with watchdog:
+                    r = self.browser.load(req.url, opts, host=req.host)
             else:  # one of a population: Playwright's sync API wants a driver per thread
                 # CPython's C accelerator caches "the running loop" by thread-state id, and a
                 # thread started while another's Playwright loop runs can be handed that loop:
                 # say plainly that this thread runs none.
                 asyncio.events._set_running_loop(None)
-                with Browser() as b:
+                with Browser() as b, watchdog:
                     r = b.load(req.url, opts, host=req.host)
         except PlaywrightError as e:  # the harness failed, not the path
+            if watchdog.fired:
+                raise TestbedError(watchdog.reason()) from None
             raise TestbedError(f"browser: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from None
         return outcome(r)
 

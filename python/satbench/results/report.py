@@ -165,7 +165,9 @@ def _overhead_parts(panels: list[Panel], x: str, hue: str | None, figs: Any) -> 
     out = ["<h3>Where the bytes went</h3><p class='note'>Every packet offered to the emulated link, split by the "
            "emulator into IP and TCP/UDP headers, TCP bytes sent again, TLS and QUIC handshakes, TLS record "
            "framing (record headers and AEAD tags) and payload (for QUIC, whole packets after the handshake: "
-           "its framing is encrypted); the parts of a direction add up to its bytes. Bars: the mean per trial, "
+           "its framing is encrypted). TLS 1.3 encrypts its handshake after the ServerHello, so its "
+           "handshake bytes here are the ClientHello, ServerHello and ChangeCipherSpec; the certificate chain "
+           "counts with the records. The parts of a direction add up to its bytes. Bars: the mean per trial, "
            "in % of the page's bytes; table: the same in bytes, with the TCP segments that carried no payload "
            "(pure ACKs).</p>"]
     rows: list[list[Any]] = []
