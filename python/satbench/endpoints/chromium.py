@@ -59,6 +59,20 @@ def _flags(opts: BrowseOptions, url: str) -> list[str]:
     return flags
 
 
+_STARTING = threading.Lock()
+
+
+def _children() -> set[int]:
+    """This process's children (of every thread)."""
+    out: set[int] = set()
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            out |= {int(x) for x in (task / "children").read_text().split()}
+        except OSError:
+            continue
+    return out
+
+
 class Browser:
     """A Playwright driver kept across loads; every load still gets a fresh
     Chromium process and profile. With ``host``, Chromium runs inside that
@@ -71,7 +85,11 @@ class Browser:
         self._tmp = tempfile.TemporaryDirectory(prefix="satbench-browser-")
         # One NSS database trusting the CA, copied into each load's fresh HOME.
         self._nss_template = ca_mod.nss_home(Path(self._tmp.name) / "template")
-        self._pw = sync_playwright().start()
+        with _STARTING:  # one driver at a time, so that the new child is this one's
+            before = _children()
+            self._pw = sync_playwright().start()
+            #: The Playwright driver's pid: the watchdog's last resort.
+            self.driver_pids = sorted(_children() - before)
 
     def close(self) -> None:
         try:
@@ -131,6 +149,8 @@ class Browser:
                 try:
                     page.goto(url, wait_until="load", timeout=opts.timeout_s * 1000)
                 except PlaywrightError as e:
+                    if "has been closed" in str(e) or not browser.is_connected():
+                        raise  # the browser died: the harness failed, not the path
                     error = str(e).splitlines()[0]
                 data = {} if error is not None else settle(lambda: page.evaluate(_COLLECT), opts,
                                                             lambda: page.wait_for_timeout(50))
@@ -184,10 +204,16 @@ class Watchdog:
     leave Playwright waiting forever on a pipe its children still hold, and
     a trial must end (failed, with this reason) instead."""
 
+    #: How long the load may go on once the browser's processes were killed before the driver is.
+    DRIVER_GRACE_S = 10.0
+
     def __init__(self, host: Host | None, names: tuple[str, ...], limit_s: float):
         self.host, self.names, self.limit_s = host, names, limit_s
         self.fired = False
         self._timer: threading.Timer | None = None
+        self._done = threading.Event()
+        #: The Playwright driver serving the load (its pids), killed if killing the browser was not enough.
+        self.driver: list[int] = []
 
     def reason(self) -> str:
         return f"browser: no answer within {self.limit_s:.0f} s; its processes were killed"
@@ -204,6 +230,13 @@ class Watchdog:
                     os.kill(pid, signal.SIGKILL)
             except (OSError, ValueError):
                 continue
+        # A driver left waiting on a browser that is gone never answers: end it, so the call raises.
+        if not self._done.wait(self.DRIVER_GRACE_S):
+            for pid in self.driver:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    continue
 
     def __enter__(self) -> "Watchdog":
         self._timer = threading.Timer(self.limit_s, self._fire)
@@ -212,6 +245,7 @@ class Watchdog:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self._done.set()
         if self._timer is not None:
             self._timer.cancel()
 
@@ -247,20 +281,35 @@ class Chromium(Client):
         watchdog = Watchdog(req.host, ("chromium", "chrome"), req.timeout_s + WATCHDOG_GRACE_S)
         try:
             if threading.current_thread() is threading.main_thread():
-                with watchdog:
-                    r = self.browser.load(req.url, opts, host=req.host)
+                watchdog.driver = self.browser.driver_pids
+                try:
+                    with watchdog:
+                        r = self.browser.load(req.url, opts, host=req.host)
+                finally:
+                    if watchdog.fired:  # its driver may be gone: the next load gets a new one
+                        self._replace_browser()
             else:  # one of a population: Playwright's sync API wants a driver per thread
                 # CPython's C accelerator caches "the running loop" by thread-state id, and a
                 # thread started while another's Playwright loop runs can be handed that loop:
                 # say plainly that this thread runs none.
                 asyncio.events._set_running_loop(None)
-                with Browser() as b, watchdog:
-                    r = b.load(req.url, opts, host=req.host)
+                with Browser() as b:
+                    watchdog.driver = b.driver_pids
+                    with watchdog:
+                        r = b.load(req.url, opts, host=req.host)
         except PlaywrightError as e:  # the harness failed, not the path
             if watchdog.fired:
                 raise TestbedError(watchdog.reason()) from None
             raise TestbedError(f"browser: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from None
         return outcome(r)
+
+    def _replace_browser(self) -> None:
+        """A new driver after the watchdog ended the old one (closing what is left of it)."""
+        try:
+            self.browser.close()
+        except Exception:  # noqa: BLE001 - a driver killed mid-call fails to stop in many ways
+            pass
+        self.browser = Browser()
 
     def close(self) -> None:
         self.browser.close()
