@@ -59,7 +59,7 @@ def sample() -> dict[str, int | float]:
     status = Path("/proc/self/status").read_text()
     rss_kb = int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS:")))
     # This installation's binaries only (a build of them elsewhere is no leftover).
-    binaries = f"^{prereq.REPO}/target/release/satbench-(link|server|load)( |$)"
+    binaries = f"^{prereq.REPO}/target/release/satbench-(link|server|load|pep)( |$)"
     pids = subprocess.run(["pgrep", "-f", binaries], capture_output=True, text=True).stdout.split()
     tuns = subprocess.run(["ip", "-o", "link", "show", "type", "tun"], capture_output=True, text=True).stdout
 
