@@ -119,6 +119,8 @@ def _shell_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a profile key: forward.KEY, return.KEY or KEY for both (repeatable)")
     p.add_argument("--access", help="profile of an access link between clients and terminal (e.g. wifi)")
+    p.add_argument("--terrestrial", metavar="PROFILE",
+                   help="profile of a terrestrial link between the gateway and the servers (loss, delay there only)")
     p.add_argument("--pep", choices=("terminal", "gateway", "both"),
                    help="a split-TCP PEP (satbench-pep) at the terminal, the gateway or both")
     p.add_argument("--pep-satellite", metavar="SETTINGS",
@@ -172,8 +174,12 @@ def _shell(a: argparse.Namespace, rest: list[str]) -> int:
         raise InputError("--access: an access link behind several terminals is not supported")
     link = resolve(profile.load(a.link, a.set), terminal_subnets(a.terminals) if a.terminals > 1 else None)
     access = resolve(profile.load(a.access)) if a.access else None
+    if a.terminals > 1 and a.terrestrial:
+        raise InputError("--terrestrial: a terrestrial link with several terminals is not supported")
+    terrestrial = resolve(profile.load(a.terrestrial)) if a.terrestrial else None
     spec = TestbedSpec(link=link, clients=a.clients, servers=a.servers, access=access, seed=a.seed,
-                       tcp_cc=a.default_cc, pcap_dir=pcap_dir, dns=a.dns, terminals=a.terminals)
+                       tcp_cc=a.default_cc, pcap_dir=pcap_dir, dns=a.dns, terminals=a.terminals,
+                       terrestrial=terrestrial)
     if a.cc and not a.serve:
         raise InputError("--cc sets the congestion control of the server started by --serve; "
                          "use --default-cc for the namespaces' default")
@@ -213,6 +219,9 @@ def _shell(a: argparse.Namespace, rest: list[str]) -> int:
         print(format_counters(r.link_counters, f"satbench: link '{link.name}'"), file=sys.stderr)
         if access is not None:
             print(format_counters(r.access_counters, f"satbench: access link '{access.name}'"), file=sys.stderr)
+        if terrestrial is not None:
+            print(format_counters(r.report.get("terrestrial_counters"), f"satbench: terrestrial link "
+                                  f"'{terrestrial.name}'"), file=sys.stderr)
         for name, d in r.report["path"].get("pep", {}).get("summary", {}).items():
             s = d.get("summary") or {}
             print(f"satbench: PEP at the {name}: {s.get('accepted', 0)} connections relayed, "

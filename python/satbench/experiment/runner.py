@@ -224,10 +224,10 @@ class Runner:
                     # A part that died during the load makes it no measurement of the path.
                     faults = [f for f in (server.fault(), *tb.faults(), *(e.fault() for e in path)) if f]
                 rec.server_summary = server.summary()
-                for e in path:
-                    if summary := e.summary():
-                        rec.env.setdefault("path", {})[e.factor] = summary
-                    rec.metrics.update(e.metrics())
+            for e in path:  # after teardown: an emulated element's counters come when it stops
+                if summary := e.summary():
+                    rec.env.setdefault("path", {})[e.factor] = summary
+                rec.metrics.update(e.metrics())
             rec.server_summary.tcp_cc_route = tb.effective_tcp_cc
             rec.metrics.update(rec.server_summary.limited_shares())
             if rec.server_summary.connections is not None:  # per page load, as the origin counted them

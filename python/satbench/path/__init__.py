@@ -1,6 +1,6 @@
 """Elements on the path between the clients and the servers, besides the
-satellite link: the access link behind the terminal and split-TCP PEPs;
-tunnels, proxies and a terrestrial segment plug in the same way.
+satellite link: the access link behind the terminal, split-TCP PEPs and a
+terrestrial link behind the gateway; tunnels and proxies plug in the same way.
 
 An element is placed by one experiment factor (``access = "wifi"``). Its
 class says which link profiles the value needs (resolved once, at plan time,
@@ -79,6 +79,7 @@ class PathElement(ABC):
 ELEMENTS: dict[str, str] = {
     "access": "satbench.path.access:AccessLink",
     "pep": "satbench.path.pep:Pep",
+    "terrestrial": "satbench.path.terrestrial:TerrestrialLink",
 }
 
 

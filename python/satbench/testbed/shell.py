@@ -153,5 +153,6 @@ def run_shell(spec: TestbedSpec, argv: Sequence[str] | None, *,
               "tcp_congestion_control": tb.effective_tcp_cc,
               "server": None if server is None else {**(ready or {}), "log_dir": str(getattr(server, "log_dir", ""))},
               "link_counters": tb.link_stats, "access_counters": tb.access_stats,
+              "terrestrial_counters": tb.terrestrial_stats,
               "path": {e.factor: {"summary": e.summary(), "metrics": e.metrics()} for e in path}}
     return ShellReport(exit_code=rc, report=report, link_counters=tb.link_stats, access_counters=tb.access_stats)

@@ -1,6 +1,7 @@
 """The emulated path, built out of network namespaces.
 
-    client hosts --(LAN)-- [access point --(access link)--] terminal ==(satellite link)== gateway --(LAN)-- server hosts
+    client hosts --(LAN)-- [access point --(access link)--] terminal ==(satellite link)== gateway
+        [--(terrestrial link)-- edge] --(LAN)-- server hosts
 
 With several terminals (``terminals = N``), each has its own client LAN and
 clients (dealt to terminals in turn), and one emulator joins them all to
@@ -16,6 +17,7 @@ no namespace has an interface or a route to the host or beyond.
     198.18.2.1/2   satellite link (terminal / gateway; terminal k >= 2 is 198.18.2.(k+1))
     198.18.3.0/24  server LAN   (.1 gateway, .10+ servers)
     198.18.4.1/2   access link  (access point / terminal)
+    198.18.5.1/2   terrestrial link (gateway / edge router; the server LAN's .1 is then the edge)
     198.18.(100+k).0/24  client LAN of terminal k >= 2
 
 Names under ``.test`` come from a hosts file that ``ip netns exec`` mounts.
@@ -119,6 +121,9 @@ class TestbedSpec:
     #: Satellite terminals sharing the link (clients dealt to them in turn). A
     #: link resolved for several terminals sets this itself.
     terminals: int = 1
+    #: A terrestrial link between the gateway and the servers (through an edge
+    #: router), so that delay or loss can sit on the terrestrial part only.
+    terrestrial: LinkSpec | LinkProfile | None = None
 
 
 class Testbed:
@@ -148,6 +153,9 @@ class Testbed:
         if n > 1 and spec.access is not None:
             raise TestbedError("an access link behind several terminals is not supported; use one terminal")
         self.access = as_spec(spec.access) if spec.access is not None else None
+        self.terrestrial = as_spec(spec.terrestrial) if spec.terrestrial is not None else None
+        if n > 1 and self.terrestrial is not None:
+            raise TestbedError("a terrestrial link with several terminals is not supported; use one terminal")
         self.id = secrets.token_hex(3)
         self.seed = spec.seed if spec.seed is not None else secrets.randbits(63)
         self.run_dir = RUN_ROOT / self.id
@@ -159,6 +167,7 @@ class Testbed:
         self.terminal = self.terminals[0]
         self.gateway = Host("gateway", p + "gw", "198.18.2.2", ["gateway.test"])
         self.access_point = Host("ap", p + "ap", "198.18.4.1", ["ap.test"]) if spec.access else None
+        self.edge = Host("edge", p + "edge", "198.18.5.2", ["edge.test"]) if spec.terrestrial else None
         #: Each client's terminal (index into :attr:`terminals`): dealt in turn.
         self.client_terminal = [(i - 1) % n for i in range(1, spec.clients + 1)]
         self.clients = []
@@ -173,13 +182,15 @@ class Testbed:
         self.link_stats: dict[str, Any] | None = None
         self.effective_tcp_cc: str | None = None
         self.access_stats: dict[str, Any] | None = None
+        self.terrestrial_stats: dict[str, Any] | None = None
         self._built = False
         self._closed = False
 
     @property
     def hosts(self) -> list[Host]:
         extra = [self.access_point] if self.access_point else []
-        return [*self.clients, *extra, *self.terminals, self.gateway, *self.servers]
+        edge = [self.edge] if self.edge else []
+        return [*self.clients, *extra, *self.terminals, self.gateway, *edge, *self.servers]
 
     @property
     def namespaces(self) -> list[str]:
@@ -252,7 +263,7 @@ class Testbed:
                 (d / "hosts").write_text(hosts)
                 (d / "resolv.conf").write_text("# satbench: no DNS server; names come from /etc/hosts\n")
         routers = {t.ns for t in self.terminals} | {self.gateway.ns} | (
-            {self.access_point.ns} if self.access_point else set())
+            {self.access_point.ns} if self.access_point else set()) | ({self.edge.ns} if self.edge else set())
         for ns in self.namespaces:
             self._sysctls(ns, router=ns in routers)
         self._configure()
@@ -265,6 +276,10 @@ class Testbed:
         if self.access and near_side:
             self.emulators["access"] = Emulator("access", self.access, self.seed ^ 0x5A5A, near_side,
                                                 (self.terminal.ns, "acc0"), self.run_dir, self.spec.pcap_dir)
+        if self.terrestrial and self.edge:  # forward (towards the clients) runs from the edge to the gateway
+            self.emulators["terrestrial"] = Emulator("terrestrial", self.terrestrial, self.seed ^ 0x7E7E,
+                                                     (self.gateway.ns, "ter0"), (self.edge.ns, "ter0"),
+                                                     self.run_dir, self.spec.pcap_dir)
         self._write_owner()
 
     def _start_dns(self, hosts: str) -> None:
@@ -350,7 +365,14 @@ class Testbed:
             ap += ["route add 198.18.2.0/24 dev acc0", "route add 198.18.3.0/24 dev acc0"]
             batch(self.access_point.ns, ap)
         batch(self.terminal.ns, term)
-        gw = lan(self.servers, "198.18.3.1") + tun("sat0", "198.18.2.2", "198.18.2.1")
+        if self.edge:  # the server LAN hangs off the edge router, behind the terrestrial link
+            gw = ["link set lo up"] + tun("sat0", "198.18.2.2", "198.18.2.1") + tun("ter0", "198.18.5.1", "198.18.5.2")
+            gw += ["route add 198.18.3.0/24 dev ter0"]
+            edge = lan(self.servers, "198.18.3.1") + tun("ter0", "198.18.5.2", "198.18.5.1")
+            edge += [f"route add 198.18.{k}.0/24 dev ter0" for k in (1, 2, 4)]
+            batch(self.edge.ns, edge)
+        else:
+            gw = lan(self.servers, "198.18.3.1") + tun("sat0", "198.18.2.2", "198.18.2.1")
         gw += ["route add 198.18.1.0/24 dev sat0", "route add 198.18.4.0/24 dev sat0"]
         batch(self.gateway.ns, gw)
         for h, via in [(c, "198.18.1.1") for c in self.clients] + [(s, "198.18.3.1") for s in self.servers]:
@@ -397,6 +419,8 @@ class Testbed:
         devices = {"link": [(self.terminal.ns, "sat0"), (self.gateway.ns, "sat0")]}
         if self.access_point:
             devices["access"] = [(self.access_point.ns, "acc0"), (self.terminal.ns, "acc0")]
+        if self.edge:
+            devices["terrestrial"] = [(self.gateway.ns, "ter0"), (self.edge.ns, "ter0")]
         for name, e in self.emulators.items():
             stats = e.stop()
             if stats is not None:
@@ -406,6 +430,8 @@ class Testbed:
                                     for ns, dev in devices.get(name, [])}
             if name == "link":
                 self.link_stats = stats
+            elif name == "terrestrial":
+                self.terrestrial_stats = stats
             else:
                 self.access_stats = stats
         destroy(self.id, self.namespaces)
