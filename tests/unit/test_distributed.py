@@ -98,9 +98,9 @@ def test_each_difference_is_named_version_commit_and_binary() -> None:
     assert len(parts) == 4
 
 
-def test_identity_names_the_three_binaries() -> None:
+def test_identity_names_the_binaries() -> None:
     me = identity()
-    assert set(me["binaries"]) == {"satbench-link", "satbench-server", "satbench-load"}
+    assert set(me["binaries"]) == {"satbench-link", "satbench-server", "satbench-load", "satbench-pep"}
     assert me["satbench"] and identity_difference(me, identity()) is None
 
 
