@@ -5,7 +5,8 @@
 - :mod:`.server`: the test server's throughput per protocol;
 - :mod:`.loader`: the synthetic loader's CPU with many clients;
 - :mod:`.harness`: the overhead per trial and the plan's accuracy;
-- :mod:`.soak`: a thousand trials in one run, and whether anything leaks.
+- :mod:`.soak`: a thousand trials in one run, and whether anything leaks;
+- :mod:`.pep`: the split-TCP PEP's relay throughput, CPU and set-up latency.
 """
 
-BENCHES = ("link", "server", "loader", "harness", "soak")
+BENCHES = ("link", "server", "loader", "harness", "soak", "pep")
