@@ -49,3 +49,10 @@ def test_labels() -> None:
     assert Pep.label({"at": "both"}) == "both"
     assert Pep.label({"at": "both", "satellite": "cc=bbr", "terrestrial": "cc=cubic"}) == (
         "both: satellite cc=bbr; terrestrial cc=cubic")
+
+
+def test_every_leg_relays_without_nagle_unless_told() -> None:
+    from satbench.path.pep import _with_nodelay
+    assert _with_nodelay("") == "nodelay"
+    assert _with_nodelay("cc=bbr") == "cc=bbr,nodelay"
+    assert _with_nodelay("cc=bbr,nodelay=off") == "cc=bbr,nodelay=off"

@@ -12,7 +12,8 @@ gateway), of a gateway PEP its incoming one; ``satellite`` and
 ``terrestrial`` are ``satbench-pep``'s per-leg settings (``cc`` cubic, bbr or
 reno; ``sndbuf``, ``rcvbuf``; ``nodelay``; ``fastopen``; ``maxseg``), checked
 here for form and by the kernel at start (a setting it refuses fails the
-trial, naming it), plus ``initcwnd=N``: the initial congestion and receive
+trial, naming it); ``nodelay`` is on unless a leg says ``nodelay=off`` (a
+relay must not add Nagle's wait); plus ``initcwnd=N``: the initial congestion and receive
 windows in segments, set as route attributes on the routes that leg's
 sockets use in the PEP's namespace (the PEP logs each leg's window as the
 kernel gave it). ``max_conns`` caps open connections per PEP.
@@ -63,6 +64,15 @@ def _split_leg(settings: str) -> tuple[str, int | None]:
     items = [x.strip() for x in settings.split(",") if x.strip()]
     initcwnd = [int(x.split("=", 1)[1]) for x in items if x.startswith("initcwnd=")]
     return ",".join(x for x in items if not x.startswith("initcwnd=")), (initcwnd[-1] if initcwnd else None)
+
+
+def _with_nodelay(settings: str) -> str:
+    """A relay must not add Nagle's wait to what the endpoints already
+    coalesced: each write it relays is what arrived, and a small tail would
+    wait a whole satellite round trip for the ACK of the segment before it
+    (measured: +2 RTT to the first byte of a TLS load). So every leg has
+    nodelay unless its settings say otherwise."""
+    return settings if "nodelay" in settings else ",".join(x for x in (settings, "nodelay") if x)
 
 
 def _set_initial_window(host: "Host", segments: int, satellite: bool) -> list[str]:
@@ -181,8 +191,8 @@ class Pep(PathElement):
         # intercepted. The setting is per namespace (this one's only), and absent without br_netfilter.
         if host.run(["test", "-e", "/proc/sys/net/bridge/bridge-nf-call-iptables"]).returncode == 0:
             host.run(["sysctl", "-q", "-w", "net.bridge.bridge-nf-call-iptables=0"], check=True, capture_output=True)
-        satellite, sat_iw = _split_leg(str(opts.get("satellite", "")))
-        terrestrial, ter_iw = _split_leg(str(opts.get("terrestrial", "")))
+        satellite, sat_iw = _split_leg(_with_nodelay(str(opts.get("satellite", ""))))
+        terrestrial, ter_iw = _split_leg(_with_nodelay(str(opts.get("terrestrial", ""))))
         routes = []
         for iw, faces_satellite in ((sat_iw, True), (ter_iw, False)):
             if iw is not None:
