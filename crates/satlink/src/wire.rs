@@ -650,13 +650,11 @@ impl<T: AsRef<[u8]>> TcpPacket<T> {
     }
 
     pub fn src_port(&self) -> u16 {
-        let b = &self.buffer.as_ref()[l4_field::SRC_PORT];
-        u16::from_be_bytes([b[0], b[1]])
+        be16(&self.buffer.as_ref()[l4_field::SRC_PORT])
     }
 
     pub fn dst_port(&self) -> u16 {
-        let b = &self.buffer.as_ref()[l4_field::DST_PORT];
-        u16::from_be_bytes([b[0], b[1]])
+        be16(&self.buffer.as_ref()[l4_field::DST_PORT])
     }
 
     pub fn seq_number(&self) -> u32 {
@@ -701,13 +699,11 @@ impl<T: AsRef<[u8]>> UdpPacket<T> {
     }
 
     pub fn src_port(&self) -> u16 {
-        let b = &self.buffer.as_ref()[l4_field::SRC_PORT];
-        u16::from_be_bytes([b[0], b[1]])
+        be16(&self.buffer.as_ref()[l4_field::SRC_PORT])
     }
 
     pub fn dst_port(&self) -> u16 {
-        let b = &self.buffer.as_ref()[l4_field::DST_PORT];
-        u16::from_be_bytes([b[0], b[1]])
+        be16(&self.buffer.as_ref()[l4_field::DST_PORT])
     }
 
     pub fn header_len(&self) -> usize {
@@ -810,6 +806,10 @@ pub fn ip_destination(packet: &[u8]) -> Result<std::net::IpAddr, WireError> {
         Some(6) => Ipv6Packet::new_checked(packet).map(|p| p.dst_addr().into()),
         Some(v) => Err(WireError::BadIpVersion(v)),
     }
+}
+
+fn be16(b: &[u8]) -> u16 {
+    u16::from_be_bytes([b[0], b[1]])
 }
 
 fn be32(b: &[u8]) -> u32 {
