@@ -87,11 +87,15 @@ def lower_bound_ms(factors: dict[str, Any], links: dict[str, LinkSpec], html_byt
     else:
         requests = 2
     total = html_bytes + sum(object_bytes)
-    forward = link.config.get("forward", {})
-    constant = forward.get("rate", {}).get("kind") == "constant" and "access" not in forward
-    rate_bps = link.forward.mean_bps if constant else None
+    # An upload's bytes cross the return link, sent by the client (whose
+    # initial window is the kernel's or the QUIC stack's default, 10).
+    upload = str(factors.get("page", "")).startswith("upload:")
+    way = link.config.get("return" if upload else "forward", {})
+    constant = way.get("rate", {}).get("kind") == "constant" and "access" not in way
+    rate_bps = (link.ret if upload else link.forward).mean_bps if constant else None
     serial_ms = total * 8 / rate_bps * 1e3 if rate_bps else 0.0
-    initcwnd = factors.get("server.quic_initcwnd" if quic else "server.tcp_initcwnd") or 10
+    initcwnd = None if upload else factors.get("server.quic_initcwnd" if quic else "server.tcp_initcwnd")
+    initcwnd = initcwnd or 10
     conns = connections if proto == "h1" and n else 1
     first = (int(initcwnd) * MSS["quic" if quic else "tcp"] + HANDSHAKE_BYTES) * min(conns, max(n, 1))
     w = windows(total, first)

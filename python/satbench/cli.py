@@ -350,6 +350,8 @@ def _load_args(p: argparse.ArgumentParser) -> None:
     g = p.add_mutually_exclusive_group()
     g.add_argument("--single", action="store_true", help="fetch only URL (curl-style breakdown)")
     g.add_argument("--bulk", action="store_true", help="fetch only URL, printing progress on stderr")
+    g.add_argument("--upload", metavar="SIZE",
+                   help="POST SIZE incompressible bytes to URL (satbench-server's sink: https://server.test/upload)")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds per client (default 120)")
     p.add_argument("--quic-stack", choices=("quiche", "quinn"), default="quiche",
                    help="the QUIC stack for HTTP/3 (default quiche)")
@@ -360,9 +362,11 @@ def _load_args(p: argparse.ArgumentParser) -> None:
 
 def _load(a: argparse.Namespace, _: list[str]) -> int:
     _check_url(a.url)
-    mode = "bulk" if a.bulk else "single" if a.single else "page"
+    mode = "bulk" if a.bulk else "single" if a.single or a.upload else "page"
+    upload = None if a.upload is None else pages.parse_size(a.upload)
     r = load(a.url, LoadOptions(protocol=a.protocol, clients=a.clients, connections=a.connections, mode=mode,
-                                timeout_s=a.timeout, quic_stack=a.quic_stack, quic_window=a.quic_window),
+                                timeout_s=a.timeout, quic_stack=a.quic_stack, quic_window=a.quic_window,
+                                upload=upload),
              stderr=sys.stderr)
     print(json.dumps(r.to_json()) if a.json else format_run(r))
     return 0 if r.valid else 3

@@ -7,9 +7,9 @@
 
 use crate::h3::{H3Conn, H3Error};
 use crate::session::{keep_type, ConnInfo, Object, Progress, Proto, Session, Settings};
+use crate::upload::Payload;
 use crate::url::Url;
-use bytes::Bytes;
-use http_body_util::{BodyExt, Empty};
+use http_body_util::BodyExt;
 use hyper::Request;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use std::collections::HashMap;
@@ -100,8 +100,8 @@ pub enum FetchError {
 trait Io: AsyncRead + AsyncWrite + Send + Unpin {}
 impl<T: AsyncRead + AsyncWrite + Send + Unpin> Io for T {}
 
-type H1Sender = hyper::client::conn::http1::SendRequest<Empty<Bytes>>;
-type H2Sender = hyper::client::conn::http2::SendRequest<Empty<Bytes>>;
+type H1Sender = hyper::client::conn::http1::SendRequest<Payload>;
+type H2Sender = hyper::client::conn::http2::SendRequest<Payload>;
 
 enum OriginClient {
     H1 {
@@ -339,9 +339,10 @@ impl Fetcher {
                     id,
                     source: Arc::new(e),
                 })?;
-                let req = get_request(&url, false)?;
+                let req = request(&url, false, self.settings().upload)?;
                 obj.conn = id;
                 obj.protocol = "http/1.1".into();
+                obj.sent = self.settings().upload.unwrap_or(0);
                 obj.start_s = self.now();
                 let resp = sender
                     .send_request(req)
@@ -379,9 +380,10 @@ impl Fetcher {
                     id,
                     source: Arc::new(e),
                 })?;
-                let req = get_request(&url, true)?;
+                let req = request(&url, true, self.settings().upload)?;
                 obj.conn = id;
                 obj.protocol = "h2".into();
+                obj.sent = self.settings().upload.unwrap_or(0);
                 obj.start_s = self.now();
                 let resp = sender
                     .send_request(req)
@@ -459,16 +461,21 @@ impl Fetcher {
     }
 }
 
-/// A GET as a browser sends it: HTTP/1.1 with the path and a Host header,
-/// HTTP/2 with the absolute URL (hyper makes `:scheme` and `:authority` of it).
-fn get_request(url: &Url, absolute: bool) -> Result<Request<Empty<Bytes>>, FetchError> {
+/// A GET as a browser sends it, or with `upload` a POST of that many bytes:
+/// HTTP/1.1 with the path and a Host header, HTTP/2 with the absolute URL
+/// (hyper makes `:scheme` and `:authority` of it).
+fn request(url: &Url, absolute: bool, upload: Option<u64>) -> Result<Request<Payload>, FetchError> {
+    let method = if upload.is_some() { "POST" } else { "GET" };
     let b = if absolute {
-        Request::get(url.to_string())
+        Request::builder().method(method).uri(url.to_string())
     } else {
-        Request::get(url.path.as_str()).header("host", url.authority())
+        Request::builder()
+            .method(method)
+            .uri(url.path.as_str())
+            .header("host", url.authority())
     };
     b.header("user-agent", "satbench-load")
         .header("accept", "*/*")
-        .body(Empty::new())
+        .body(Payload::new(upload.unwrap_or(0)))
         .map_err(|e| FetchError::BadRequest(Arc::new(e)))
 }

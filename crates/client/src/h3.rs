@@ -6,6 +6,7 @@
 //! Each object's protocol is the connection's negotiated ALPN.
 
 use crate::session::{keep_type, Object, Progress, QuicStack, QuicWindows, Session};
+use crate::upload::Payload;
 use crate::url::Url;
 use quiche::h3::NameValue;
 use std::collections::{HashMap, VecDeque};
@@ -312,6 +313,9 @@ struct Stream {
     req: Req,
     body: Option<Vec<u8>>,
     progress: Progress,
+    /// An upload's body still to send: the generator and a chunk quiche took
+    /// only part of.
+    upload: Option<(Payload, Vec<u8>)>,
 }
 
 struct Driver {
@@ -428,6 +432,7 @@ impl Driver {
                     self.backlog.push_back(r);
                 }
                 self.send_requests()?;
+                self.send_uploads();
                 self.poll_h3()?;
             }
         }
@@ -459,16 +464,18 @@ impl Driver {
 
     fn send_requests(&mut self) -> Result<(), H3Error> {
         let h3 = self.h3.as_mut().expect("h3");
+        let upload = self.f.settings.upload;
+        let method: &[u8] = if upload.is_some() { b"POST" } else { b"GET" };
         while let Some(mut r) = self.backlog.pop_front() {
             let hdrs = [
-                quiche::h3::Header::new(b":method", b"GET"),
+                quiche::h3::Header::new(b":method", method),
                 quiche::h3::Header::new(b":scheme", b"https"),
                 quiche::h3::Header::new(b":authority", self.authority.as_bytes()),
                 quiche::h3::Header::new(b":path", r.url.path.as_bytes()),
                 quiche::h3::Header::new(b"user-agent", b"satbench-load"),
                 quiche::h3::Header::new(b"accept", b"*/*"),
             ];
-            match h3.send_request(&mut self.conn, &hdrs, true) {
+            match h3.send_request(&mut self.conn, &hdrs, upload.is_none()) {
                 Ok(sid) => {
                     r.obj.start_s = self.f.now();
                     let progress = Progress::new(self.f.settings.progress, self.f.settings.client);
@@ -478,6 +485,7 @@ impl Driver {
                             req: r,
                             body: None,
                             progress,
+                            upload: upload.map(|n| (Payload::new(n), Vec::new())),
                         },
                     );
                 }
@@ -493,6 +501,38 @@ impl Driver {
             }
         }
         Ok(())
+    }
+
+    /// Send what uploads' bodies flow and congestion control allow.
+    fn send_uploads(&mut self) {
+        let h3 = self.h3.as_mut().expect("h3");
+        for (sid, s) in self.streams.iter_mut() {
+            let Some((payload, pending)) = s.upload.as_mut() else {
+                continue;
+            };
+            loop {
+                if pending.is_empty() {
+                    *pending = payload.next_chunk();
+                }
+                let fin = payload.remaining() == 0;
+                match h3.send_body(&mut self.conn, *sid, pending, fin) {
+                    Ok(n) => {
+                        s.req.obj.sent += n as u64;
+                        let all = n == pending.len();
+                        pending.drain(..n);
+                        if all && fin {
+                            s.upload = None;
+                            break;
+                        }
+                        if !all {
+                            break;
+                        }
+                    }
+                    // Done: no room now; an error: the stream's reset shows in poll_h3.
+                    Err(_) => break,
+                }
+            }
+        }
     }
 
     fn poll_h3(&mut self) -> Result<(), H3Error> {

@@ -10,6 +10,7 @@
 
 use crate::h3::{H3Error, Req, HANDSHAKE_TIMEOUT};
 use crate::session::{keep_type, Progress, Session};
+use crate::upload::Payload;
 use crate::url::Url;
 use bytes::{Buf, Bytes};
 use std::net::SocketAddr;
@@ -152,13 +153,28 @@ async fn exchange(
         url: url.to_string(),
         source: Arc::new(e),
     };
-    let req = hyper::Request::get(format!("https://{authority}{}", url.path))
+    let upload = f.settings.upload;
+    let req = hyper::Request::builder()
+        .method(if upload.is_some() { "POST" } else { "GET" })
+        .uri(format!("https://{authority}{}", url.path))
         .header("user-agent", "satbench-load")
         .header("accept", "*/*")
         .body(())
         .map_err(|e| H3Error::BadRequest(Arc::new(e)))?;
     obj.start_s = f.now();
     let mut stream = send.send_request(req).await.map_err(stream_err)?;
+    if let Some(n) = upload {
+        let mut payload = Payload::new(n);
+        while payload.remaining() > 0 {
+            let chunk = payload.next_chunk();
+            let len = chunk.len() as u64;
+            stream
+                .send_data(Bytes::from(chunk))
+                .await
+                .map_err(stream_err)?;
+            obj.sent += len;
+        }
+    }
     stream.finish().await.map_err(stream_err)?;
     let resp = stream.recv_response().await.map_err(stream_err)?;
     obj.ttfb_s = f.now();

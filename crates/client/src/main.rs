@@ -4,8 +4,11 @@
 //! satbench-load URL --protocol h1|h2|h3 [--clients C] [--connections K] [--cacert PEM]
 //!               [--connect-to ADDR:PORT] [--single | --bulk] [--repeat N] [-o FILE] [--timeout S]
 //!               [--quic-stack quiche|quinn] [--quic-max-data BYTES] [--quic-max-stream-data BYTES]
-//!               [--start-at UNIX_NS]
+//!               [--start-at UNIX_NS] [--upload BYTES]
 //! ```
+//! `--upload BYTES` makes every fetch of `--single` a POST of that many
+//! incompressible bytes (to the server's sink, `/upload`); the output's
+//! objects carry the bytes `sent`.
 //! `--start-at` waits for that wall-clock instant before loading (a population
 //! of loaders in several namespaces released at once); the output carries the
 //! instant the load really started, `start_unix_ns`.
@@ -32,6 +35,7 @@ mod h3_quinn;
 mod page;
 mod session;
 mod tls;
+mod upload;
 mod url;
 
 use session::{Proto, QuicStack, QuicWindows, Settings};
@@ -63,6 +67,8 @@ struct Args {
     quic_max_stream_data: Option<u64>,
     /// Start at this wall-clock time (ns since the Unix epoch), not before.
     start_at: Option<u64>,
+    /// POST this many bytes instead of a GET.
+    upload: Option<u64>,
 }
 
 impl Args {
@@ -95,6 +101,7 @@ impl Default for Args {
             quic_max_data: None,
             quic_max_stream_data: None,
             start_at: None,
+            upload: None,
         }
     }
 }
@@ -103,7 +110,8 @@ const USAGE: &str = "usage: satbench-load URL --protocol h1|h2|h3 [--clients C] 
                      [--connections K] [--cacert PEM] [--connect-to ADDR:PORT] \
                      [--single|--bulk [--repeat N] [-o FILE]] [--timeout S] \
                      [--quic-stack quiche|quinn] [--quic-max-data BYTES] \
-                     [--quic-max-stream-data BYTES] [--start-at UNIX_NS]";
+                     [--quic-max-stream-data BYTES] [--start-at UNIX_NS] \
+                     [--upload BYTES (with --single)]";
 
 /// What the command line asks for.
 #[derive(Debug)]
@@ -149,6 +157,10 @@ enum ArgError {
     OutputWithClients,
     #[error("--protocol is required (h1, h2 or h3)")]
     NoProtocol,
+    #[error("--upload: bytes >= 1, not {0:?}")]
+    BadUpload(String),
+    #[error("--upload needs --single")]
+    UploadWithoutSingle,
     /// Anything else lexopt reports (a value given to a flag, non-UTF-8 text).
     #[error(transparent)]
     Other(lexopt::Error),
@@ -228,6 +240,13 @@ where
                 let v = p.value()?.string()?;
                 a.start_at = Some(v.parse::<u64>().map_err(|_| ArgError::BadStartAt(v))?);
             }
+            Long("upload") => {
+                let v = p.value()?.string()?;
+                match v.parse::<u64>() {
+                    Ok(n) if n >= 1 => a.upload = Some(n),
+                    _ => return Err(ArgError::BadUpload(v)),
+                }
+            }
             Short('h') | Long("help") => return Ok(Command::Help),
             Value(v) if a.url.is_empty() => a.url = v.string()?,
             Value(v) => return Err(ArgError::SecondUrl(v.string()?)),
@@ -245,6 +264,9 @@ where
     }
     if a.proto.is_none() {
         return Err(ArgError::NoProtocol);
+    }
+    if a.upload.is_some() && !a.single {
+        return Err(ArgError::UploadWithoutSingle);
     }
     Ok(Command::Load(a))
 }
@@ -322,6 +344,7 @@ fn main() {
                 connect_to: a.connect_to,
                 progress: a.bulk,
                 output: a.output.as_ref().map(std::path::PathBuf::from),
+                upload: a.upload,
                 client,
             });
             set.spawn(page::load(settings, url.clone(), single, timeout));
@@ -342,7 +365,9 @@ fn main() {
             "tool": "satbench-load", "version": env!("CARGO_PKG_VERSION"), "url": a.url,
             "protocol": proto.wire_name(),
             "connections_per_origin": if proto == Proto::H1 { a.connections } else { 1 },
-            "mode": if a.bulk { "bulk" } else if a.single { "single" } else { "page" },
+            "mode": if a.upload.is_some() { "upload" } else if a.bulk { "bulk" }
+                else if a.single { "single" } else { "page" },
+            "upload_bytes": a.upload,
             "clients_n": a.clients, "valid_n": valid,
             "quic_stack": h3.then_some(a.quic_stack.name()),
             "quic_max_data": h3.then_some(w.max_data),
@@ -451,6 +476,16 @@ mod tests {
             "--repeat and -o need --single or --bulk"
         );
         assert_eq!(err(&["u", "--protocol"]), "--protocol needs a value");
+        assert_eq!(
+            err(&["u", "--protocol", "h2", "--upload", "0"]),
+            "--upload: bytes >= 1, not \"0\""
+        );
+        assert_eq!(
+            err(&["u", "--protocol", "h2", "--upload", "5"]),
+            "--upload needs --single"
+        );
+        let a = load(&["u", "--protocol", "h3", "--single", "--upload", "1000000"]);
+        assert_eq!(a.upload, Some(1_000_000));
         assert_eq!(
             err(&["u", "--protocol", "h3", "--quic-stack", "msquic"]),
             "--quic-stack: quiche or quinn, not \"msquic\""

@@ -41,6 +41,8 @@ pub struct Object {
     pub status: u16,
     pub content_type: String,
     pub bytes: u64,
+    /// Request body bytes sent (an upload).
+    pub sent: u64,
     pub conn: usize,
     /// Asked for by the page (discovered).
     pub queued_s: f64,
@@ -62,7 +64,8 @@ pub fn ms(seconds: f64) -> f64 {
 impl Object {
     pub fn to_json(&self) -> serde_json::Value {
         serde_json::json!({"url": self.url, "protocol": self.protocol, "status": self.status,
-            "content_type": self.content_type, "bytes": self.bytes, "conn": self.conn,
+            "content_type": self.content_type, "bytes": self.bytes, "sent": self.sent,
+            "conn": self.conn,
             "queued_ms": ms(self.queued_s), "start_ms": ms(self.start_s),
             "ttfb_ms": ms(self.ttfb_s), "done_ms": ms(self.done_s)})
     }
@@ -156,6 +159,8 @@ pub struct Settings {
     pub progress: bool,
     /// Write the first response body here (single and bulk modes).
     pub output: Option<std::path::PathBuf>,
+    /// POST this many bytes to the URL instead of a GET (single mode).
+    pub upload: Option<u64>,
     pub client: usize,
 }
 

@@ -236,6 +236,110 @@ fn every_server_stack_with_every_loader_stack() {
     }
 }
 
+/// Uploads: the loader POSTs incompressible bytes to the sink over HTTP/1.1,
+/// HTTP/2 and HTTP/3 (both loader stacks) of both server QUIC stacks; the
+/// server counts every byte and answers with the count; nothing else is
+/// taken as an upload.
+#[test]
+fn uploads_reach_the_sink_over_every_protocol() {
+    const N: usize = 3_000_001;
+    let dir = Dir::new("upload");
+    let root = dir.0.join("www");
+    std::fs::create_dir_all(&root).unwrap();
+    for server_stack in ["quiche", "quinn"] {
+        let logs = dir.0.join(format!("logs-{server_stack}"));
+        std::fs::create_dir_all(&logs).unwrap();
+        let server = Server::start(&root, &logs, server_stack);
+        let runs = [
+            ("h1", "quiche"),
+            ("h2", "quiche"),
+            ("h3", "quiche"),
+            ("h3", "quinn"),
+        ];
+        for (proto, client_stack) in runs {
+            let what = format!("server {server_stack}, {proto} loader {client_stack}");
+            let out_file = dir.0.join("answer.txt");
+            let url = format!("https://localhost:{}/upload", server.port);
+            let out = Command::new(LOADER)
+                .args([
+                    url.as_str(),
+                    "--protocol",
+                    proto,
+                    "--single",
+                    "--timeout",
+                    "20",
+                ])
+                .args(["--upload", &N.to_string(), "--quic-stack", client_stack])
+                .arg("--cacert")
+                .arg(certs().join("ca.pem"))
+                .args(["--connect-to", &format!("127.0.0.1:{}", server.port)])
+                .arg("-o")
+                .arg(&out_file)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{what}: {out:?}");
+            let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            assert_eq!(
+                (&v["mode"], &v["upload_bytes"]),
+                (&"upload".into(), &N.into())
+            );
+            let o = &v["clients"][0]["objects"][0];
+            assert_eq!(
+                (&o["status"], &o["sent"]),
+                (&200.into(), &N.into()),
+                "{what}: {o}"
+            );
+            let answer = std::fs::read_to_string(&out_file).unwrap();
+            assert_eq!(answer, format!("{N}\n"), "{what}");
+        }
+        // A POST elsewhere is refused and its body not taken as an upload.
+        let url = format!("https://localhost:{}/other", server.port);
+        let out = Command::new(LOADER)
+            .args([
+                url.as_str(),
+                "--protocol",
+                "h3",
+                "--single",
+                "--timeout",
+                "20",
+            ])
+            .args(["--upload", "1000"])
+            .arg("--cacert")
+            .arg(certs().join("ca.pem"))
+            .args(["--connect-to", &format!("127.0.0.1:{}", server.port)])
+            .output()
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["clients"][0]["objects"][0]["status"], 405, "{v}");
+        server.stop();
+        let access = lines(&logs.join("access.jsonl"));
+        let requests: Vec<_> = access.iter().filter(|r| r["type"] == "request").collect();
+        let got: Vec<_> = requests
+            .iter()
+            .map(|r| (r["proto"].as_str().unwrap(), r["status"].as_u64().unwrap()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("http/1.1", 200),
+                ("h2", 200),
+                ("h3", 200),
+                ("h3", 200),
+                ("h3", 405)
+            ],
+            "server {server_stack}"
+        );
+        for r in &requests[..4] {
+            assert_eq!(
+                (&r["method"], &r["request_bytes"]),
+                (&"POST".into(), &N.into()),
+                "{r}"
+            );
+            assert!(r["t_body_done_unix_ns"].as_u64() >= r["t_request_unix_ns"].as_u64());
+        }
+    }
+}
+
 /// The quick loopback check of the report: a 2 MB file 20 times on one
 /// connection from each server stack (loader on quiche). Prints Mbit/s;
 /// run with `--ignored --nocapture` (its figures depend on the machine).

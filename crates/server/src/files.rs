@@ -2,6 +2,16 @@
 
 use std::path::{Component, Path, PathBuf};
 
+/// The upload sink's path: `POST /upload` (any query) is read to its end and
+/// answered 200 with the number of body bytes received, as one text line.
+/// The only request with a body the server takes; other POSTs get 405.
+pub const UPLOAD_PATH: &str = "/upload";
+
+/// Whether a request is an upload to the sink ([`UPLOAD_PATH`]).
+pub fn is_upload(method: &str, target: &str) -> bool {
+    method == "POST" && target.split(['?', '#']).next() == Some(UPLOAD_PATH)
+}
+
 /// What a GET or HEAD for a path resolves to.
 #[derive(Debug, PartialEq)]
 pub enum Resolved {
@@ -101,8 +111,22 @@ pub struct Planned {
     pub body: Body,
 }
 
+impl Planned {
+    /// The answer to an upload once its body has ended: 200, the byte count.
+    pub fn uploaded(received: u64) -> Planned {
+        let text = format!("{received}\n").into_bytes();
+        Planned {
+            status: 200,
+            content_type: "text/plain",
+            content_length: text.len() as u64,
+            body: Body::Mem(text),
+        }
+    }
+}
+
 impl Root {
-    /// The answer to `method path`: 200 with the file, 404, 403 for paths
+    /// The answer to a request without a body (an upload, [`is_upload`], is
+    /// answered by [`Planned::uploaded`] once its body is read): `method path`: 200 with the file, 404, 403 for paths
     /// outside the root, 405 for methods other than GET and HEAD.
     pub fn plan(&self, method: &str, path: &str) -> Planned {
         let (status, len, file, content_type) = if method != "GET" && method != "HEAD" {
@@ -257,6 +281,23 @@ mod tests {
                 other => panic!("{other:?}"),
             }
         }
+    }
+
+    #[test]
+    fn uploads_only_to_the_sink() {
+        for (m, t, up) in [
+            ("POST", "/upload", true),
+            ("POST", "/upload?n=5", true),
+            ("POST", "/upload/x", false),
+            ("POST", "/uploads", false),
+            ("PUT", "/upload", false),
+            ("GET", "/upload", false),
+        ] {
+            assert_eq!(is_upload(m, t), up, "{m} {t}");
+        }
+        let p = Planned::uploaded(1_000_000);
+        assert_eq!((p.status, p.content_length), (200, 8));
+        assert!(matches!(p.body, Body::Mem(b) if b == b"1000000\n"));
     }
 
     #[test]

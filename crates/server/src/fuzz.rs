@@ -15,13 +15,14 @@
 //!   ends within 5 s of the client's end of stream;
 //!   what comes back is an HTTP/1.1 status line (or, after the HTTP/2
 //!   preface, a SETTINGS frame); every request handled is answered 200 only
-//!   for GET or HEAD of a file inside the root, else 403, 404 or 405.
+//!   for GET or HEAD of a file inside the root or a POST to the upload sink,
+//!   else 403, 404 or 405.
 //!
 //! `cargo test` runs each for half a second;
 //! `SATBENCH_FUZZ_SECONDS=60 cargo test --release -p satbench-server fuzz_`
 //! for a minute each.
 
-use crate::files::{Body, Resolved, Root};
+use crate::files::{is_upload, Body, Resolved, Root};
 use crate::log::JsonLines;
 use crate::tcp::{handle, http_builder, Shared};
 use crate::Options;
@@ -289,6 +290,7 @@ fn request_seeds_are_answered() {
         ("traversal", vec![403, 403]),
         ("absolute-form", vec![403]),
         ("post-body", vec![405]),
+        ("upload", vec![200, 200]),
         ("h2-two", vec![200, 403]),
         ("h2-continuation", vec![200]),
     ] {
@@ -298,6 +300,11 @@ fn request_seeds_are_answered() {
         let mut got: Vec<u16> = seen.lock().unwrap().iter().map(|s| s.2).collect();
         got.sort();
         assert_eq!(got, want, "{seed}: {}", String::from_utf8_lossy(&out));
+        if seed == "upload" {
+            // Each upload is answered with its byte count (one plain, one chunked).
+            let text = String::from_utf8_lossy(&out);
+            assert_eq!(text.matches("\r\n\r\n5\n").count(), 2, "{text}");
+        }
     }
 }
 
@@ -313,6 +320,7 @@ fn fuzz_request() {
                 b"GET ",
                 b"HEAD ",
                 b"POST ",
+                b"POST /upload ",
                 b"OPTIONS * ",
                 b" HTTP/1.1\r\n",
                 b" HTTP/1.0\r\n",
@@ -378,6 +386,7 @@ fn fuzz_request() {
                 f.add(5000 + *status as u64);
                 let get_or_head = m == "GET" || m == "HEAD";
                 match status {
+                    200 if is_upload(m, t) => {}
                     200 => {
                         assert!(get_or_head, "{m} {t:?}: 200");
                         let r = root.resolve(t);
@@ -388,7 +397,7 @@ fn fuzz_request() {
                         check_resolved(&root, &fx.top, t, &r);
                     }
                     403 | 404 => assert!(get_or_head, "{m} {t:?}: {status}"),
-                    405 => assert!(!get_or_head, "{m} {t:?}: 405"),
+                    405 => assert!(!get_or_head && !is_upload(m, t), "{m} {t:?}: 405"),
                     other => panic!("{m} {t:?}: status {other}"),
                 }
             }

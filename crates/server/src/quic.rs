@@ -13,7 +13,7 @@
 //! sending a large window they come as often as it iterates (each carries
 //! its `interval_ms`).
 
-use crate::files::{Body, Root};
+use crate::files::{is_upload, Body, Planned, Root};
 use crate::limits::{Observation, QuicInfo, Sampler};
 use crate::log::{unix_ns, JsonLines};
 use crate::{Options, QUIC_MAX_DATAGRAM};
@@ -77,11 +77,19 @@ struct Resp {
     entry: serde_json::Value,
 }
 
+/// An upload to the sink whose body is still arriving.
+struct Upload {
+    path: String,
+    t_request: u64,
+    received: u64,
+}
+
 struct Conn {
     id: String,
     conn: quiche::Connection,
     h3: Option<quiche::h3::Connection>,
     streams: HashMap<u64, Resp>,
+    uploads: HashMap<u64, Upload>,
     /// A packet quiche produced that must wait until its send time.
     pending: Option<(Vec<u8>, SocketAddr, Instant)>,
     timeout_at: Option<Instant>,
@@ -437,6 +445,7 @@ impl Server {
                     conn,
                     h3: None,
                     streams: HashMap::new(),
+                    uploads: HashMap::new(),
                     pending: None,
                     timeout_at: None,
                     t_open: unix_ns(),
@@ -479,11 +488,39 @@ impl Server {
         loop {
             match h3.poll(&mut c.conn) {
                 Ok((sid, quiche::h3::Event::Headers { list, .. })) => {
-                    Self::start_response(&self.root, &self.opts, c, sid, &list);
+                    Self::on_request(&self.root, &self.opts, c, sid, &list);
                     Self::push(&self.access, &mut h3, c, sid);
                 }
-                Ok((_, quiche::h3::Event::Data)) | Ok((_, quiche::h3::Event::Finished)) => {}
+                Ok((sid, quiche::h3::Event::Data)) => {
+                    // An upload's body is counted; any other body is not read
+                    // (its stream's read side was shut down).
+                    let mut buf = [0u8; 16384];
+                    while let Ok(n) = h3.recv_body(&mut c.conn, sid, &mut buf) {
+                        if let Some(u) = c.uploads.get_mut(&sid) {
+                            u.received += n as u64;
+                        }
+                    }
+                }
+                Ok((sid, quiche::h3::Event::Finished)) => {
+                    if let Some(u) = c.uploads.remove(&sid) {
+                        let planned = Planned::uploaded(u.received);
+                        let extra = serde_json::json!({"request_bytes": u.received,
+                            "t_body_done_unix_ns": unix_ns()});
+                        Self::start_response(
+                            &self.opts,
+                            c,
+                            sid,
+                            "POST",
+                            u.path,
+                            u.t_request,
+                            planned,
+                            extra,
+                        );
+                        Self::push(&self.access, &mut h3, c, sid);
+                    }
+                }
                 Ok((sid, quiche::h3::Event::Reset(_))) => {
+                    c.uploads.remove(&sid);
                     if let Some(r) = c.streams.remove(&sid) {
                         Self::log_done(&self.access, r, "reset by client");
                     }
@@ -500,13 +537,9 @@ impl Server {
         c.h3 = Some(h3);
     }
 
-    fn start_response(
-        root: &Root,
-        opts: &Options,
-        c: &mut Conn,
-        sid: u64,
-        req: &[quiche::h3::Header],
-    ) {
+    /// A request's headers: an upload waits for its body; anything else is
+    /// answered now.
+    fn on_request(root: &Root, opts: &Options, c: &mut Conn, sid: u64, req: &[quiche::h3::Header]) {
         let t_request = unix_ns();
         let (mut method, mut path) = (String::new(), String::new());
         for h in req {
@@ -516,8 +549,35 @@ impl Server {
                 _ => {}
             }
         }
+        if is_upload(&method, &path) {
+            let received = 0;
+            c.uploads.insert(
+                sid,
+                Upload {
+                    path,
+                    t_request,
+                    received,
+                },
+            );
+            return;
+        }
         let _ = c.conn.stream_shutdown(sid, quiche::Shutdown::Read, 0);
         let planned = root.plan(&method, &path);
+        let extra = serde_json::json!({"request_bytes": 0});
+        Self::start_response(opts, c, sid, &method, path, t_request, planned, extra);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn start_response(
+        opts: &Options,
+        c: &mut Conn,
+        sid: u64,
+        method: &str,
+        path: String,
+        t_request: u64,
+        planned: Planned,
+        extra: serde_json::Value,
+    ) {
         let (status, ctype, content_length) =
             (planned.status, planned.content_type, planned.content_length);
         let (file, body_len, buf) = match planned.body {
@@ -543,6 +603,10 @@ impl Server {
             "method": method, "path": path, "status": status, "content_length": content_length,
             "stream": sid, "t_request_unix_ns": t_request, "early_data": early,
         });
+        let mut entry = entry;
+        if let (Some(e), serde_json::Value::Object(x)) = (entry.as_object_mut(), extra) {
+            e.extend(x);
+        }
         c.streams.insert(
             sid,
             Resp {

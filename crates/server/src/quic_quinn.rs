@@ -30,11 +30,11 @@
 //! - qlog: quinn-proto's `qlog` feature, JSON-SEQ, one `.sqlog` per
 //!   connection in `--qlog-dir`.
 
-use crate::files::{Body, Root};
+use crate::files::{is_upload, Body, Planned, Root};
 use crate::limits::{Observation, QuicInfo, Sampler};
 use crate::log::{unix_ns, JsonLines};
 use crate::{Options, QUIC_MAX_DATAGRAM};
-use bytes::Bytes;
+use bytes::{Buf, Bytes};
 use quinn::congestion::{
     BbrConfig, Controller, ControllerFactory, ControllerMetrics, CubicConfig, NewRenoConfig,
 };
@@ -709,7 +709,20 @@ async fn respond(
         .path_and_query()
         .map(|p| p.as_str().to_string())
         .unwrap_or_default();
-    let planned = sh.root.plan(&method, &path);
+    let upload = is_upload(&method, &path);
+    let mut received = 0u64;
+    if upload {
+        // The sink's payload: read to its end, counted (h3 hands out chunks
+        // as quinn delivers them).
+        while let Ok(Some(chunk)) = stream.recv_data().await {
+            received += chunk.remaining() as u64;
+        }
+    }
+    let t_body_done = unix_ns();
+    let planned = match upload {
+        true => Planned::uploaded(received),
+        false => sh.root.plan(&method, &path),
+    };
     let cc = sh.opts.cc_name();
     let mut entry = serde_json::json!({
         "type": "request", "conn": id, "proto": "h3", "quic_stack": "quinn", "tls": true,
@@ -717,6 +730,7 @@ async fn respond(
         "method": method, "path": path, "status": planned.status,
         "content_length": planned.content_length,
         "stream": stream.id().into_inner(), "t_request_unix_ns": t_request, "early_data": null,
+        "request_bytes": received, "t_body_done_unix_ns": t_body_done,
     });
     let resp = hyper::Response::builder()
         .status(planned.status)

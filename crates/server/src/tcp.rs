@@ -1,6 +1,6 @@
 //! HTTP/1.1 (cleartext and TLS) and HTTP/2 (TLS, ALPN h2) over kernel TCP.
 
-use crate::files::{Resolved, Root};
+use crate::files::{is_upload, Resolved, Root};
 use crate::log::{unix_ns, JsonLines};
 use crate::tcpinfo::{self, SockError};
 use crate::Options;
@@ -234,9 +234,22 @@ pub(crate) async fn handle(
         .map(|p| p.as_str().to_string())
         .unwrap_or_else(|| "/".into());
     let proto = proto_name(req.version());
-    // Drain any request body (none expected for GET/HEAD).
-    let _ = req.into_body().collect().await;
-    let (status, body_len, file, ctype) = if method != Method::GET && method != Method::HEAD {
+    // Read the request body to its end, counting it: the upload sink's
+    // payload, or a stray body of any other request (answered 405 or as if
+    // it had none).
+    let upload = is_upload(method.as_str(), &target);
+    let mut body = req.into_body();
+    let mut received = 0u64;
+    while let Some(frame) = body.frame().await {
+        match frame {
+            Ok(f) => received += f.data_ref().map_or(0, |d| d.len() as u64),
+            Err(_) => break,
+        }
+    }
+    let t_body_done = unix_ns();
+    let (status, body_len, file, ctype) = if upload {
+        (StatusCode::OK, 0, None, "text/plain")
+    } else if method != Method::GET && method != Method::HEAD {
         (StatusCode::METHOD_NOT_ALLOWED, 0, None, "text/plain")
     } else {
         match sh.root.resolve(&target) {
@@ -259,8 +272,9 @@ pub(crate) async fn handle(
         "type": "request", "conn": &*conn, "proto": proto, "tls": tls, "cc": &*cc,
         "cc_impl": format!("linux {cc}"),
         "method": method.as_str(), "path": target, "status": status.as_u16(),
-        "content_length": body_len,
-        "t_request_unix_ns": t_request, "t_response_unix_ns": t_response,
+        "content_length": body_len, "request_bytes": received,
+        "t_request_unix_ns": t_request, "t_body_done_unix_ns": t_body_done,
+        "t_response_unix_ns": t_response,
     });
     let on_done: Box<dyn FnOnce(u64) + Send> = Box::new(move |sent| {
         let mut e = entry;
@@ -291,6 +305,7 @@ pub(crate) async fn handle(
             b = b.header("content-length", body_len);
             FileBody::mem(Bytes::new(), on_done)
         }
+        (None, _) if upload => FileBody::mem(Bytes::from(format!("{received}\n")), on_done),
         (None, _) => FileBody::mem(Bytes::from(format!("{}\n", status)), on_done),
     };
     Ok(b.body(body).expect("valid response"))

@@ -38,6 +38,8 @@ class LoadRequest:
     connections: int = 6
     #: Fetch only the URL (a bulk file), with a curl-style breakdown.
     single: bool = False
+    #: POST this many incompressible bytes to the URL (the server's upload sink) instead of a GET.
+    upload: int | None = None
     #: The trial's artefact folder, and which optional artefacts to keep there.
     artefacts: Path | None = None
     keep: frozenset[str] = frozenset()
@@ -59,6 +61,8 @@ class Client(ABC):
     kind: ClassVar[ClientKind]
     #: The optional artefacts it can write (besides its own output).
     artefacts: ClassVar[frozenset[str]] = frozenset()
+    #: Whether it can run an upload (page = "upload:SIZE").
+    uploads: ClassVar[bool] = False
 
     @classmethod
     def check(cls, factors: Mapping[str, Any]) -> Problem | None:

@@ -11,6 +11,7 @@ all in seconds from the client's start.
 from __future__ import annotations
 
 import json
+import statistics
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +44,8 @@ class LoadOptions:
     quic_stack: str = "quiche"
     #: Fixed QUIC windows to advertise (connection and stream); None: the stack's own.
     quic_window: int | None = None
+    #: POST this many bytes to the URL (mode "single"; the server's upload sink).
+    upload: int | None = None
 
     def validate(self) -> None:
         if self.protocol not in choices(Protocol):
@@ -61,6 +64,8 @@ class LoadOptions:
             raise InputError(f"--quic-stack: must be quiche or quinn, got {self.quic_stack!r}")
         if self.quic_window is not None and not 1024 <= self.quic_window <= 1 << 40:
             raise InputError(f"--quic-window: must be 1024 bytes to 1 TiB, got {self.quic_window}")
+        if self.upload is not None and (self.upload < 1 or self.mode != "single"):
+            raise InputError(f"--upload: must be at least 1 byte, in single mode, got {self.upload} ({self.mode})")
 
     def argv(self, url: str) -> list[str]:
         argv = [str(loader_binary()), url, "--protocol", self.protocol, "--clients", str(self.clients),
@@ -73,6 +78,8 @@ class LoadOptions:
             argv += ["--connect-to", self.connect_to]
         if self.start_at_ns is not None:
             argv += ["--start-at", str(self.start_at_ns)]
+        if self.upload is not None:
+            argv += ["--upload", str(self.upload)]
         if self.protocol == "h3":
             argv += ["--quic-stack", self.quic_stack]
             if self.quic_window is not None:
@@ -133,6 +140,10 @@ def format_run(r: LoadRun) -> str:
     if len(r.clients) == 1 and r.raw.get("mode") != "page":
         t = r.clients[0]["timeline"]
         lines.append("  " + ", ".join(f"{k[:-3]} {ms(v)}" for k, v in t.items() if v is not None))
+    if r.raw.get("mode") == "upload":
+        m = outcome(r.raw, True).metrics
+        rate = "-" if m["upload_mbps"] is None else f"{m['upload_mbps']:.2f} Mbit/s"
+        lines.append(f"  uploaded {m['bytes_sent']} bytes: {ms(m['upload_ms'])} until the server's answer, {rate}")
     return "\n".join(lines)
 
 
@@ -165,6 +176,14 @@ def outcome(d: dict[str, Any], single: bool) -> ClientOutcome:
         out.metrics["plt_max_ms"] = max((c.plt_ms for c in clients if c.plt_ms is not None), default=None)
     if single:
         out.metrics.update(cs[0]["timeline"])
+    if d.get("upload_bytes"):
+        # An upload: from the request's start until the server's answer, which
+        # it sends once it holds every byte; the rate is the bytes over that time.
+        times = [o["ttfb_ms"] - o["start_ms"] for c in cs for o in c["objects"] if o["status"] == 200]
+        sent = sum(int(o.get("sent", 0)) for c in cs for o in c["objects"])
+        up = statistics.median(times) if times else None
+        out.metrics.update({"bytes_sent": sent, "upload_ms": up,
+                            "upload_mbps": d["upload_bytes"] * 8 / up / 1e3 if up else None})
     return out
 
 
@@ -173,6 +192,7 @@ class Loader(Client):
     browser's connection policy; or one URL with a curl-style breakdown."""
 
     kind = ClientKind.LOADER
+    uploads = True
 
     def load(self, req: LoadRequest) -> ClientOutcome:
         # In a population, the process starts once every client is ready, and waits for the instant.
@@ -180,7 +200,7 @@ class Loader(Client):
         opts = LoadOptions(protocol=req.protocol.value, clients=req.clients, connections=req.connections,
                            mode="single" if req.single else "page", timeout_s=req.timeout_s,
                            start_at_ns=None if start_at is None else int(start_at * 1e9),
-                           quic_stack=req.quic_stack, quic_window=req.quic_window)
+                           quic_stack=req.quic_stack, quic_window=req.quic_window, upload=req.upload)
         try:
             p = req.host.run(opts.argv(req.url), capture_output=True, text=True, timeout=req.timeout_s + 60)
         except subprocess.TimeoutExpired:

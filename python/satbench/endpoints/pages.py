@@ -525,25 +525,38 @@ def bulk_file(out: Path, size: int, *, seed: int = 1) -> Path:
     return p
 
 
+def upload_size(page: str) -> int | None:
+    """The bytes an ``upload:SIZE`` workload POSTs to the server's sink (None for anything else)."""
+    return parse_size(page[7:]) if page.startswith("upload:") else None
+
+
 def url_of(page: str, host: str = "server.test") -> str:
-    """The URL a trial loads: a page's index, or a bulk file."""
+    """The URL a trial loads: a page's index, a bulk file, or the upload sink."""
+    if page.startswith("upload:"):
+        return f"https://{host}/upload"
     if page.startswith("bulk:"):
         return f"https://{host}/bulk/{parse_size(page[5:])}.bin"
     return f"https://{host}/{page}/"
 
 
 def object_sizes(root: Path, page: str) -> dict[str, int]:
-    """Each object's bytes by its path in the page, from the page's manifest ({} for a bulk file)."""
+    """Each object's bytes by its path in the page, from the page's manifest ({} for a bulk file or an upload)."""
     mf = root / page / "manifest.json"
-    if page.startswith("bulk:") or not mf.exists():
+    if page.startswith(("bulk:", "upload:")) or not mf.exists():
         return {}
     return {str(o["path"]): int(o["bytes"]) for o in json.loads(mf.read_text())["objects"]}
 
 
 def prepare(root: Path, names: set[str] | list[str]) -> dict[str, int]:
-    """Generate the pages and bulk files named (once); return their sizes in bytes."""
+    """Generate the pages and bulk files named (once); return their sizes in
+    bytes (an upload's: the bytes it sends; it needs no file). The root is
+    made even if nothing needs a file (the server serves it)."""
+    root.mkdir(parents=True, exist_ok=True)
     sizes: dict[str, int] = {}
     for page in sorted(set(names)):
+        if (up := upload_size(page)) is not None:
+            sizes[page] = up
+            continue
         if page.startswith("bulk:"):
             size = parse_size(page[5:])
             bulk_file(root, size)

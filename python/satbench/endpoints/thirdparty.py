@@ -153,6 +153,8 @@ class ThirdPartyServer(Server):
             key = f"server.{name}"
             if key in factors and cls.kind not in servers_of(name):
                 return key, f"applies to the {', '.join(sorted(servers_of(name)))} server only, not {cls.kind}"
+        if str(factors.get("page", "")).startswith("upload:"):
+            return "page", f"the upload sink is satbench-server's; {cls.kind} has none"
         if factors.get("protocol") == Protocol.H3 and Protocol.H3 not in cls.protocols:
             return "protocol", f"{cls.kind} serves no HTTP/3 here"
         if factors.get("quic_stack", "quiche") != "quiche" or factors.get("quic_window", "stack") != "stack":

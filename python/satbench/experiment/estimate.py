@@ -49,6 +49,8 @@ def page_bytes(page: str) -> tuple[int, int]:
     """(total bytes, objects after the HTML) of a page, from its definition."""
     if page.startswith("bulk:"):
         return pages.parse_size(page[5:]), 0
+    if (up := pages.upload_size(page)) is not None:
+        return up, 0
     if page in pages.STUDY_A:
         structure, label = page.split("-")
         total = {"100k": 100_000, "500k": 500_000, "1m": 1_000_000, "2m": 2_000_000}[label]
@@ -59,8 +61,10 @@ def page_bytes(page: str) -> tuple[int, int]:
 def trial_s(factors: dict[str, Any], link: LinkSpec) -> float:
     """A model of one trial's duration over ``link``."""
     rtt = link.base_rtt_ms / 1000
-    rate = link.forward.mean_mbps
-    p_loss = link.forward.packet_loss_1500
+    # An upload's bytes take the return link.
+    way = link.ret if str(factors["page"]).startswith("upload:") else link.forward
+    rate = way.mean_mbps
+    p_loss = way.packet_loss_1500
     total, n_objects = page_bytes(str(factors["page"]))
     client = factors.get("client", "chromium")
     proto = factors.get("protocol", "h2")

@@ -54,14 +54,15 @@ def whole(lo: int, hi: int) -> Check:
 def page_check(v: Any) -> str | None:
     if not isinstance(v, str):
         return f"must be a page name, got {v!r}"
-    if v.startswith("bulk:"):
-        try:
-            pages.parse_size(v[5:])
-        except SatbenchError:
-            return f"bulk:SIZE needs a size such as bulk:1M or bulk:100M, got {v!r}"
-        return None
+    for kind in ("bulk", "upload"):
+        if v.startswith(f"{kind}:"):
+            try:
+                pages.parse_size(v[len(kind) + 1:])
+            except SatbenchError:
+                return f"{kind}:SIZE needs a size such as {kind}:1M or {kind}:100M, got {v!r}"
+            return None
     if v not in pages.ALL_PAGES:
-        return f"unknown page {v!r} (available: {', '.join(pages.ALL_PAGES)}, bulk:SIZE)"
+        return f"unknown page {v!r} (available: {', '.join(pages.ALL_PAGES)}, bulk:SIZE, upload:SIZE)"
     return None
 
 
@@ -73,7 +74,7 @@ CORE: tuple[Factor, ...] = (
     Factor("link", nonempty_string, None, "link profile name or .toml file"),
     Factor("protocol", one_of(choices(Protocol)), None, "HTTP version"),
     Factor("cc", one_of(choices(CongestionControl)), "cubic", "the server's congestion control (TCP and QUIC)"),
-    Factor("page", page_check, None, "test page, or bulk:SIZE for one file"),
+    Factor("page", page_check, None, "test page, bulk:SIZE (download one file) or upload:SIZE (POST that many bytes)"),
     Factor("client", one_of(choices(ClientKind)), "chromium",
            "chromium or firefox (real browsers), loader (satbench-load), curl (timing)"),
     Factor("clients", population.check, 1,

@@ -275,7 +275,8 @@ class Runner:
         mixed = population.groups(t.factors) is not None
         return LoadRequest(url=pages.url_of(page), protocol=Protocol.H2 if mixed else t.protocol, host=tb.client,
                            timeout_s=self.exp.timeout_s, clients=1 if mixed else int(t.factors["clients"]),
-                           connections=int(t.factors["connections"]), single=page.startswith("bulk:"),
+                           connections=int(t.factors["connections"]),
+                           single=page.startswith(("bulk:", "upload:")), upload=pages.upload_size(page),
                            artefacts=art, keep=frozenset(self.exp.artefacts),
                            quic_stack=str(t.factors.get("quic_stack", "quiche")), quic_window=self._quic_window(t))
 

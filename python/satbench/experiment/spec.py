@@ -312,6 +312,10 @@ def parse(doc: dict[str, Any], text: str, file: str) -> Experiment:
         else:
             problem = next((("clients", f"{g.protocol}: {p[1]}") for g in pop if (p := client_class(g.kind).check(
                 {"clients": 1, "connections": g.connections}))), None)
+        if not problem and str(full["page"]).startswith("upload:"):
+            kinds = [ClientKind(full["client"])] if pop is None else [g.kind for g in pop]
+            if not all(client_class(k).uploads for k in kinds):
+                problem = ("page", "an upload runs in the loader: client = \"loader\" (or a population of loaders)")
         problem = problem or server_class(ServerKind(full["server"])).check(full)
         if not problem and int(full.get("terminals", 1)) > 1:
             if pop is None or full.get("hosts", "each") != "each":

@@ -52,15 +52,17 @@ METRICS = {
     "tls_ms": "TLS / QUIC handshake (ms)",
     "total_ms": "Transfer total (ms)",
     "throughput_mbps": "Throughput (Mbit/s)",
+    "upload_ms": "Upload until the server's answer (ms)",
+    "upload_mbps": "Upload rate (Mbit/s)",
     "jain_throughput": "Jain's fairness index",
     "overhead_pct": "Protocol overhead (% of page bytes)",
     "server_connections": "Connections the origin accepted",
 }
 #: Metrics drawn per factor: the paint metrics beside the studies' object-based ones.
 FACTOR_METRICS = ("plt_ms", "last_object_ms", "fcp_ms", "first_object_ms", "lcp_ms", "largest_object_ms",
-                  "total_ms", "throughput_mbps", "jain_throughput", "server_connections")
+                  "total_ms", "throughput_mbps", "upload_ms", "upload_mbps", "jain_throughput", "server_connections")
 #: Metrics compared pairwise in the statistics table.
-COMPARED = ("plt_ms", "fcp_ms", "lcp_ms", "total_ms", "throughput_mbps")
+COMPARED = ("plt_ms", "fcp_ms", "lcp_ms", "total_ms", "throughput_mbps", "upload_ms")
 #: Metrics drawn over their trials' lower bounds (bound.py).
 FLOORED = ("plt_ms", "last_object_ms")
 #: The satellite access's counters summarised per combination (model.LinkCounters.access_metrics).
