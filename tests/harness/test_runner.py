@@ -294,13 +294,25 @@ def test_a_parameter_study_reports_which_settings_matter(tmp_path: Path) -> None
     db = tmp_path / "r.sqlite"
     e = spec.build("tune", {"link": ["wire", "lan"], "protocol": ["h2", "h3"], "page": "blank", "client": "loader",
                             "cc": ["cubic", "bbr"], "server.tfo": [False, True], "server.pacing": [True, False]},
-                   repetitions=2, seed=2, design={"kind": "fractional", "generators": ["C=AB"], "block": "link",
+                   repetitions=2, seed=2, design={"kind": "fractional", "generators": ["C=-AB"], "block": "link",
                                                   "factors": ["cc", "server.tfo", "server.pacing"]})
     s, _ = events(e, db)
     assert s.ran == 2 * 2 * 4 * 2 and s.valid == s.ran
     html = write_report(db, tmp_path / "rep").read_text()
     assert "Which settings matter" in html and "Holm" in html and "Tuned against default" in html
-    assert "Main effects and two-factor interactions" in html and "C=AB" in html
+    assert "Main effects and two-factor interactions" in html and "C=-AB" in html
+    # The same analysis through the Python API, against the file's baseline (its first levels).
+    r = Results(db)
+    try:
+        assert r.spec("tune")["baseline"]["server.tfo"] is False
+        a = r.settings("tune", correction="bh")
+    finally:
+        r.close()
+    assert a["effects"].empty and set(a["factorial"]["correction"]) == {"bh"}
+    mains = a["factorial"][a["factorial"]["minus"] != ""]
+    assert set(mains["term"]) == {"cc", "server.tfo", "server.pacing"}
+    assert set(mains["minus"]) == {"cubic", "False", "True"}  # cc's, tfo's and pacing's first levels
+    assert set(a["tuned"]["protocol"]) == {"h2", "h3"} and set(a["tuned"]["basis"]) == {"main-effects model"}
 
 
 def test_a_mixed_population(tmp_path: Path) -> None:

@@ -24,6 +24,14 @@ def test_tabled_designs_are_balanced_and_orthogonal(k: int, p: int) -> None:
     assert (x.sum(axis=0) == 0).all()  # balanced: as many + as - in every column
     assert (x.T @ x == len(x) * np.eye(k)).all()  # orthogonal main-effect columns
     assert len({tuple(r) for r in d.runs}) == len(d.runs)
+    # Signed so that the default setting (every factor at its first level) is a run of the design.
+    assert (-1,) * k in d.runs
+
+
+def test_a_negated_generator_is_the_other_half() -> None:
+    d, other = designs.fractional(4, 1, ["D=ABC"]), designs.fractional(4, 1, ["D=-ABC"])
+    assert set(d.runs).isdisjoint(other.runs) and len(set(d.runs) | set(other.runs)) == 16
+    assert other.defining_relation() == ["ABCD"] and other.aliases() == d.aliases()
 
 
 def test_the_aliasing_of_a_known_design() -> None:
@@ -91,9 +99,9 @@ def test_the_analysis_recovers_planted_effects() -> None:
     ranked = knob_effects(df, ["A", "B", "C"])
     assert ranked[0].knob == "A"
     fac = {(e.network, e.term): e for e in factorial_effects(df, ["A", "B", "C"])}
-    assert fac[("lan", "A")].ci_low <= 300 <= fac[("lan", "A")].ci_high and fac[("lan", "A")].p_holm < 0.001
+    assert fac[("lan", "A")].ci_low <= 300 <= fac[("lan", "A")].ci_high and fac[("lan", "A")].p_adj < 0.001
     assert fac[("geo", "C")].ci_low <= -100 <= fac[("geo", "C")].ci_high
-    assert fac[("lan", "B")].p_holm > 0.05 and fac[("lan", "A:B")].p_holm > 0.05
+    assert fac[("lan", "B")].p_adj > 0.05 and fac[("lan", "A:B")].p_adj > 0.05
 
 
 def test_multiple_comparison_corrections() -> None:
@@ -105,7 +113,66 @@ def test_multiple_comparison_corrections() -> None:
 def test_tuned_against_default() -> None:
     df = _synthetic()
     h3 = df[(df.A == 0) & (df.B == 0) & (df.C == 0)].assign(protocol="h3", plt_ms=lambda d: d.plt_ms - 50)
-    t = {(x.network, x.protocol): x for x in tuned_against_default(pd.concat([df, h3]), ["A", "B", "C"])}
+    t = {(x.network, x.protocol): x for x in tuned_against_default(pd.concat([df, h3]), ["A", "B", "C"],
+                                                                    baseline={"A": 0, "B": 0, "C": 0})}
     geo = t[("geo", "h2")]
-    assert "A=0" in geo.tuned_setting and "C=1" in geo.tuned_setting
-    assert geo.tuned_median < geo.default_median and geo.beats["h3"][0] < geo.default_median
+    assert "A=0" in geo.tuned_setting and "C=1" in geo.tuned_setting and geo.basis == "observed best cell"
+    assert geo.tuned < geo.default_median and geo.beats["h3"].default_median < geo.default_median
+
+
+def _fractional(seed: int = 7) -> tuple[pd.DataFrame, dict[str, object]]:
+    """A 2^(6-2) screening design (resolution IV) per network and protocol, 3
+    repetitions, in a shuffled order whose first rows are not at the
+    baseline. Planted: A (levels 10 -> 30) adds 300 ms; B ("on" -> "off")
+    saves 400 ms; C saves 100 ms on geo only; D, E, F nothing. HTTP/3's
+    default is 150 ms faster than HTTP/2's on geo and 600 ms on lan."""
+    d = designs.fractional(6, 2)
+    levels = {"A": [10, 30], "B": ["on", "off"], "C": [0, 1], "D": [0, 1], "E": [0, 1], "F": [0, 1]}
+    rng = np.random.default_rng(seed)
+    rows = []
+    for net, proto, run, _rep in itertools.product(["lan", "geo"], ["h2", "h3"], d.runs, range(3)):
+        f = {name: levels[name][0 if code < 0 else 1] for name, code in zip("ABCDEF", run)}
+        if proto == "h3" and any(v != levels[k][0] for k, v in f.items()):
+            continue  # HTTP/3 runs at its defaults only
+        plt = 2000 + 300 * (f["A"] == 30) - 400 * (f["B"] == "off") - (100 * f["C"] if net == "geo" else 0)
+        if proto == "h3":
+            plt -= 150 if net == "geo" else 600
+        rows.append({"link": net, "protocol": proto, **f, "plt_ms": plt + rng.normal(0, 40)})
+    df = pd.DataFrame(rows).sample(frac=1, random_state=3).reset_index(drop=True)
+    return df, {k: v[0] for k, v in levels.items()}
+
+
+def test_main_effects_of_a_shuffled_fractional_design() -> None:
+    df, base = _fractional()
+    assert df.iloc[0]["A"] == 30 or df.iloc[0]["B"] == "off"  # the data do not start at the baseline
+    h2 = df[df.protocol == "h2"]
+    fac = {(e.network, e.term): e for e in factorial_effects(h2, list("ABCDEF"), baseline=base)}
+    for net in ("lan", "geo"):
+        a, b = fac[(net, "A")], fac[(net, "B")]
+        assert (a.minus, a.plus, b.minus, b.plus) == ("10", "30", "on", "off")
+        assert a.ci_low <= 300 <= a.ci_high and a.significant
+        assert b.ci_low <= -400 <= b.ci_high and b.significant and b.rank == 1 and a.rank == 2
+        for null in "DEF":
+            assert not fac[(net, null)].significant, fac[(net, null)]
+    assert fac[("geo", "C")].significant and fac[("geo", "C")].ci_low <= -100 <= fac[("geo", "C")].ci_high
+    assert not fac[("lan", "C")].significant
+    # Protocols are cells of their own, never pooled.
+    both = factorial_effects(df, list("ABCDEF"), others=["protocol"], baseline=base)
+    assert {e.within for e in both} == {"protocol=h2"}  # HTTP/3 varies nothing here
+
+
+def test_tuned_against_default_from_a_fractional_design() -> None:
+    df, base = _fractional()
+    t = {(x.network, x.protocol): x for x in tuned_against_default(df, list("ABCDEF"), baseline=base,
+                                                                    fractional=True)}
+    geo, lan = t[("geo", "h2")], t[("lan", "h2")]
+    for x in (geo, lan):
+        assert "A=10" in x.tuned_setting and "B=off" in x.tuned_setting
+        assert x.n_default == 3 and abs(x.default_median - 2000) < 100  # the all-baseline run is in the design
+    assert "C=1" in geo.tuned_setting and geo.basis == "main-effects model"
+    # The model's mean, within its own error and the optimism of picking the better level of the null knobs.
+    assert abs(geo.tuned - 1500) < 60 and abs(lan.tuned - 1600) < 60 and geo.tuned_low < geo.tuned < geo.tuned_high
+    # Tuned HTTP/2 (about -500 / -400 ms) beats HTTP/3's default on geo (-150 ms), not on lan (-600 ms).
+    g, la = geo.beats["h3"], lan.beats["h3"]
+    assert g.beats and g.diff_low < -350 < g.diff_high
+    assert not la.beats and la.diff > 100

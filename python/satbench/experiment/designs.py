@@ -11,7 +11,11 @@
   alias of every main effect and two-factor interaction follow from the
   generators. Without explicit generators, those of the highest resolution
   in the usual tables are used (minimum aberration, after Montgomery,
-  Design and Analysis of Experiments, table 8-14).
+  Design and Analysis of Experiments, table 8-14), each with the sign that
+  puts the all-baseline run (every factor at its first level) in the
+  fraction: ``F = -ABCD`` where the word has an even number of letters.
+  The default setting is then measured, not extrapolated; a sign changes
+  no aliasing, only the sign of the aliased effects.
 
 Columns are coded -1 (a factor's first level) and +1 (its second).
 """
@@ -75,8 +79,9 @@ class Fractional:
         return LETTERS[:self.k]
 
     def defining_relation(self) -> list[str]:
-        """Every word equal to I (the generators' words and all their products)."""
-        words = [_word(g.replace("=", "")) for g in self.generators]
+        """Every word equal to I or -I (the generators' words and all their
+        products; signs are not shown)."""
+        words = [_word(g.replace("=", "").replace("-", "")) for g in self.generators]
         out = set()
         for r in range(1, len(words) + 1):
             for combo in itertools.combinations(words, r):
@@ -104,7 +109,9 @@ class Fractional:
 
 
 def fractional(k: int, p: int, generators: list[str] | None = None) -> Fractional:
-    """A 2^(k-p) design from ``generators`` (e.g. ["D=ABC"]), or from the table."""
+    """A 2^(k-p) design from ``generators`` (e.g. ["D=ABC"], or ["E=-ABCD"]
+    for the other half), or from the table (signed to contain the
+    all-baseline run)."""
     if not 2 <= k <= len(LETTERS):
         raise DesignError(f"a fractional design needs 2 to {len(LETTERS)} two-level factors, got {k}")
     if not 0 <= p < k - 1:
@@ -114,27 +121,38 @@ def fractional(k: int, p: int, generators: list[str] | None = None) -> Fractiona
         if p == 0:
             generators = []
         elif (k, p) in TABLE:
-            generators = list(TABLE[(k, p)])
+            generators = [_with_baseline(g) for g in TABLE[(k, p)]]
         else:
             raise DesignError(f"no tabled 2^({k}-{p}) design: give its generators (e.g. \"{LETTERS[k - 1]}=ABC\")")
     if len(generators) != p:
         raise DesignError(f"a 2^({k}-{p}) design needs {p} generators, got {len(generators)}")
-    defined: dict[str, str] = {}
+    defined: dict[str, tuple[int, str]] = {}
     for g in generators:
         lhs, sep, rhs = g.replace(" ", "").partition("=")
+        sign = -1 if rhs.startswith("-") else 1
+        rhs = rhs.lstrip("-")
         if not sep or len(lhs) != 1 or lhs not in LETTERS[k - p:k] or lhs in defined:
             raise DesignError(f"generator {g!r}: the left side must be one of {LETTERS[k - p:k]}, once each")
         if len(rhs) < 2 or any(c not in base for c in rhs) or len(set(rhs)) != len(rhs):
-            raise DesignError(f"generator {g!r}: the right side must be two or more of {base}")
-        defined[lhs] = rhs
+            raise DesignError(f"generator {g!r}: the right side must be two or more of {base}, with a - if negated")
+        defined[lhs] = (sign, rhs)
     runs = []
     for levels in itertools.product((-1, 1), repeat=k - p):
         # Standard order: the first factor changes fastest.
         row = dict(zip(base, reversed(levels)))
         for lhs in LETTERS[k - p:k]:
-            row[lhs] = reduce(lambda a, b: a * b, (row[c] for c in defined[lhs]), 1)
+            sign, rhs = defined[lhs]
+            row[lhs] = sign * reduce(lambda a, b: a * b, (row[c] for c in rhs), 1)
         runs.append(tuple(row[c] for c in LETTERS[:k]))
-    return Fractional(k, p, tuple(f"{lhs}={defined[lhs]}" for lhs in LETTERS[k - p:k]), tuple(runs))
+    gens = tuple(f"{lhs}={'-' if defined[lhs][0] < 0 else ''}{defined[lhs][1]}" for lhs in LETTERS[k - p:k])
+    return Fractional(k, p, gens, tuple(runs))
+
+
+def _with_baseline(generator: str) -> str:
+    """The generator signed so that the run with every base factor at -1 has
+    the generated factor at -1 too: negated when its word has an even length."""
+    lhs, _, rhs = generator.partition("=")
+    return f"{lhs}=-{rhs}" if len(rhs) % 2 == 0 else generator
 
 
 def for_resolution(k: int, resolution: int) -> Fractional:

@@ -42,7 +42,7 @@ import json
 import math
 import re
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -91,6 +91,17 @@ class Experiment:
     #: Where the trials run (not part of the study): a Dask scheduler's address, or testbeds at once here.
     scheduler: str | None = None
     parallel: int | None = None
+    #: Each factor's levels as [factors] lists them (the first is its baseline, unless the design says another).
+    levels: dict[str, list[Any]] = field(default_factory=dict)
+
+    @property
+    def baseline(self) -> dict[str, Any]:
+        """The level every varied factor of [factors] is compared against: the
+        design's baseline (OFAT), else its first level in the file."""
+        out = {k: v[0] for k, v in self.levels.items() if len(v) > 1}
+        if self.design is not None:
+            out.update(self.design.baseline)
+        return out
 
     @property
     def links(self) -> dict[str, LinkSpec]:
@@ -104,7 +115,8 @@ class Experiment:
         return {"name": self.name, "description": self.description, "repetitions": self.repetitions,
                 "order": self.order, "seed": seed, "timeout_s": self.timeout_s, "warmup": self.warmup,
                 "artefacts": self.artefacts, "varied": self.varied, "trials": len(self.trials),
-                "design": self.design.to_json() if self.design else None, "block": self.block}
+                "design": self.design.to_json() if self.design else None, "block": self.block,
+                "levels": {k: v for k, v in self.levels.items() if len(v) > 1}, "baseline": self.baseline}
 
 
 class Locator:
@@ -344,7 +356,7 @@ def parse(doc: dict[str, Any], text: str, file: str) -> Experiment:
     return Experiment(name=name, description=description, file=file, text=text, repetitions=reps, order=order,
                       seed=seed, timeout_s=float(timeout), warmup=warmup, artefacts=artefacts, varied=varied,
                       trials=trials, design=_design(doc["design"], base, err) if "design" in doc else None,
-                      block=block, scheduler=scheduler, parallel=parallel)
+                      block=block, scheduler=scheduler, parallel=parallel, levels=dict(base))
 
 
 @dataclass(frozen=True)
@@ -355,9 +367,12 @@ class Design:
     factors: list[str]
     rows: list[dict[str, Any]]
     fractional: designs.Fractional | None = None
+    #: Each design factor's baseline level (coded -1 in a factorial design).
+    baseline: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"kind": self.kind, "factors": self.factors, "rows": len(self.rows)}
+        out: dict[str, Any] = {"kind": self.kind, "factors": self.factors, "rows": len(self.rows),
+                               "baseline": self.baseline}
         if self.fractional is not None:
             f = self.fractional
             out.update({"k": f.k, "p": f.p, "generators": list(f.generators), "resolution": f.resolution,
@@ -412,13 +427,13 @@ def _design(raw: Any, base: dict[str, list[Any]], err: Callable[..., ExperimentE
         raise bad("block", f"must be a factor of [factors] outside the design, got {block!r}")
     if kind == "full":
         rows = [dict(zip(names, v)) for v in itertools.product(*(base[n] for n in names))]
-        return Design(kind, names, rows)
+        return Design(kind, names, rows, baseline={n: base[n][0] for n in names})
     if kind == "ofat":
         baseline = raw.get("baseline", {})
         if not isinstance(baseline, dict) or any(k not in names or v not in base[k] for k, v in baseline.items()):
             raise bad("baseline", "must give a level of [factors] for design factors only")
         full_base = {n: baseline.get(n, base[n][0]) for n in names}
-        return Design(kind, names, designs.ofat({n: base[n] for n in names}, full_base))
+        return Design(kind, names, designs.ofat({n: base[n] for n in names}, full_base), baseline=full_base)
     two = [n for n in names if len(base[n]) != 2]
     if two:
         raise bad("factors", f"a fractional factorial needs two levels per factor; {two[0]!r} has {len(base[two[0]])}")
@@ -436,7 +451,7 @@ def _design(raw: Any, base: dict[str, list[Any]], err: Callable[..., ExperimentE
     except designs.DesignError as e:
         raise bad("generators" if "generators" in raw else "factors", str(e)) from None
     rows = [{n: base[n][0 if code < 0 else 1] for n, code in zip(names, run)} for run in frac.runs]
-    return Design(kind, names, rows, frac)
+    return Design(kind, names, rows, frac, baseline={n: base[n][0] for n in names})
 
 
 def _complete(f: dict[str, Any]) -> dict[str, Any]:

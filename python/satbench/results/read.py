@@ -13,6 +13,7 @@ import pandas as pd
 
 from ..errors import InputError
 from . import schema
+from .analysis import factorial_effects, is_knob, knob_effects, to_frame, tuned_against_default
 from .store import is_sqlite
 
 
@@ -109,6 +110,38 @@ class Results:
         return pd.read_sql_query(
             "SELECT c.* FROM clients c JOIN trials t ON t.id = c.trial_id "
             "JOIN experiments e ON e.id = t.experiment_id" + where, self.db, params=args)
+
+    def settings(self, experiment: str, metric: str = "plt_ms", correction: str = "holm") -> dict[str, pd.DataFrame]:
+        """Which settings matter in a parameter study (study D), as the report
+        computes them (:mod:`satbench.results.analysis`), from the valid
+        trials, against the experiment's baseline: ``effects`` (each knob
+        against its baseline, for OFAT and full designs), ``factorial`` (main
+        effects and two-factor interactions, for fractional designs) and
+        ``tuned`` (tuned against default, per protocol; its ``beats`` column
+        holds each comparison); p adjusted by ``correction`` ("holm" or "bh")."""
+        spec = self.spec(experiment)
+        df = self.trials(experiment)
+        valid = df[df["status"] == "valid"] if not df.empty else df
+        varied = list(spec.get("varied") or [])
+        knobs = [v for v in varied if is_knob(v)]
+        network = "link" if "link" in varied else "none"
+        others = [v for v in varied if v not in knobs and v != "link"]
+        design = spec.get("design") or {}
+        fractional = design.get("kind") == "fractional"
+        baseline = spec.get("baseline") or None
+        out = {"effects": pd.DataFrame(), "factorial": pd.DataFrame(), "tuned": pd.DataFrame()}
+        if not knobs or valid.empty or metric not in valid.columns:
+            return out
+        if fractional:
+            facs = [f for f in design.get("factors", []) if f in valid.columns]
+            out["factorial"] = to_frame(factorial_effects(valid, facs, metric, network, others=others,
+                                                          baseline=baseline, correction=correction))
+        else:
+            out["effects"] = to_frame(knob_effects(valid, knobs, metric, network, others, baseline, correction))
+        if "protocol" in varied:
+            out["tuned"] = to_frame(tuned_against_default(valid, [k for k in knobs if k in valid.columns], metric,
+                                                          network, baseline=baseline, fractional=fractional))
+        return out
 
     def links(self) -> dict[str, dict[str, Any]]:
         """Every resolved link stored (schema 2 on), by hash."""

@@ -35,7 +35,7 @@ import numpy as np  # noqa: E402
 from ..errors import InputError  # noqa: E402
 from ..model import OVERHEAD_GROUPS, OVERHEAD_PARTS  # noqa: E402
 from ..path import ELEMENTS, element_class  # noqa: E402
-from .analysis import factorial_effects, knob_effects, tuned_against_default  # noqa: E402
+from .analysis import factorial_effects, is_knob, knob_effects, tuned_against_default  # noqa: E402
 from .read import Results  # noqa: E402
 from .stats import bootstrap_median_ci, mann_whitney_p, mean_ci, median_diff_ci  # noqa: E402
 
@@ -620,56 +620,81 @@ def _experiment_section(r: Results, name: str, figs: _Figures) -> str:
     return "".join(out)
 
 
-def _is_knob(name: str) -> bool:
-    return name.startswith(("server.", "client.")) or name == "cc"
-
-
 def _knobs_section(valid: Any, varied: list[str], spec: dict[str, Any], metrics: list[str]) -> str:
     """Which settings matter (study D): effects of knobs per network, ranked, Holm-corrected."""
-    knobs = [v for v in varied if _is_knob(v)]
+    knobs = [v for v in varied if is_knob(v)]
     if not knobs:
         return ""
     network = "link" if "link" in varied else "none"
     others = [v for v in varied if v not in knobs and v != "link"]
-    out = ["<h3>Which settings matter</h3><p class='note'>Per network, each setting's effect on the median: "
-           "median at the level minus median at the baseline (the first level), with the other settings at "
-           "their baseline where the design has such trials, within each combination of "
-           + html.escape(", ".join(others) or "nothing else")
-           + "; a percentile-bootstrap 95 % interval, a two-sided Mann-Whitney U p, and p adjusted for all tests "
-             "of the table by Holm's method (significant: adjusted p &lt; 0.05). Ranked by the effect relative "
-             "to the baseline median.</p>"]
-    for m in [x for x in ("plt_ms", "fcp_ms") if x in metrics]:
-        rows = [[e.network, e.within, e.knob, f"{e.baseline} → {e.level}", f"{e.n_baseline}/{e.n_level}",
-                 e.median_baseline, e.effect, f"[{e.ci_low:.0f}, {e.ci_high:.0f}]", 100 * e.relative, e.p,
-                 e.p_holm, "yes" if e.significant else ""]
-                for e in knob_effects(valid, knobs, m, network, others)]
-        if rows:
-            out.append(f"<h4>{html.escape(METRICS[m])}</h4>" + _table(rows, [
-                "network", "within", "setting", "levels", "n", "median at baseline", "effect", "95 % CI",
-                "effect %", "p", "p (Holm)", "significant"]))
+    baseline = spec.get("baseline") or None
     design = spec.get("design") or {}
-    if design.get("kind") == "fractional" and "plt_ms" in metrics:
+    fractional = design.get("kind") == "fractional"
+    cells = html.escape(", ".join(others) or "nothing else")
+    out = ["<h3>Which settings matter</h3>"]
+    shown = [x for x in ("plt_ms", "fcp_ms") if x in metrics]
+    if not fractional:
+        out.append("<p class='note'>Per network, each setting's effect on the median: median at the level minus "
+                   "median at the baseline (the experiment's: its first level in the file, or the design's "
+                   "baseline), with the other settings at their baseline where the design has such trials, "
+                   f"within each combination of {cells}; a percentile-bootstrap 95 % interval, a two-sided "
+                   "Mann-Whitney U p, and p adjusted for all tests of the table by Holm's method (significant: "
+                   "adjusted p &lt; 0.05). Ranked by the effect relative to the baseline median.</p>")
+        for m in shown:
+            rows = [[e.network, e.within, e.knob, f"{e.baseline} → {e.level}", f"{e.n_baseline}/{e.n_level}",
+                     e.median_baseline, e.effect, f"[{e.ci_low:.0f}, {e.ci_high:.0f}]", 100 * e.relative, e.p,
+                     e.p_adj, "yes" if e.significant else ""]
+                    for e in knob_effects(valid, knobs, m, network, others, baseline)]
+            if rows:
+                out.append(f"<h4>{html.escape(METRICS[m])}</h4>" + _table(rows, [
+                    "network", "within", "setting", "levels", "n", "median at baseline", "effect", "95 % CI",
+                    "effect %", "p", "p (Holm)", "significant"]))
+    else:
         facs = [f for f in design.get("factors", []) if f in valid.columns]
-        rows = [[e.network, e.term, e.aliases or "-", e.effect, f"[{e.ci_low:.0f}, {e.ci_high:.0f}]", e.p,
-                 e.p_holm] for e in factorial_effects(valid, facs, "plt_ms", network)]
-        out.append("<h4>Main effects and two-factor interactions (factorial design)</h4><p class='note'>"
-                   f"2^({design.get('k')}-{design.get('p')}), resolution {design.get('resolution')}, generators "
-                   f"{html.escape(' '.join(design.get('generators') or []) or 'none')}. Effect = mean at + minus "
-                   "mean at -, by least squares; t intervals from the replicates; Holm-adjusted p. An effect is "
-                   "estimated together with its aliases.</p>"
-                   + _table(rows, ["network", "effect of", "aliased with", "effect (ms)", "95 % CI", "p",
-                                   "p (Holm)"]))
+        out.append(
+            "<p class='note'>A fractional factorial design: "
+            f"2^({design.get('k')}-{design.get('p')}), resolution {design.get('resolution')}, generators "
+            f"{html.escape(' '.join(design.get('generators') or []) or 'none')}. Two trials of it differ in "
+            "several settings at once, so a setting's effect is estimated from all trials together: per network "
+            f"and combination of {cells}, main effects and two-factor interactions by least squares on the "
+            "coded columns (baseline -1, the other level +1; effect = mean at + minus mean at -), t intervals "
+            "from the replicates, p adjusted for all tests of the table by Holm's method. An effect is estimated "
+            "together with its aliases (signs as the generators give them). Ranked by size within each "
+            "network and combination.</p>")
+        for m in shown:
+            rows = [[e.network, e.within, e.rank, e.term, f"{e.minus} → {e.plus}" if e.minus else "-",
+                     e.aliases or "-", e.effect, f"[{e.ci_low:.0f}, {e.ci_high:.0f}]", e.p, e.p_adj,
+                     "yes" if e.significant else ""]
+                    for e in factorial_effects(valid, facs, m, network, others=others, baseline=baseline)]
+            if rows:
+                out.append(f"<h4>Main effects and two-factor interactions: {html.escape(METRICS[m])}</h4>"
+                           + _table(rows, ["network", "within", "rank", "effect of", "levels", "aliased with",
+                                           "effect (ms)", "95 % CI", "p", "p (Holm)", "significant"]))
     if "protocol" in varied and "plt_ms" in metrics:
         rows = []
-        for t in tuned_against_default(valid, [k for k in knobs if k in valid.columns], "plt_ms", network):
-            for other, (med, p) in t.beats.items():
-                rows.append([t.network, t.protocol, t.default_median, t.tuned_median, t.tuned_setting, other, med,
-                             "yes" if t.tuned_median < med and p < 0.05 else "no", p])
-        if rows:
+        for t in tuned_against_default(valid, [k for k in knobs if k in valid.columns], "plt_ms", network,
+                                       baseline=baseline, fractional=fractional):
+            interval = "" if math.isnan(t.tuned_low) else f"[{t.tuned_low:.0f}, {t.tuned_high:.0f}]"
+            for other, b in t.beats.items():
+                rows.append([t.network, t.protocol, t.default_median, t.n_default, t.tuned, interval, t.basis,
+                             t.observed_median, t.tuned_setting, other, b.default_median, b.diff,
+                             f"[{b.diff_low:.0f}, {b.diff_high:.0f}]", b.p, "yes" if b.beats else "no"])
+        if not rows:
+            out.append("<h4>Tuned against default</h4><p class='note'>No protocol has trials with every setting at "
+                       "its baseline, so no default is measured (a fractional design without the all-baseline run: "
+                       "leave the generators to the table, which signs them to include it, or negate one, "
+                       "e.g. C=-AB).</p>")
+        else:
             out.append("<h4>Tuned against default</h4><p class='note'>Per network: a protocol with every setting "
-                       "at its baseline, its best observed setting (lowest median PLT, two trials at least), and "
-                       "whether that tuned protocol beats another protocol at its defaults (lower median, "
-                       "Mann-Whitney p &lt; 0.05).</p>"
-                       + _table(rows, ["network", "protocol", "default median", "tuned median", "tuned setting",
-                                       "against", "its default median", "tuned beats it", "p"]))
+                       "at its baseline, and tuned. In a fractional design the tuned setting is the main-effects "
+                       "model's best (each setting at its better level) and its PLT the model's mean with a 95 % "
+                       "interval from all of the protocol's trials (its observed median too, if the setting was "
+                       "run); it beats another protocol's default when the 95 % interval of the difference (model "
+                       "mean minus the default's mean) is below zero; a setting the design did not run is worth "
+                       "running to confirm. Otherwise the tuned setting is the best observed cell (lowest median, "
+                       "two trials at least; chosen in the same data, so optimistic), and it beats another "
+                       "protocol's default with a lower median and a Mann-Whitney p &lt; 0.05.</p>"
+                       + _table(rows, ["network", "protocol", "default median", "n", "tuned", "95 % CI", "basis",
+                                       "observed", "tuned setting", "against", "its default median", "difference",
+                                       "95 % CI", "p", "tuned beats it"]))
     return "".join(out)
