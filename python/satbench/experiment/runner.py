@@ -213,7 +213,8 @@ class Runner:
                 e.configure(spec)
             with self.lab.testbed(spec) as tb:
                 clock.mark("testbed_up_s")
-                rec.env["knobs"] = knobs.apply(knobs.from_factors(t.factors), tb)
+                set_knobs = knobs.from_factors(t.factors)
+                rec.env["knobs"] = knobs.apply(set_knobs, tb)
                 with ExitStack() as running:
                     for e in path:
                         running.enter_context(e.start(tb, art))
@@ -223,6 +224,8 @@ class Runner:
                         outcome = self._load(t, tb, art)
                     # A part that died during the load makes it no measurement of the path.
                     faults = [f for f in (server.fault(), *tb.faults(), *(e.fault() for e in path)) if f]
+                    rec.env["knobs_after_load"], drift = knobs.reread(set_knobs, tb)
+                    faults += drift
                 rec.server_summary = server.summary()
             for e in path:  # after teardown: an emulated element's counters come when it stops
                 if summary := e.summary():

@@ -104,12 +104,18 @@ class Knob:
             p = h.run(["sysctl", "-q", "-w", f"{self.key}={self.value}"], capture_output=True, text=True)
             if p.returncode != 0:
                 raise TestbedError(f"{self.name}: cannot set on {h.role}: {p.stderr.strip()}")
-            got = h.run(["sysctl", "-n", self.key], capture_output=True, text=True).stdout
-            return " ".join(got.split())
+            return self.read(h)
         p = h.run(["ethtool", "-K", "eth0", ETHTOOL_NAME.get(self.key, self.key), self.value],
                   capture_output=True, text=True)
         if p.returncode != 0 and "not changed" not in (p.stderr + p.stdout):
             raise TestbedError(f"{self.name}: cannot set on {h.role}: {(p.stderr or p.stdout).strip()}")
+        return self.read(h)
+
+    def read(self, h: Host) -> str:
+        """Its value on ``h``, read inside the host's namespace."""
+        if self.kind == "sysctl":
+            got = h.run(["sysctl", "-n", self.key], capture_output=True, text=True).stdout
+            return " ".join(got.split())
         out = h.run(["ethtool", "-k", "eth0"], capture_output=True, text=True).stdout
         m = re.search(rf"^{re.escape(OFFLOADS[self.key])}: (on|off)", out, re.M)
         return m.group(1) if m else "?"
@@ -139,3 +145,20 @@ def apply(knobs: list[Knob], tb: HasHosts) -> dict[str, dict[str, str]]:
             if " ".join(got.split()) != " ".join(k.value.split()):
                 raise TestbedError(f"{k.name}: set to {k.value} on {h.role}, reads back {got!r}")
     return record
+
+
+def reread(knobs: list[Knob], tb: HasHosts) -> tuple[dict[str, dict[str, str]], list[str]]:
+    """Read every knob again (after the load): what each host reads, and a
+    line for each that no longer reads as set (the trial then measured
+    something else)."""
+    record: dict[str, dict[str, str]] = {}
+    drift = []
+    for k in knobs:
+        hosts = tb.servers if k.role == "server" else tb.clients
+        record[k.name] = {}
+        for h in hosts:
+            got = k.read(h)
+            record[k.name][h.role] = got
+            if " ".join(got.split()) != " ".join(k.value.split()):
+                drift.append(f"{k.name}: set to {k.value} on {h.role}, reads {got!r} after the load")
+    return record, drift
