@@ -28,6 +28,18 @@ def test_tabled_designs_are_balanced_and_orthogonal(k: int, p: int) -> None:
     assert (-1,) * k in d.runs
 
 
+def test_every_factor_count_has_a_design_of_the_highest_resolution() -> None:
+    # The highest resolution a 2^(k-p) design can have (Box, Hunter and Hunter; Montgomery, table 8-14).
+    best = {(8, 1): 8, (9, 2): 6, (10, 2): 6, (10, 3): 5, (11, 3): 6, (11, 4): 5, (10, 5): 4, (9, 4): 4}
+    for (k, p), res in best.items():
+        assert designs.fractional(k, p).resolution == res, (k, p)
+    # So screening 9 factors at resolution V takes 2^(9-2) = 128 runs, not the full 512.
+    assert len(designs.for_resolution(9, 5).runs) == 128
+    assert len(designs.for_resolution(10, 5).runs) == 128 and len(designs.for_resolution(11, 5).runs) == 128
+    for k in range(3, 12):
+        assert designs.for_resolution(k, 3).p >= 1  # something smaller than the full factorial
+
+
 def test_a_negated_generator_is_the_other_half() -> None:
     d, other = designs.fractional(4, 1, ["D=ABC"]), designs.fractional(4, 1, ["D=-ABC"])
     assert set(d.runs).isdisjoint(other.runs) and len(set(d.runs) | set(other.runs)) == 16

@@ -44,6 +44,13 @@ TABLE: dict[tuple[int, int], tuple[str, ...]] = {
     (11, 5): ("G=CDE", "H=ABCD", "J=ABF", "K=BDEF", "L=ADEF"),
     (11, 6): ("F=ABC", "G=BCD", "H=CDE", "J=ACD", "K=ADE", "L=BDE"),
     (11, 7): ("E=ABC", "F=BCD", "G=ACD", "H=ABD", "J=ABCD", "K=AB", "L=AC"),
+    # Beyond the printed table: the highest resolution, found by an exhaustive
+    # search over generator words (fewest shortest words among the first
+    # 20,000 designs of that resolution; not proven minimum aberration).
+    (8, 1): ("H=ABCDEFG",), (9, 1): ("J=ABCDEFGH",), (9, 2): ("H=ABCDE", "J=ABCFG"),
+    (10, 1): ("K=ABCDEFGHJ",), (10, 2): ("J=ABCDE", "K=ABCFGH"), (10, 3): ("H=ABCD", "J=ABEF", "K=ACEG"),
+    (11, 1): ("L=ABCDEFGHJK",), (11, 2): ("K=ABCDEF", "L=ABCGHJ"), (11, 3): ("J=ABCDE", "K=ABCFG", "L=ABDFH"),
+    (11, 4): ("H=ABCD", "J=ABEF", "K=ACEG", "L=BDFG"),
 }
 
 
