@@ -42,7 +42,9 @@ from .experiment.spec import resolve_trial_links
 from .link import profile
 from .link.spec import LinkSpec, resolve
 from .model import CongestionControl, Protocol, TrialStatus, choices
+from .path import PathElement
 from .path.pep import Pep
+from .path.tunnel import Tunnel
 from .testbed.cleanup import cleanup
 from .testbed.shell import format_counters, human_bytes, run_shell
 from .testbed.testbed import MAX_TERMINALS, Testbed, TestbedSpec, check_namespace_default_cc, terminal_subnets
@@ -126,6 +128,9 @@ def _shell_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pep-satellite", metavar="SETTINGS",
                    help="the PEP's satellite leg's TCP settings (cc=bbr,sndbuf=16M,rcvbuf=16M,nodelay,fastopen)")
     p.add_argument("--pep-terrestrial", metavar="SETTINGS", help="the PEP's terrestrial legs' TCP settings")
+    p.add_argument("--tunnel", choices=("wireguard",),
+                   help="a VPN from the client host to an endpoint on the server LAN (satbench-tunnel): it hides "
+                        "TCP from PEPs")
     p.add_argument("--clients", type=int, default=1, help="client hosts (default 1)")
     p.add_argument("--servers", type=int, default=1, help="server hosts (default 1)")
     p.add_argument("--terminals", type=int, default=1,
@@ -199,7 +204,7 @@ def _shell(a: argparse.Namespace, rest: list[str]) -> int:
             print(f"satbench: shell on {tb.client.name} ({tb.client.addr}) behind link '{tb.link.name}'; "
                   f"server {tb.server.name} ({tb.server.addr}); exit to tear down", file=sys.stderr)
 
-    path = []
+    path: list[PathElement] = []
     if a.pep:
         pep = {"at": a.pep, **({"satellite": a.pep_satellite} if a.pep_satellite else {}),
                **({"terrestrial": a.pep_terrestrial} if a.pep_terrestrial else {})}
@@ -209,6 +214,8 @@ def _shell(a: argparse.Namespace, rest: list[str]) -> int:
         path.append(Pep(pep, {}))
     elif a.pep_satellite or a.pep_terrestrial:
         raise InputError("--pep-satellite and --pep-terrestrial need --pep")
+    if a.tunnel:
+        path.append(Tunnel(a.tunnel, {}))
     prereq.require_testbed()
     r = run_shell(spec, rest or None, serve=serve, on_ready=banner, path=path)
     if a.json_out:
@@ -228,6 +235,12 @@ def _shell(a: argparse.Namespace, rest: list[str]) -> int:
                   f"{human_bytes(int(s.get('bytes_down', 0)))} down, {human_bytes(int(s.get('bytes_up', 0)))} up, "
                   f"{s.get('connect_failed', 0)} failed to connect, {s.get('refused_cap', 0)} refused at the cap",
                   file=sys.stderr)
+        for name, d in r.report["path"].get("tunnel", {}).get("summary", {}).items():
+            c = (d.get("client") or {}).get("summary") or {}
+            print(f"satbench: tunnel from {name}: {c.get('tun_in_packets', 0)} packets in, "
+                  f"{c.get('tun_out_packets', 0)} out; {human_bytes(int(c.get('net_out_bytes', 0)))} sent and "
+                  f"{human_bytes(int(c.get('net_in_bytes', 0)))} received on the wire; "
+                  f"{c.get('handshakes', 0)} handshake(s)", file=sys.stderr)
     return r.exit_code
 
 

@@ -22,7 +22,7 @@ database; the workers build testbeds and run trials. For each trial:
    beside the database.
 
 A worker joins only if its satbench version, commit and binaries
-(``satbench-link``, ``satbench-server``, ``satbench-load``, ``satbench-pep``) are the
+(``satbench-link``, ``satbench-server``, ``satbench-load``, ``satbench-pep``, ``satbench-tunnel``) are the
 coordinator's; otherwise it is refused with one line saying which. A worker
 that leaves (killed, crashed, cut off) loses only the attempts it was
 running: each is submitted again elsewhere as a new attempt, up to
@@ -61,6 +61,7 @@ from ..endpoints.satbench_server import server_binary
 from ..errors import InputError, TestbedError
 from ..model import TrialStatus
 from ..path.pep import pep_binary
+from ..path.tunnel import tunnel_binary
 from ..results.store import TrialRecord
 from ..testbed.cleanup import cleanup
 from ..testbed.proc import stop_process
@@ -123,7 +124,8 @@ def check_tls_config(address: str, role: str) -> None:
 # -- what a worker must share with its coordinator --------------------------------------------
 
 BINARIES: dict[str, Callable[[], Path]] = {"satbench-link": prereq.link_binary, "satbench-server": server_binary,
-                                           "satbench-load": loader_binary, "satbench-pep": pep_binary}
+                                           "satbench-load": loader_binary, "satbench-pep": pep_binary,
+                                           "satbench-tunnel": tunnel_binary}
 _HASHES: dict[tuple[str, int, int, int], str] = {}
 
 

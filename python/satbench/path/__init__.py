@@ -1,6 +1,7 @@
 """Elements on the path between the clients and the servers, besides the
-satellite link: the access link behind the terminal, split-TCP PEPs and a
-terrestrial link behind the gateway; tunnels and proxies plug in the same way.
+satellite link: the access link behind the terminal, split-TCP PEPs, a
+terrestrial link behind the gateway and a VPN tunnel; proxies plug in the
+same way.
 
 An element is placed by one experiment factor (``access = "wifi"``). Its
 class says which link profiles the value needs (resolved once, at plan time,
@@ -80,6 +81,7 @@ ELEMENTS: dict[str, str] = {
     "access": "satbench.path.access:AccessLink",
     "pep": "satbench.path.pep:Pep",
     "terrestrial": "satbench.path.terrestrial:TerrestrialLink",
+    "tunnel": "satbench.path.tunnel:Tunnel",
 }
 
 

@@ -15,7 +15,7 @@ no namespace has an interface or a route to the host or beyond.
 
     198.18.1.0/24  client LAN   (.1 terminal or access point, .10+ clients)
     198.18.2.1/2   satellite link (terminal / gateway; terminal k >= 2 is 198.18.2.(k+1))
-    198.18.3.0/24  server LAN   (.1 gateway, .10+ servers)
+    198.18.3.0/24  server LAN   (.1 gateway, .2 the VPN endpoint if any, .10+ servers)
     198.18.4.1/2   access link  (access point / terminal)
     198.18.5.1/2   terrestrial link (gateway / edge router; the server LAN's .1 is then the edge)
     198.18.(100+k).0/24  client LAN of terminal k >= 2
@@ -124,6 +124,8 @@ class TestbedSpec:
     #: A terrestrial link between the gateway and the servers (through an edge
     #: router), so that delay or loss can sit on the terrestrial part only.
     terrestrial: LinkSpec | LinkProfile | None = None
+    #: A host for a VPN endpoint on the server LAN (``vpn``, 198.18.3.2, a router).
+    vpn: bool = False
 
 
 class Testbed:
@@ -168,6 +170,9 @@ class Testbed:
         self.gateway = Host("gateway", p + "gw", "198.18.2.2", ["gateway.test"])
         self.access_point = Host("ap", p + "ap", "198.18.4.1", ["ap.test"]) if spec.access else None
         self.edge = Host("edge", p + "edge", "198.18.5.2", ["edge.test"]) if spec.terrestrial else None
+        self.vpn = Host("vpn", p + "vpn", "198.18.3.2", ["vpn.test"]) if spec.vpn else None
+        if n > 1 and self.vpn is not None:
+            raise TestbedError("a VPN endpoint with several terminals is not supported; use one terminal")
         #: Each client's terminal (index into :attr:`terminals`): dealt in turn.
         self.client_terminal = [(i - 1) % n for i in range(1, spec.clients + 1)]
         self.clients = []
@@ -190,7 +195,13 @@ class Testbed:
     def hosts(self) -> list[Host]:
         extra = [self.access_point] if self.access_point else []
         edge = [self.edge] if self.edge else []
-        return [*self.clients, *extra, *self.terminals, self.gateway, *edge, *self.servers]
+        vpn = [self.vpn] if self.vpn else []
+        return [*self.clients, *extra, *self.terminals, self.gateway, *edge, *vpn, *self.servers]
+
+    @property
+    def _server_lan(self) -> list[Host]:
+        """The hosts on the server LAN: the servers, and the VPN endpoint if any."""
+        return [*([self.vpn] if self.vpn else []), *self.servers]
 
     @property
     def namespaces(self) -> list[str]:
@@ -263,7 +274,8 @@ class Testbed:
                 (d / "hosts").write_text(hosts)
                 (d / "resolv.conf").write_text("# satbench: no DNS server; names come from /etc/hosts\n")
         routers = {t.ns for t in self.terminals} | {self.gateway.ns} | (
-            {self.access_point.ns} if self.access_point else set()) | ({self.edge.ns} if self.edge else set())
+            {self.access_point.ns} if self.access_point else set()) | ({self.edge.ns} if self.edge else set()) | (
+            {self.vpn.ns} if self.vpn else set())
         for ns in self.namespaces:
             self._sysctls(ns, router=ns in routers)
         self._configure()
@@ -368,14 +380,14 @@ class Testbed:
         if self.edge:  # the server LAN hangs off the edge router, behind the terrestrial link
             gw = ["link set lo up"] + tun("sat0", "198.18.2.2", "198.18.2.1") + tun("ter0", "198.18.5.1", "198.18.5.2")
             gw += ["route add 198.18.3.0/24 dev ter0"]
-            edge = lan(self.servers, "198.18.3.1") + tun("ter0", "198.18.5.2", "198.18.5.1")
+            edge = lan(self._server_lan, "198.18.3.1") + tun("ter0", "198.18.5.2", "198.18.5.1")
             edge += [f"route add 198.18.{k}.0/24 dev ter0" for k in (1, 2, 4)]
             batch(self.edge.ns, edge)
         else:
-            gw = lan(self.servers, "198.18.3.1") + tun("sat0", "198.18.2.2", "198.18.2.1")
+            gw = lan(self._server_lan, "198.18.3.1") + tun("sat0", "198.18.2.2", "198.18.2.1")
         gw += ["route add 198.18.1.0/24 dev sat0", "route add 198.18.4.0/24 dev sat0"]
         batch(self.gateway.ns, gw)
-        for h, via in [(c, "198.18.1.1") for c in self.clients] + [(s, "198.18.3.1") for s in self.servers]:
+        for h, via in [(c, "198.18.1.1") for c in self.clients] + [(s, "198.18.3.1") for s in self._server_lan]:
             batch(h.ns, ["link set lo up", f"addr add {h.addr}/24 dev eth0", "link set eth0 up",
                          f"route add 198.18.0.0/15 via {via}"])
 
