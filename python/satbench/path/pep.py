@@ -81,27 +81,9 @@ def _set_initial_window(host: "Host", segments: int, satellite: bool) -> list[st
     device; the terrestrial leg's: the others). Only the PEP's own sockets
     originate TCP there, so forwarded traffic is not affected. Returns the
     routes as the kernel shows them afterwards."""
-    shown = host.run(["ip", "-o", "route", "show", "table", "main"], capture_output=True, text=True, check=True)
-    out = []
-    for line in shown.stdout.splitlines():
-        f = line.split()
-        if "dev" not in f or f[0] in ("local", "broadcast", "unreachable", "blackhole", "prohibit"):
-            continue
-        if (f[f.index("dev") + 1] == "sat0") != satellite:
-            continue
-        kept: list[str] = []
-        it = iter(f)
-        for w in it:
-            if w in ("initcwnd", "initrwnd"):
-                next(it, None)
-            elif w not in ("linkdown",):
-                kept.append(w)
-        argv = ["ip", "route", "change", *kept, "initcwnd", str(segments), "initrwnd", str(segments)]
-        p = host.run(argv, capture_output=True, text=True)
-        if p.returncode != 0:
-            raise TestbedError(f"initial window in {host.role}: {' '.join(argv)}: {p.stderr.strip()}")
-        out.append(" ".join([*kept, "initcwnd", str(segments), "initrwnd", str(segments)]))
-    return out
+    n = str(segments)
+    return host.change_routes({"initcwnd": n, "initrwnd": n},
+                              lambda f: (f[f.index("dev") + 1] == "sat0") == satellite)
 
 
 def pep_binary() -> Path:

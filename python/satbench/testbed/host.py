@@ -7,12 +7,12 @@ import os
 import socket
 import subprocess
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
 from ..errors import TestbedError
-from .proc import run_checked
 
 NETNS_RUN = Path("/run/netns")
 _CLONE_NEWNET = 0x40000000
@@ -70,20 +70,38 @@ class Host:
     def set_route_metrics(self, *, congctl: str | None = None, initcwnd: int | None = None) -> None:
         """Set TCP metrics on this host's route to the rest of the testbed
         (198.18.0.0/15), keeping the metrics it already has."""
-        p = subprocess.run(["ip", "-n", self.ns, "-4", "route", "show", "198.18.0.0/15"], capture_output=True,
-                           text=True)
-        words = p.stdout.split()
-        if "via" not in words:
-            raise TestbedError(f"no testbed route on {self.role}: {p.stdout.strip()!r}")
-        metrics = {k: words[words.index(k) + 1] for k in ("congctl", "initcwnd") if k in words}
-        if congctl is not None:
-            metrics["congctl"] = congctl
-        if initcwnd is not None:
-            metrics["initcwnd"] = str(initcwnd)
-        argv = ["ip", "-n", self.ns, "route", "change", "198.18.0.0/15", "via", words[words.index("via") + 1]]
-        for k, v in metrics.items():
-            argv += [k, v]
-        run_checked(argv, what=f"setting route metrics on {self.role}")
+        metrics = {k: str(v) for k, v in (("congctl", congctl), ("initcwnd", initcwnd)) if v is not None}
+        if not self.change_routes(metrics, lambda f: f[0] == "198.18.0.0/15" and "via" in f):
+            raise TestbedError(f"no testbed route on {self.role}")
+
+    def change_routes(self, metrics: dict[str, str], select: Callable[[list[str]], bool]) -> list[str]:
+        """Set route metrics (``congctl``, ``initcwnd``, ``initrwnd``...) on
+        the main table's unicast routes that ``select`` picks (given the
+        route's words as ``ip -o route`` shows them), keeping everything else
+        they have; returns the routes as set."""
+        shown = self.run(["ip", "-o", "-4", "route", "show", "table", "main"], capture_output=True, text=True,
+                         check=True)
+        out = []
+        for line in shown.stdout.splitlines():
+            f = line.split()
+            if not f or "dev" not in f or f[0] in ("local", "broadcast", "unreachable", "blackhole", "prohibit"):
+                continue
+            if not select(f):
+                continue
+            kept: list[str] = []
+            it = iter(f)
+            for w in it:
+                if w in metrics:
+                    next(it, None)
+                elif w != "linkdown":
+                    kept.append(w)
+            route = [*kept, *(x for kv in metrics.items() for x in kv)]
+            p = self.run(["ip", "route", "change", *route], capture_output=True, text=True)
+            if p.returncode != 0:
+                raise TestbedError(f"route metrics on {self.role}: ip route change {' '.join(route)}: "
+                                   f"{p.stderr.strip()}")
+            out.append(" ".join(route))
+        return out
 
     def read_sysctl(self, key: str) -> str:
         """A sysctl as this host's namespace sees it."""
