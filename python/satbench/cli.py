@@ -44,6 +44,7 @@ from .link.spec import LinkSpec, resolve
 from .model import CongestionControl, Protocol, TrialStatus, choices
 from .path import PathElement
 from .path.pep import Pep
+from .path.proxy import Proxy
 from .path.tunnel import Tunnel
 from .testbed.cleanup import cleanup
 from .testbed.shell import format_counters, human_bytes, run_shell
@@ -128,6 +129,9 @@ def _shell_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pep-satellite", metavar="SETTINGS",
                    help="the PEP's satellite leg's TCP settings (cc=bbr,sndbuf=16M,rcvbuf=16M,nodelay,fastopen)")
     p.add_argument("--pep-terrestrial", metavar="SETTINGS", help="the PEP's terrestrial legs' TCP settings")
+    p.add_argument("--proxy", choices=("nginx",),
+                   help="an HTTP proxy at the gateway (nginx: HTTP/2 or HTTP/1.1 to the client, HTTP/1.1 to the "
+                        "origin); needs --serve")
     p.add_argument("--tunnel", choices=("wireguard",),
                    help="a VPN from the client host to an endpoint on the server LAN (satbench-tunnel): it hides "
                         "TCP from PEPs")
@@ -216,6 +220,12 @@ def _shell(a: argparse.Namespace, rest: list[str]) -> int:
         raise InputError("--pep-satellite and --pep-terrestrial need --pep")
     if a.tunnel:
         path.append(Tunnel(a.tunnel, {}))
+    if a.proxy:
+        factors = {"pep": a.pep or "none", "tunnel": a.tunnel or "none", "cc": a.cc or "cubic"}
+        problem = Proxy.check(a.proxy, factors)
+        if problem:
+            raise InputError(f"--proxy: {problem}")
+        path.append(Proxy(a.proxy, {}, factors))
     prereq.require_testbed()
     r = run_shell(spec, rest or None, serve=serve, on_ready=banner, path=path)
     if a.json_out:
@@ -234,6 +244,11 @@ def _shell(a: argparse.Namespace, rest: list[str]) -> int:
             print(f"satbench: PEP at the {name}: {s.get('accepted', 0)} connections relayed, "
                   f"{human_bytes(int(s.get('bytes_down', 0)))} down, {human_bytes(int(s.get('bytes_up', 0)))} up, "
                   f"{s.get('connect_failed', 0)} failed to connect, {s.get('refused_cap', 0)} refused at the cap",
+                  file=sys.stderr)
+        if "proxy" in r.report["path"]:
+            d = r.report["path"]["proxy"]["summary"]
+            print(f"satbench: proxy at the gateway: {d.get('requests', 0)} requests "
+                  f"({', '.join(f'{k} {v}' for k, v in d.get('by_protocol', {}).items()) or 'none'})",
                   file=sys.stderr)
         for name, d in r.report["path"].get("tunnel", {}).get("summary", {}).items():
             c = (d.get("client") or {}).get("summary") or {}

@@ -328,7 +328,7 @@ class Runner:
         measured = [(name, v) for name in BOUNDED if (v := rec.metrics.get(name)) is not None]
         if measured:
             rec.metrics["beats_window_bound"] = float(any(v < bound["window_bound_ms"] for _, v in measured))
-        if rec.status is TrialStatus.FAILED:
+        if rec.status is not TrialStatus.VALID:  # a failed or invalid load keeps its own reason
             return
         for name, v in measured:
             if v < bound["lower_bound_ms"] - BOUND_SLACK_MS:

@@ -1,7 +1,7 @@
 """Elements on the path between the clients and the servers, besides the
 satellite link: the access link behind the terminal, split-TCP PEPs, a
-terrestrial link behind the gateway and a VPN tunnel; proxies plug in the
-same way.
+terrestrial link behind the gateway, a VPN tunnel and an HTTP proxy at the
+gateway.
 
 An element is placed by one experiment factor (``access = "wifi"``). Its
 class says which link profiles the value needs (resolved once, at plan time,
@@ -37,8 +37,10 @@ class PathElement(ABC):
     default: ClassVar[Any] = "none"
     meaning: ClassVar[str] = ""
 
-    def __init__(self, value: Any, links: Mapping[str, LinkSpec]):
-        self.value, self.links = value, dict(links)
+    def __init__(self, value: Any, links: Mapping[str, LinkSpec], factors: Mapping[str, Any] | None = None):
+        #: Its value, the links it needs, and the trial's other factors (a proxy
+        #: sends with the trial's congestion control, say).
+        self.value, self.links, self.factors = value, dict(links), dict(factors or {})
 
     @classmethod
     def check(cls, value: Any, factors: Mapping[str, Any]) -> str | None:
@@ -82,6 +84,7 @@ ELEMENTS: dict[str, str] = {
     "pep": "satbench.path.pep:Pep",
     "terrestrial": "satbench.path.terrestrial:TerrestrialLink",
     "tunnel": "satbench.path.tunnel:Tunnel",
+    "proxy": "satbench.path.proxy:Proxy",
 }
 
 
@@ -98,5 +101,5 @@ def elements(factors: Mapping[str, Any], links: Mapping[str, LinkSpec]) -> list[
         cls = element_class(factor)
         value = factors.get(factor, cls.default)
         if value != cls.default:
-            out.append(cls(value, {r: links[r] for r in cls.profiles(value)}))
+            out.append(cls(value, {r: links[r] for r in cls.profiles(value)}, factors))
     return out

@@ -1,0 +1,68 @@
+"""An HTTP proxy at the gateway (``proxy = "nginx"``): clients speak HTTP/2
+(or HTTP/1.1) to it over the satellite while the origin sees only HTTP/1.1
+requests from it (its access log proves it); QUIC passes untouched; the
+proxy's log counts every request; impossible combinations are refused."""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from pathlib import Path
+
+from ..helpers import run_cli, satbench_leftovers
+
+
+def test_clients_speak_h2_to_the_proxy_and_the_origin_sees_http11(tmp_path: Path) -> None:
+    exp = tmp_path / "p.toml"
+    exp.write_text('[experiment]\nname = "p"\nseed = 1\ntimeout_s = 90\norder = "sequential"\n'
+                   'artefacts = ["server"]\n[factors]\nlink = "geo"\nprotocol = ["h2", "h3"]\n'
+                   'page = "uniform-500k"\nclient = "loader"\nproxy = "nginx"\n')
+    db = tmp_path / "p.sqlite"
+    p = run_cli("run", str(exp), "--db", str(db), timeout=400)
+    assert p.returncode == 0, p.stdout + p.stderr
+    con = sqlite3.connect(db)
+    try:
+        rows = con.execute("SELECT id, factors, status, reason, artefacts, env FROM trials").fetchall()
+        m = {tid: dict(con.execute("SELECT name, value FROM metrics WHERE trial_id = ?", (tid,)).fetchall())
+             for tid, *_ in rows}
+        protos = {tid: {r[0] for r in con.execute("SELECT protocol FROM objects WHERE trial_id = ?", (tid,))}
+                  for tid, *_ in rows}
+    finally:
+        con.close()
+    assert len(rows) == 2
+    for tid, factors, status, reason, art, env in rows:
+        f, x = json.loads(factors), m[tid]
+        assert status == "valid", reason
+        origin = [json.loads(line) for line in (Path(art) / "server" / "access.jsonl").read_text().splitlines()]
+        origin_reqs = [r for r in origin if r.get("type") == "request"]
+        if f["protocol"] == "h2":
+            # The client's objects all came over HTTP/2 (from the proxy), the origin's requests all over HTTP/1.1.
+            assert protos[tid] == {"h2"}
+            assert x["proxy_requests"] == x["responses"] == x["proxy_h2_requests"] == len(origin_reqs)
+            assert {r["proto"] for r in origin_reqs} == {"http/1.1"}, origin_reqs[:2]
+            summary = json.loads(env)["path"]["proxy"]
+            assert summary["by_protocol"] == {"HTTP/2.0": x["responses"]} and summary["upstream_statuses"] == ["200"]
+            # The proxy sends over the satellite with the trial's congestion control.
+            assert all("congctl cubic" in r for r in summary["routes"]), summary["routes"]
+        else:
+            # QUIC is not redirected: HTTP/3 reaches the origin itself.
+            assert protos[tid] == {"h3"} and x["proxy_requests"] == 0
+            assert {r["proto"] for r in origin_reqs} == {"h3"}
+    assert satbench_leftovers() == []
+
+
+def test_impossible_proxy_combinations_are_refused(tmp_path: Path) -> None:
+    exp = tmp_path / "bad.toml"
+    for rest, why in (('proxy = "squid"', "kind must be nginx"),
+                      ('proxy = { kind = "nginx", upstream = "h2" }', "upstream must be h1"),
+                      ('pep = "gateway"\nproxy = "nginx"', "PEP at the gateway"),
+                      ('tunnel = "wireguard"\nproxy = "nginx"', "VPN tunnel")):
+        exp.write_text('[experiment]\nname = "bad"\n[factors]\nlink = "geo"\nprotocol = "h2"\npage = "blank"\n'
+                       'client = "loader"\n' + rest + "\n")
+        line = 1 + exp.read_text().splitlines().index(next(x for x in exp.read_text().splitlines()
+                                                           if x.startswith("proxy")))
+        p = run_cli("plan", str(exp))
+        assert p.returncode == 2, p.stdout + p.stderr
+        [msg] = p.stderr.strip().splitlines()
+        assert re.search(rf"{re.escape(str(exp))}:{line}: (factors\.)?proxy: ", msg) and why in msg, msg
