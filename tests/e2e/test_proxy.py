@@ -52,6 +52,33 @@ def test_clients_speak_h2_to_the_proxy_and_the_origin_sees_http11(tmp_path: Path
     assert satbench_leftovers() == []
 
 
+def test_a_warm_cache_answers_every_request(tmp_path: Path) -> None:
+    exp = tmp_path / "c.toml"
+    exp.write_text('[experiment]\nname = "c"\nseed = 1\ntimeout_s = 90\norder = "sequential"\n'
+                   'artefacts = ["server"]\n[factors]\nlink = "geo"\nprotocol = "h2"\npage = "uniform-500k"\n'
+                   'client = "loader"\nproxy = [{ kind = "nginx", cache = "cold" }, { kind = "gateway", cache = "warm" }]\n')
+    db = tmp_path / "c.sqlite"
+    p = run_cli("run", str(exp), "--db", str(db), timeout=400)
+    assert p.returncode == 0, p.stdout + p.stderr
+    con = sqlite3.connect(db)
+    try:
+        rows = con.execute("SELECT id, factors, status, reason, env FROM trials").fetchall()
+        m = {tid: dict(con.execute("SELECT name, value FROM metrics WHERE trial_id = ?", (tid,)).fetchall())
+             for tid, *_ in rows}
+    finally:
+        con.close()
+    got = {}
+    for tid, _factors, status, reason, env in rows:
+        assert status == "valid", reason
+        s = json.loads(env)["path"]["proxy"]
+        got[s["cache"]] = (m[tid], s)
+    (cold, cs), (warm, ws) = got["cold"], got["warm"]
+    assert cold["proxy_cache_hits"] == 0 and cs["warmed"] == 0
+    # Warm: the page was fetched through the proxy before the trial; every request of the load is a hit.
+    assert ws["warmed"] == warm["responses"] == warm["proxy_requests"] == warm["proxy_cache_hits"]
+    assert cold["proxy_requests"] == cold["responses"]
+
+
 def test_impossible_proxy_combinations_are_refused(tmp_path: Path) -> None:
     exp = tmp_path / "bad.toml"
     for rest, why in (('proxy = "squid"', "kind must be nginx"),

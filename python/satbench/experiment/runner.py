@@ -219,6 +219,8 @@ class Runner:
                     for e in path:
                         running.enter_context(e.start(tb, art))
                     server = running.enter_context(self.lab.server(t.server).start(self._serve(t, tb, art)))
+                    for e in path:
+                        e.serving(tb)
                     clock.mark("server_up_s")
                     with clock.span("client_s"):
                         outcome = self._load(t, tb, art)

@@ -65,6 +65,10 @@ class PathElement(ABC):
         """Run what the element needs while the trial runs."""
         yield
 
+    def serving(self, tb: "Testbed") -> None:
+        """The origin is up (called after the server started, before the
+        load): do what needs it, such as warming a cache."""
+
     def summary(self) -> dict[str, Any]:
         """What the element did, for the trial's record (``env.path.FACTOR``)."""
         return {}

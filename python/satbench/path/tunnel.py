@@ -6,7 +6,7 @@ kernel has no wireguard link type) to a VPN endpoint on the server LAN
 is then only UDP (port 51820 + the client's number): a PEP sees no TCP to
 split, and its counters say so.
 
-Placed by ``tunnel = "wireguard"`` (or ``{ kind = "wireguard", mtu = 1420,
+Placed by ``tunnel = "wireguard"`` (``"vpn"`` is the same; or ``{ kind = "wireguard", mtu = 1420,
 keepalive = 25 }``). MTU and MSS: the tunnel devices have MTU 1420
 (WireGuard's usual: 1500 minus 60 bytes of outer IPv4, UDP and WireGuard
 headers, and 20 to spare), the clients' routes to the servers go through
@@ -45,6 +45,8 @@ BASE_PORT = 51820
 DEVICE = "sbwg0"
 DEFAULTS: dict[str, Any] = {"kind": "wireguard", "mtu": 1420, "keepalive": None}
 KINDS = ("wireguard",)
+#: Other names of the one kind (the issue's "vpn").
+ALIASES = {"vpn": "wireguard"}
 
 
 def tunnel_binary() -> Path:
@@ -66,7 +68,7 @@ class Tunnel(PathElement):
         unknown = set(v) - set(DEFAULTS)
         if unknown:
             return f"unknown key {sorted(unknown)[0]!r} (known: {', '.join(DEFAULTS)})"
-        if v.get("kind", "wireguard") not in KINDS:
+        if ALIASES.get(v.get("kind", "wireguard"), v.get("kind")) not in KINDS:
             return f"kind must be one of {', '.join(KINDS)}, got {v.get('kind')!r}"
         mtu = v.get("mtu", 1420)
         if isinstance(mtu, bool) or not isinstance(mtu, int) or not 1280 <= mtu <= 1440:

@@ -121,6 +121,8 @@ def run_shell(spec: TestbedSpec, argv: Sequence[str] | None, *,
                 elements.enter_context(e.start(tb, tb.run_dir))
             if serve is not None:
                 server = serve(tb)
+                for e in path:
+                    e.serving(tb)
             env = {**os.environ, **tb.env()}
             if argv:
                 cmd = list(argv)
