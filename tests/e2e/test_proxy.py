@@ -6,11 +6,15 @@ proxy's log counts every request; impossible combinations are refused."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import sqlite3
+import subprocess
+import time
 from pathlib import Path
 
-from ..helpers import run_cli, satbench_leftovers
+from ..helpers import SATBENCH, run_cli, satbench_leftovers
 
 
 def test_clients_speak_h2_to_the_proxy_and_the_origin_sees_http11(tmp_path: Path) -> None:
@@ -50,6 +54,26 @@ def test_clients_speak_h2_to_the_proxy_and_the_origin_sees_http11(tmp_path: Path
             assert protos[tid] == {"h3"} and x["proxy_requests"] == 0
             assert {r["proto"] for r in origin_reqs} == {"h3"}
     assert satbench_leftovers() == []
+
+
+def test_chromium_gets_h2_from_the_proxy(tmp_path: Path) -> None:
+    exp = tmp_path / "b.toml"
+    exp.write_text('[experiment]\nname = "b"\nseed = 1\ntimeout_s = 90\nartefacts = ["server"]\n[factors]\n'
+                   'link = "geo"\nprotocol = "h2"\npage = "uniform-500k"\nclient = "chromium"\nproxy = "nginx"\n')
+    db = tmp_path / "b.sqlite"
+    p = run_cli("run", str(exp), "--db", str(db), timeout=400)
+    assert p.returncode == 0, p.stdout + p.stderr
+    con = sqlite3.connect(db)
+    try:
+        [(tid, status, reason, art)] = con.execute("SELECT id, status, reason, artefacts FROM trials").fetchall()
+        protos = [r[0] for r in con.execute("SELECT protocol FROM objects WHERE trial_id = ?", (tid,))]
+    finally:
+        con.close()
+    assert status == "valid", reason
+    # The browser's resources came over HTTP/2 (from the proxy); the origin saw HTTP/1.1 only.
+    assert protos and set(protos) == {"h2"}, protos
+    origin = [json.loads(line) for line in (Path(art) / "server" / "access.jsonl").read_text().splitlines()]
+    assert {r["proto"] for r in origin if r.get("type") == "request"} == {"http/1.1"}
 
 
 def test_a_warm_cache_answers_every_request(tmp_path: Path) -> None:
@@ -93,3 +117,24 @@ def test_impossible_proxy_combinations_are_refused(tmp_path: Path) -> None:
         assert p.returncode == 2, p.stdout + p.stderr
         [msg] = p.stderr.strip().splitlines()
         assert re.search(rf"{re.escape(str(exp))}:{line}: (factors\.)?proxy: ", msg) and why in msg, msg
+
+
+def _proxies() -> list[str]:
+    return subprocess.run(["pgrep", "-f", "proxy-nginx.conf"], capture_output=True, text=True).stdout.split()
+
+
+def test_sigkill_of_the_owner_leaves_no_proxy(tmp_path: Path) -> None:
+    before = _proxies()
+    (tmp_path / "www").mkdir()
+    p = subprocess.Popen([*SATBENCH, "shell", "--link", "wire", "--serve", str(tmp_path / "www"), "--proxy", "nginx",
+                          "-q", "--", "sleep", "60"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    deadline = time.monotonic() + 30
+    while len(_proxies()) < len(before) + 1:  # nginx's master (its worker's title does not name the file)
+        assert time.monotonic() < deadline and p.poll() is None, p.stderr.read() if p.stderr else ""
+        time.sleep(0.05)
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait()
+    assert run_cli("cleanup").returncode == 0
+    assert satbench_leftovers() == []
+    assert _proxies() == before

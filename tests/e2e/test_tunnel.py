@@ -7,14 +7,18 @@ values are refused with file, line and field; nothing is left behind."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import sqlite3
+import subprocess
+import time
 from pathlib import Path
 
 from satbench import Testbed, TestbedSpec, load_profile
 from satbench.path.tunnel import Tunnel
 
-from ..helpers import run_cli, satbench_leftovers
+from ..helpers import SATBENCH, run_cli, satbench_leftovers
 
 
 def test_through_the_tunnel_the_peps_split_nothing(tmp_path: Path) -> None:
@@ -93,3 +97,25 @@ def test_bad_tunnel_values_are_refused(tmp_path: Path) -> None:
         assert p.returncode == 2, p.stdout + p.stderr
         [msg] = p.stderr.strip().splitlines()
         assert re.search(rf"{re.escape(str(exp))}:{line}: (factors\.)?tunnel: ", msg) and why in msg, msg
+
+
+def _processes(pattern: str) -> list[str]:
+    p = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True)
+    return p.stdout.split()
+
+
+def test_sigkill_of_the_owner_leaves_no_tunnel_rule_or_route() -> None:
+    before = _processes("satbench-tunnel run")
+    p = subprocess.Popen([*SATBENCH, "shell", "--link", "wire", "--tunnel", "wireguard", "--pep", "both", "-q", "--",
+                          "sleep", "60"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    deadline = time.monotonic() + 30
+    while len(_processes("satbench-tunnel run")) < len(before) + 2:
+        assert time.monotonic() < deadline and p.poll() is None, p.stderr.read() if p.stderr else ""
+        time.sleep(0.05)
+    os.kill(p.pid, signal.SIGKILL)  # the owner only: its testbed, tunnel ends and command are orphaned
+    p.wait()
+    # The next satbench command removes the namespaces (their tunnels, NAT and routes) and every process in them.
+    assert run_cli("cleanup").returncode == 0
+    assert satbench_leftovers() == []
+    assert _processes("satbench-tunnel run") == before

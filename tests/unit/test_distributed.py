@@ -100,7 +100,8 @@ def test_each_difference_is_named_version_commit_and_binary() -> None:
 
 def test_identity_names_the_binaries() -> None:
     me = identity()
-    assert set(me["binaries"]) == {"satbench-link", "satbench-server", "satbench-load", "satbench-pep"}
+    assert set(me["binaries"]) == {"satbench-link", "satbench-server", "satbench-load", "satbench-pep",
+                                   "satbench-tunnel"}
     assert me["satbench"] and identity_difference(me, identity()) is None
 
 
