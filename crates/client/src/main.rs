@@ -118,7 +118,7 @@ const USAGE: &str = "usage: satbench-load URL --protocol h1|h2|h3 [--clients C] 
 enum Command {
     /// `-h` or `--help`: print the usage line and exit 0.
     Help,
-    Load(Args),
+    Load(Box<Args>),
 }
 
 /// A command line that cannot be used; printed as `satbench-load: <message>`, exit 2.
@@ -268,7 +268,7 @@ where
     if a.upload.is_some() && !a.single {
         return Err(ArgError::UploadWithoutSingle);
     }
-    Ok(Command::Load(a))
+    Ok(Command::Load(Box::new(a)))
 }
 
 fn cpu_seconds() -> f64 {
@@ -300,7 +300,7 @@ fn wait_until_unix_ns(at: u64) {
 
 fn main() {
     let a = match parse(std::env::args_os().skip(1)) {
-        Ok(Command::Load(a)) => a,
+        Ok(Command::Load(a)) => *a,
         Ok(Command::Help) => {
             println!("{USAGE}");
             return;
@@ -386,7 +386,7 @@ mod tests {
 
     fn load(args: &[&str]) -> Args {
         match parse(args.iter().copied()).unwrap() {
-            Command::Load(a) => a,
+            Command::Load(a) => *a,
             Command::Help => panic!("help"),
         }
     }

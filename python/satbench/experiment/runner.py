@@ -38,7 +38,7 @@ from ..endpoints.options import ServerOptions, experiment_keys
 from ..errors import SatbenchError, TestbedError
 from ..metrics import object_metrics
 from ..model import ClientKind, ClientOutcome, LinkCounters, Protocol, ServerKind, TrialStatus
-from ..path import elements
+from ..path import PathElement, elements
 from ..results.store import Store, TrialRecord, check_path
 from ..testbed import knobs
 from ..testbed.cleanup import cleanup
@@ -206,11 +206,7 @@ class Runner:
             shutil.rmtree(art, ignore_errors=True)
             art.mkdir(parents=True)
             path = elements(t.factors, t.links)
-            spec = TestbedSpec(link=t.link, seed=seed, clients=population.hosts_needed(t.factors),
-                               terminals=int(t.factors.get("terminals", 1)),
-                               pcap_dir=art / "pcap" if "pcap" in self.exp.artefacts else None)
-            for e in path:
-                e.configure(spec)
+            spec = self._testbed_spec(t, seed, art, path)
             with self.lab.testbed(spec) as tb:
                 clock.mark("testbed_up_s")
                 set_knobs = knobs.from_factors(t.factors)
@@ -224,26 +220,48 @@ class Runner:
                     clock.mark("server_up_s")
                     with clock.span("client_s"):
                         outcome = self._load(t, tb, art)
-                    # A part that died during the load makes it no measurement of the path.
-                    faults = [f for f in (server.fault(), *tb.faults(), *(e.fault() for e in path)) if f]
-                    rec.env["knobs_after_load"], drift = knobs.reread(set_knobs, tb)
-                    faults += drift
+                    faults = self._faults(server, tb, path, set_knobs, rec)
                 rec.server_summary = server.summary()
-            for e in path:  # after teardown: an emulated element's counters come when it stops
-                if summary := e.summary():
-                    rec.env.setdefault("path", {})[e.factor] = summary
-                rec.metrics.update(e.metrics())
-            rec.server_summary.tcp_cc_route = tb.effective_tcp_cc
-            rec.metrics.update(rec.server_summary.limited_shares())
-            if rec.server_summary.connections is not None:  # per page load, as the origin counted them
-                rec.metrics["server_connections"] = rec.server_summary.connections
-            rec.link_counters = None if tb.link_counters is None else tb.link_counters.raw
+            self._collect(rec, tb, path)
             self._judge(rec, t, outcome)
             if faults:
                 rec.status, rec.reason = TrialStatus.FAILED, "; ".join(faults)
         except (SatbenchError, OSError, subprocess.SubprocessError, json.JSONDecodeError, KeyError) as e:
             rec.status, rec.reason = TrialStatus.FAILED, f"{type(e).__name__}: {e}"[:2000]
         return self._finish(rec, t, clock, art, outcome)
+
+    def _testbed_spec(self, t: Trial, seed: int, art: Path, path: list[PathElement]) -> TestbedSpec:
+        """The trial's testbed, as its path elements shape it."""
+        spec = TestbedSpec(link=t.link, seed=seed, clients=population.hosts_needed(t.factors),
+                           terminals=int(t.factors.get("terminals", 1)),
+                           pcap_dir=art / "pcap" if "pcap" in self.exp.artefacts else None)
+        for e in path:
+            e.configure(spec)
+        return spec
+
+    @staticmethod
+    def _faults(server: Server, tb: RunningTestbed, path: list[PathElement], set_knobs: list[knobs.Knob],
+                rec: TrialRecord) -> list[str]:
+        """Why the load is no measurement of the path: a part that died during
+        it, or a knob that no longer reads as set (read again, and recorded)."""
+        faults = [f for f in (server.fault(), *tb.faults(), *(e.fault() for e in path)) if f]
+        rec.env["knobs_after_load"], drift = knobs.reread(set_knobs, tb)
+        return faults + drift
+
+    @staticmethod
+    def _collect(rec: TrialRecord, tb: RunningTestbed, path: list[PathElement]) -> None:
+        """After teardown (an emulated element's counters come when it stops):
+        the path elements' summaries and metrics, the server's, the link's."""
+        for e in path:
+            if summary := e.summary():
+                rec.env.setdefault("path", {})[e.factor] = summary
+            rec.metrics.update(e.metrics())
+        assert rec.server_summary is not None
+        rec.server_summary.tcp_cc_route = tb.effective_tcp_cc
+        rec.metrics.update(rec.server_summary.limited_shares())
+        if rec.server_summary.connections is not None:  # per page load, as the origin counted them
+            rec.metrics["server_connections"] = rec.server_summary.connections
+        rec.link_counters = None if tb.link_counters is None else tb.link_counters.raw
 
     def _record(self, t: Trial, seq: int, seed: int, clock: _Clock, art: Path) -> TrialRecord:
         env = {**self.env, "loadavg": os.getloadavg(), "emulator_seed": seed, "order_seed": self.order_seed}
