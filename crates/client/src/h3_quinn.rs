@@ -8,7 +8,7 @@
 //! without path MTU discovery, as quiche's. No 0-RTT: as with quiche, each
 //! client's connection to an origin is its first.
 
-use crate::h3::{H3Error, Req, HANDSHAKE_TIMEOUT};
+use crate::h3_common::{H3Error, Req, HANDSHAKE_TIMEOUT};
 use crate::session::{keep_type, Progress, Session};
 use crate::upload::Payload;
 use crate::url::Url;

@@ -31,6 +31,7 @@ mod discover;
 #[cfg(test)]
 mod fuzz;
 mod h3;
+mod h3_common;
 mod h3_quinn;
 mod page;
 mod session;
