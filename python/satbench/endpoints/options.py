@@ -20,11 +20,12 @@ SATBENCH_ONLY = frozenset({ServerKind.SATBENCH})
 
 def option(default: Any, help: str, *, flag: str | None = None, metavar: str | None = None,
            servers: frozenset[ServerKind] = SATBENCH_ONLY, lo: int = 1, hi: int = 1 << 30,
-           experiment: bool = True, choices: tuple[str, ...] | None = None) -> Any:
-    """A server option: a dataclass field carrying how it is offered."""
+           experiment: bool = True, choices: tuple[str, ...] | None = None, binary: bool = True) -> Any:
+    """A server option: a dataclass field carrying how it is offered (and,
+    with ``binary``, that satbench-server takes it as the same flag)."""
     return dataclasses.field(default=default, metadata={
         "help": help, "flag": flag, "metavar": metavar, "servers": servers, "lo": lo, "hi": hi,
-        "experiment": experiment, "choices": choices})
+        "experiment": experiment, "choices": choices, "binary": binary})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -41,7 +42,7 @@ class ServerOptions:
     rcvbuf: int | None = option(None, "server socket receive buffer", metavar="BYTES")
     quic_initcwnd: int | None = option(None, "QUIC initial congestion window", metavar="PACKETS", hi=10_000)
     tcp_initcwnd: int | None = option(None, "TCP initial congestion window, on the server host's route "
-                                            "(testbed servers only)", metavar="SEGMENTS", hi=1000)
+                                            "(testbed servers only)", metavar="SEGMENTS", hi=1000, binary=False)
     quic_stack: str = option("quiche", "the QUIC stack serving HTTP/3: quiche, or quinn (with the h3 crate)",
                              choices=("quiche", "quinn"), experiment=False)
     quic_max_data: int | None = option(None, "the QUIC connection flow-control window the server advertises "
@@ -49,7 +50,8 @@ class ServerOptions:
     quic_max_stream_data: int | None = option(None, "the QUIC stream flow-control window the server advertises "
                                                     "(fixed; default: the stack's own)", metavar="BYTES",
                                                hi=1 << 40)
-    keylog: bool = option(False, "write TLS keys (SSLKEYLOGFILE format) to the log folder", experiment=False)
+    keylog: bool = option(False, "write TLS keys (SSLKEYLOGFILE format) to the log folder", experiment=False,
+                          binary=False)
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -63,6 +65,22 @@ class ServerOptions:
     def given(self) -> dict[str, Any]:
         """The options that differ from their defaults."""
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if getattr(self, f.name) != f.default}
+
+
+def server_argv(o: ServerOptions) -> list[str]:
+    """The options as satbench-server's flags: a switch when it is not at its
+    default, a value when one is given."""
+    argv: list[str] = []
+    for f in fields():
+        if not f.metadata["binary"]:
+            continue
+        v = getattr(o, f.name)
+        if is_bool(f):
+            if v != f.default:
+                argv.append(flag_of(f))
+        elif v is not None:
+            argv += [flag_of(f), str(v)]
+    return argv
 
 
 def fields() -> tuple[dataclasses.Field[Any], ...]:

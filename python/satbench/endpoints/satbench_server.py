@@ -23,7 +23,7 @@ from ..testbed.host import Host
 from ..testbed.proc import describe_exit, read_ready_line, stop_process
 from . import ca as ca_mod
 from .base import Problem, Server, ServeRequest
-from .options import ServerOptions
+from .options import ServerOptions, server_argv
 
 
 def server_binary() -> Path:
@@ -70,21 +70,11 @@ class SatbenchServer(Server):
             argv += ["--cert", str(c.server_cert), "--key", str(c.server_key)]
         if self.cc:
             argv += ["--cc", self.cc.value]
-        if not o.h3:
-            argv.append("--no-h3")
         if telemetry:
             argv += ["--tcp-info", str(self.log_dir / "tcp_info.jsonl")]
             if o.h3:
                 argv += ["--qlog-dir", str(self.log_dir / "qlog")]
-        for flag, on in (("--tfo", o.tfo), ("--no-resumption", not o.resumption), ("--no-0rtt", not o.zero_rtt),
-                         ("--no-pacing", not o.pacing)):
-            if on:
-                argv.append(flag)
-        for flag, v in (("--sndbuf", o.sndbuf), ("--rcvbuf", o.rcvbuf), ("--quic-initcwnd", o.quic_initcwnd),
-                        ("--quic-max-data", o.quic_max_data), ("--quic-max-stream-data", o.quic_max_stream_data)):
-            if v is not None:
-                argv += [flag, str(v)]
-        argv += ["--quic-stack", o.quic_stack]
+        argv += server_argv(o)
         if telemetry and o.h3:
             argv += ["--quic-info", str(self.log_dir / "quic_info.jsonl")]
         argv += extra or []
