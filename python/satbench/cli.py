@@ -36,9 +36,7 @@ from .endpoints.satbench_server import SatbenchServer
 from .errors import InputError, SatbenchError
 from .experiment import runner
 from .experiment import spec as experiment_spec
-from .experiment.design import trial_key
 from .experiment.plan import Plan
-from .experiment.spec import resolve_trial_links
 from .link import profile
 from .link.spec import LinkSpec, resolve
 from .model import CongestionControl, Protocol, TrialStatus, choices
@@ -473,27 +471,10 @@ def _plan(a: argparse.Namespace, _: list[str]) -> int:
             row = r.db.execute("SELECT id, seed FROM experiments WHERE name = ?", (exp.name,)).fetchone()
             if row:
                 stored_seed = int(row[1])
-                done = frozenset(k for (k,) in r.db.execute(
-                    "SELECT key FROM trials WHERE experiment_id = ? AND status != 'failed'", (row[0],)))
-            if r.version < 2 and row:
-                done = _v1_done(r, row[0])
+                done = runner.done_keys(r.db, r.version, int(row[0]))
     plan = Plan(exp, exp.run_order(stored_seed), done)
     print(json.dumps(plan.to_json()) if a.json else plan.format(limit=None if a.all else 50))
     return 0
-
-
-def _v1_done(r: Any, experiment_id: int) -> frozenset[str]:
-    """Trials of a satbench 0.1 database, under the keys they will have once migrated."""
-    out = set()
-    for factors, rep, counters in r.db.execute("SELECT factors, rep, link_counters FROM trials "
-                                                "WHERE experiment_id = ? AND status != 'failed'", (experiment_id,)):
-        f = json.loads(factors)
-        ran = (json.loads(counters) or {}).get("config") if counters else None
-        try:
-            out.add(trial_key(f, int(rep), resolve_trial_links(f, ran)))
-        except SatbenchError:
-            continue
-    return frozenset(out)
 
 
 def _run_args(p: argparse.ArgumentParser) -> None:

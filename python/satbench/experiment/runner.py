@@ -460,6 +460,25 @@ def _key(factors: dict[str, Any], rep: int, hashes: dict[str, str]) -> str:
     return trial_key(factors, rep, hashes)
 
 
+def done_keys(db: sqlite3.Connection, version: int, experiment_id: int) -> frozenset[str]:
+    """The keys of a study's stored trials that need not run again (all but
+    the failed), read only: a satbench 0.1 database's (schema 1) under the
+    keys they will have once migrated, computed as the migration computes them."""
+    if version >= 2:
+        return frozenset(k for (k,) in db.execute(
+            "SELECT key FROM trials WHERE experiment_id = ? AND status != 'failed'", (experiment_id,)))
+    out = set()
+    for factors, rep, counters in db.execute("SELECT factors, rep, link_counters FROM trials "
+                                             "WHERE experiment_id = ? AND status != 'failed'", (experiment_id,)):
+        f = json.loads(factors)
+        ran = (json.loads(counters) or {}).get("config") if counters else None
+        try:
+            out.add(_key(f, int(rep), {role: s.hash for role, s in resolve_trial_links(f, ran).items()}))
+        except SatbenchError:
+            continue
+    return frozenset(out)
+
+
 def open_store(db: Path, timeout_s: float = 30) -> Store:
     """The results database for writing, migrated to the current schema
     (a satbench 0.1 database gets the links its trials really ran)."""
