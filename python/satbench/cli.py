@@ -40,12 +40,9 @@ from .experiment.plan import Plan
 from .link import profile
 from .link.spec import LinkSpec, resolve
 from .model import CongestionControl, Protocol, TrialStatus, choices
-from .path import PathElement
-from .path.pep import Pep
-from .path.proxy import Proxy
-from .path.tunnel import Tunnel
+from .path import PathElement, element_class
 from .testbed.cleanup import cleanup
-from .testbed.shell import format_counters, human_bytes, run_shell
+from .testbed.shell import format_counters, run_shell
 from .testbed.testbed import MAX_TERMINALS, Testbed, TestbedSpec, check_namespace_default_cc, terminal_subnets
 
 DEFAULT_DB = "results/satbench.sqlite"
@@ -127,10 +124,10 @@ def _shell_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pep-satellite", metavar="SETTINGS",
                    help="the PEP's satellite leg's TCP settings (cc=bbr,sndbuf=16M,rcvbuf=16M,nodelay,fastopen)")
     p.add_argument("--pep-terrestrial", metavar="SETTINGS", help="the PEP's terrestrial legs' TCP settings")
-    p.add_argument("--proxy", choices=("nginx",),
+    p.add_argument("--proxy", choices=("nginx", "gateway"),
                    help="an HTTP proxy at the gateway (nginx: HTTP/2 or HTTP/1.1 to the client, HTTP/1.1 to the "
                         "origin); needs --serve")
-    p.add_argument("--tunnel", choices=("wireguard",),
+    p.add_argument("--tunnel", choices=("wireguard", "vpn"),
                    help="a VPN from the client host to an endpoint on the server LAN (satbench-tunnel): it hides "
                         "TCP from PEPs")
     p.add_argument("--clients", type=int, default=1, help="client hosts (default 1)")
@@ -206,24 +203,20 @@ def _shell(a: argparse.Namespace, rest: list[str]) -> int:
             print(f"satbench: shell on {tb.client.name} ({tb.client.addr}) behind link '{tb.link.name}'; "
                   f"server {tb.server.name} ({tb.server.addr}); exit to tear down", file=sys.stderr)
 
-    path: list[PathElement] = []
-    if a.pep:
-        pep = {"at": a.pep, **({"satellite": a.pep_satellite} if a.pep_satellite else {}),
-               **({"terrestrial": a.pep_terrestrial} if a.pep_terrestrial else {})}
-        problem = Pep.check(pep, {})
-        if problem:
-            raise InputError(f"--pep: {problem}")
-        path.append(Pep(pep, {}))
-    elif a.pep_satellite or a.pep_terrestrial:
+    if (a.pep_satellite or a.pep_terrestrial) and not a.pep:
         raise InputError("--pep-satellite and --pep-terrestrial need --pep")
-    if a.tunnel:
-        path.append(Tunnel(a.tunnel, {}))
-    if a.proxy:
-        factors = {"pep": a.pep or "none", "tunnel": a.tunnel or "none", "cc": a.cc or "cubic"}
-        problem = Proxy.check(a.proxy, factors)
-        if problem:
-            raise InputError(f"--proxy: {problem}")
-        path.append(Proxy(a.proxy, {}, factors))
+    pep = {"at": a.pep, **({"satellite": a.pep_satellite} if a.pep_satellite else {}),
+           **({"terrestrial": a.pep_terrestrial} if a.pep_terrestrial else {})} if a.pep else None
+    # The path elements, as an experiment's factors would place them (the registry builds and checks them).
+    factors = {"pep": pep or "none", "tunnel": a.tunnel or "none", "proxy": a.proxy or "none", "cc": a.cc or "cubic"}
+    path: list[PathElement] = []
+    for factor in ("pep", "tunnel", "proxy"):
+        cls = element_class(factor)
+        if factors[factor] != cls.default:
+            problem = cls.check(factors[factor], factors)
+            if problem:
+                raise InputError(f"--{factor}: {problem}")
+            path.append(cls(factors[factor], {}, factors))
     prereq.require_testbed()
     r = run_shell(spec, rest or None, serve=serve, on_ready=banner, path=path)
     if a.json_out:
@@ -237,23 +230,9 @@ def _shell(a: argparse.Namespace, rest: list[str]) -> int:
         if terrestrial is not None:
             print(format_counters(r.report.get("terrestrial_counters"), f"satbench: terrestrial link "
                                   f"'{terrestrial.name}'"), file=sys.stderr)
-        for name, d in r.report["path"].get("pep", {}).get("summary", {}).items():
-            s = d.get("summary") or {}
-            print(f"satbench: PEP at the {name}: {s.get('accepted', 0)} connections relayed, "
-                  f"{human_bytes(int(s.get('bytes_down', 0)))} down, {human_bytes(int(s.get('bytes_up', 0)))} up, "
-                  f"{s.get('connect_failed', 0)} failed to connect, {s.get('refused_cap', 0)} refused at the cap",
-                  file=sys.stderr)
-        if "proxy" in r.report["path"]:
-            d = r.report["path"]["proxy"]["summary"]
-            print(f"satbench: proxy at the gateway: {d.get('requests', 0)} requests "
-                  f"({', '.join(f'{k} {v}' for k, v in d.get('by_protocol', {}).items()) or 'none'})",
-                  file=sys.stderr)
-        for name, d in r.report["path"].get("tunnel", {}).get("summary", {}).items():
-            c = (d.get("client") or {}).get("summary") or {}
-            print(f"satbench: tunnel from {name}: {c.get('tun_in_packets', 0)} packets in, "
-                  f"{c.get('tun_out_packets', 0)} out; {human_bytes(int(c.get('net_out_bytes', 0)))} sent and "
-                  f"{human_bytes(int(c.get('net_in_bytes', 0)))} received on the wire; "
-                  f"{c.get('handshakes', 0)} handshake(s)", file=sys.stderr)
+        for e in path:
+            for line in e.describe():
+                print(f"satbench: {line}", file=sys.stderr)
     return r.exit_code
 
 

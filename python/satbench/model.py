@@ -88,6 +88,21 @@ class ClientKind(enum.StrEnum):
         """Whether the client loads a page's objects (curl fetches the one URL)."""
         return self is not ClientKind.CURL
 
+    @property
+    def in_populations(self) -> bool:
+        """Whether a population's group may be of this kind (curl times one transfer alone)."""
+        return self is not ClientKind.CURL
+
+    @property
+    def overhead_s(self) -> float:
+        """The harness's time per trial besides the load, as the plan estimates it:
+        `satbench bench harness` for Chromium (launch and close, 0.85 s), Firefox
+        (2.6 s) and the loader (0.23-0.27 s), stored trials' `overhead_s` for curl (0.20 s)."""
+        return {"chromium": 0.85, "firefox": 2.6, "loader": 0.25, "curl": 0.2}[self.value]
+
+    # The per-kind facts the planner needs live here, not on the client classes:
+    # planning must not import a browser driver (the registry loads classes on use).
+
 
 class ServerKind(enum.StrEnum):
     SATBENCH = "satbench"

@@ -16,13 +16,13 @@ from typing import Any
 
 from ..endpoints import pages
 from ..link.spec import LinkSpec
+from ..model import ClientKind
 from . import population
 
 #: Harness overhead per trial (testbed build and teardown, server start, client
-#: start), without the LCP wait, as measured on a 2-core machine: `satbench bench
-#: harness` for the browsers (1.04-1.43 s and 2.7-3.05 s with the wait) and the
-#: loader (0.23-0.27 s), stored trials' `overhead_s` for curl (0.20 s).
-OVERHEAD_S = {"chromium": 0.85, "firefox": 2.6, "loader": 0.25, "curl": 0.2}
+#: start), without the LCP wait, as measured on a 2-core machine, per client kind:
+#: :attr:`satbench.model.ClientKind.overhead_s`.
+OVERHEAD_S = {k.value: k.overhead_s for k in ClientKind}
 #: Browsers wait this long after the load for LCP to settle.
 LCP_SETTLE_S = 0.3
 
@@ -111,7 +111,7 @@ def trial_s(factors: dict[str, Any], link: LinkSpec) -> float:
             w = min(1.0, total / MSS * p_loss / 10)
             transfer = max(transfer, (1 - w) * transfer + w * lossy)
     t = rounds * rtt + transfer + OVERHEAD_S.get(str(client), 0.5)
-    if client in ("chromium", "firefox"):
+    if ClientKind(str(client)).browser:
         t += LCP_SETTLE_S
     if mix is not None:  # every client prepares before the barrier (browsers start their drivers and launch)
         t += population.RELEASE_LEAD_S + (clients * BROWSER_READY_S if client != "loader"

@@ -72,8 +72,9 @@ def check(value: Any) -> str | None:
             extra = set(v) - {"n", "client", "connections"}
             if extra:
                 return f"{k}: unknown key {sorted(extra)[0]!r} (known: n, client, connections)"
-            if "client" in v and v["client"] not in ("chromium", "firefox", "loader"):
-                return f"{k}.client: must be chromium, firefox or loader, got {v['client']!r}"
+            kinds = [c.value for c in ClientKind if c.in_populations]
+            if "client" in v and v["client"] not in kinds:
+                return f"{k}.client: must be {', '.join(kinds[:-1])} or {kinds[-1]}, got {v['client']!r}"
             c = v.get("connections", 6)
             if isinstance(c, bool) or not isinstance(c, int) or not 1 <= c <= 64:
                 return f"{k}.connections: must be a whole number from 1 to 64, got {c!r}"

@@ -81,6 +81,10 @@ class PathElement(ABC):
         """Why the element failed while the trial ran (a process that died), or None."""
         return None
 
+    def describe(self) -> list[str]:
+        """What it did, in lines for a person (``satbench shell`` prints them)."""
+        return []
+
 
 #: factor -> "module:Class"
 ELEMENTS: dict[str, str] = {

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 from .. import prereq
 from ..errors import TestbedError
 from ..testbed.proc import read_ready_line, stop_process
+from ..testbed.shell import human_bytes
 from . import PathElement
 
 if TYPE_CHECKING:
@@ -251,6 +252,16 @@ class Pep(PathElement):
                         f"pep_{name}_failed": (s.get("connect_failed") or 0) + (s.get("refused_cap") or 0)
                         if s else None,
                         f"pep_{name}_connect_ms": statistics.median(connect) if connect else None})
+        return out
+
+    def describe(self) -> list[str]:
+        out = []
+        for name, d in self.summary().items():
+            s = d.get("summary") or {}
+            out.append(f"PEP at the {name}: {s.get('accepted', 0)} connections relayed, "
+                       f"{human_bytes(int(s.get('bytes_down', 0)))} down, {human_bytes(int(s.get('bytes_up', 0)))} "
+                       f"up, {s.get('connect_failed', 0)} failed to connect, {s.get('refused_cap', 0)} refused at "
+                       "the cap")
         return out
 
     def fault(self) -> str | None:

@@ -237,6 +237,11 @@ class Proxy(PathElement):
                 "proxy_h2_requests": float(sum(r.get("proto") == "HTTP/2.0" for r in reqs)),
                 "proxy_upstream_ms": statistics.median(up) if up else None}
 
+    def describe(self) -> list[str]:
+        d = self.summary()
+        by = ", ".join(f"{k} {v}" for k, v in d["by_protocol"].items()) or "none"
+        return [f"proxy at the gateway: {d['requests']} requests ({by}), {d['cache_hits']} from its cache"]
+
     def fault(self) -> str | None:
         proc = getattr(self, "proc", None)
         if proc is not None and proc.poll() is not None and getattr(self, "exit", None) is None:

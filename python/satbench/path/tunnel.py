@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 from .. import prereq
 from ..errors import TestbedError
 from ..testbed.proc import read_ready_line, stop_process
+from ..testbed.shell import human_bytes
 from . import PathElement
 
 if TYPE_CHECKING:
@@ -175,6 +176,16 @@ class Tunnel(PathElement):
         return {"tunnel_bytes_in": float(sum(s["tun_in_bytes"] + s["tun_out_bytes"] for s in ends)),
                 "tunnel_wire_bytes": float(sum(s["net_in_bytes"] + s["net_out_bytes"] for s in ends)),
                 "tunnel_handshakes": float(sum(s["handshakes"] for s in ends))}
+
+    def describe(self) -> list[str]:
+        out = []
+        for name, d in self.summary().items():
+            c = (d.get("client") or {}).get("summary") or {}
+            out.append(f"tunnel from {name}: {c.get('tun_in_packets', 0)} packets in, {c.get('tun_out_packets', 0)} "
+                       f"out; {human_bytes(int(c.get('net_out_bytes', 0)))} sent and "
+                       f"{human_bytes(int(c.get('net_in_bytes', 0)))} received on the wire; "
+                       f"{c.get('handshakes', 0)} handshake(s)")
+        return out
 
     def fault(self) -> str | None:
         for name, r in getattr(self, "running", {}).items():
