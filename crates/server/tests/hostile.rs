@@ -793,9 +793,13 @@ fn h2_continuation_flood() {
                 }
             }
             eprintln!("continuation flood ({what}): {frames} frames written before the server stopped reading, GOAWAY {code:?}");
+            // The server must end the flood: stop reading (our writes fail before
+            // 100,000 frames) or answer GOAWAY. Empty frames (0.9 MB in all) can
+            // all fit in the kernel's socket buffers before a busy server reads
+            // them, so for them the GOAWAY is the proof.
             assert!(
-                frames < 100_000,
-                "the server took 100,000 CONTINUATION frames"
+                frames < 100_000 || code.is_some(),
+                "the server took 100,000 CONTINUATION frames and never said GOAWAY"
             );
             srv.sample();
         }
