@@ -34,6 +34,11 @@ says so (``beats_window_bound`` = 1); it is not an error.
 - **Connections**: HTTP/1.1 clients use as many as the trial allows; a
   browser is assumed to use at least 6 (its own default), whatever the
   factor says, so that a browser opening more cannot fail the check.
+- **Shards**: a page sharded over K hosts (K >= 2) names its shards only in
+  its HTML, and at least one shard has an address of its own (no
+  connection can be reused for it): its objects wait for one more
+  handshake after the HTML. Each shard allows its own connections (K times
+  as many over HTTP/1.1), and each connection has its own first window.
 
 Headers, framing and retransmissions only add to a real load. The bounds
 hold per client: clients sharing a link only slow each other.
@@ -77,15 +82,19 @@ def lower_bound_ms(factors: dict[str, Any], links: dict[str, LinkSpec], html_byt
     quic = proto == "h3"
     handshake = 1 if quic else 2
     n = len(object_bytes)
+    shards = int(factors.get("shards", 1)) if n else 1
     connections = max(1, int(factors.get("connections", 6)))
     if browser:
         connections = max(connections, BROWSER_CONNECTIONS)
+    connections *= shards
     if n == 0:
         requests = 1
     elif proto == "h1":
         requests = 1 + math.ceil(n / connections)
     else:
         requests = 2
+    if shards > 1:  # the shards' own handshakes, once the HTML named them
+        requests += handshake
     total = html_bytes + sum(object_bytes)
     # An upload's bytes cross the return link, sent by the client (whose
     # initial window is the kernel's or the QUIC stack's default, 10).
@@ -96,7 +105,7 @@ def lower_bound_ms(factors: dict[str, Any], links: dict[str, LinkSpec], html_byt
     serial_ms = total * 8 / rate_bps * 1e3 if rate_bps else 0.0
     initcwnd = None if upload else factors.get("server.quic_initcwnd" if quic else "server.tcp_initcwnd")
     initcwnd = initcwnd or 10
-    conns = connections if proto == "h1" and n else 1
+    conns = connections if proto == "h1" and n else shards
     first = (int(initcwnd) * MSS["quic" if quic else "tcp"] + HANDSHAKE_BYTES) * min(conns, max(n, 1))
     w = windows(total, first)
     return {"lower_bound_ms": rtt * handshake + max(rtt * requests, rtt + serial_ms),

@@ -124,9 +124,11 @@ def _shell_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pep-satellite", metavar="SETTINGS",
                    help="the PEP's satellite leg's TCP settings (cc=bbr,sndbuf=16M,rcvbuf=16M,nodelay,fastopen)")
     p.add_argument("--pep-terrestrial", metavar="SETTINGS", help="the PEP's terrestrial legs' TCP settings")
-    p.add_argument("--proxy", choices=("nginx", "gateway"),
-                   help="an HTTP proxy at the gateway (nginx: HTTP/2 or HTTP/1.1 to the client, HTTP/1.1 to the "
-                        "origin); needs --serve")
+    p.add_argument("--proxy", choices=("nginx", "gateway", "nghttpx"),
+                   help="an HTTP proxy at the gateway (HTTP/2 or HTTP/1.1 to the client; nginx: HTTP/1.1 to the "
+                        "origin, nghttpx: see --proxy-upstream); needs --serve")
+    p.add_argument("--proxy-upstream", choices=("h1", "h2"),
+                   help="the proxy's protocol to the origin (h2: nghttpx only; default h1)")
     p.add_argument("--tunnel", choices=("wireguard", "vpn"),
                    help="a VPN from the client host to an endpoint on the server LAN (satbench-tunnel): it hides "
                         "TCP from PEPs")
@@ -208,7 +210,10 @@ def _shell(a: argparse.Namespace, rest: list[str]) -> int:
     pep = {"at": a.pep, **({"satellite": a.pep_satellite} if a.pep_satellite else {}),
            **({"terrestrial": a.pep_terrestrial} if a.pep_terrestrial else {})} if a.pep else None
     # The path elements, as an experiment's factors would place them (the registry builds and checks them).
-    factors = {"pep": pep or "none", "tunnel": a.tunnel or "none", "proxy": a.proxy or "none", "cc": a.cc or "cubic"}
+    if a.proxy_upstream and not a.proxy:
+        raise InputError("--proxy-upstream needs --proxy")
+    proxy = {"kind": a.proxy, "upstream": a.proxy_upstream} if a.proxy and a.proxy_upstream else a.proxy
+    factors = {"pep": pep or "none", "tunnel": a.tunnel or "none", "proxy": proxy or "none", "cc": a.cc or "cubic"}
     path: list[PathElement] = []
     for factor in ("pep", "tunnel", "proxy"):
         cls = element_class(factor)

@@ -29,12 +29,15 @@ NAMES = ("first_object_ms", "largest_object_ms", "last_object_ms")
 
 
 def _page_path(url: str, page_url: str) -> str | None:
-    """An object's path inside the page ('img1.jpg'), '' for the HTML, None if not the page's."""
-    base, path = urlsplit(page_url).path, urlsplit(url).path
+    """An object's path inside the page ('img1.jpg'), '' for the HTML, None
+    if not the page's. Only paths count: a sharded page's objects come from
+    other hosts, under the same page folder."""
+    index, path = urlsplit(page_url).path, urlsplit(url).path
+    base = index[:index.rfind("/") + 1]
     if not path.startswith(base):
         return None
     rel = path[len(base):]
-    return "" if rel in ("", "index.html") else rel
+    return "" if rel in ("", "index.html", index[len(base):]) else rel
 
 
 def one_client(objects: Iterable[ObjectTiming], page_url: str, sizes: dict[str, int]) -> dict[str, float | None]:

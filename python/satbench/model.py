@@ -339,6 +339,73 @@ class ServerSummary:
     connections_limited: list[dict[str, Any]] | None = None
     #: The congestion control the testbed's routes give TCP sockets that choose none.
     tcp_cc_route: str | None = None
+    #: Connections by transport (tcp, quic), as the server logged them at close.
+    transports: dict[str, int] | None = None
+    #: Per origin named in requests (``:authority`` or ``Host``, without the
+    #: port): the connections by transport that carried requests for it, and
+    #: the requests. A connection serving two names counts under both.
+    origins: dict[str, dict[str, int]] | None = None
+    #: Connections that carried requests for more than one origin (coalesced).
+    coalesced_connections: int | None = None
+    #: Connections that carried no request (a browser's spare connections,
+    #: opened before it knew the origin speaks HTTP/2, closed unused).
+    unused_connections: int | None = None
+
+    @classmethod
+    def combined(cls, parts: "list[ServerSummary]") -> "ServerSummary":
+        """One summary of several origin servers of a trial (a sharded page's):
+        counts add up, sets unite, extremes stay extremes."""
+        if len(parts) == 1:
+            return parts[0]
+        out = cls(kind=parts[0].kind)
+
+        def vals(name: str) -> list[Any]:
+            return [v for p in parts if (v := getattr(p, name)) is not None]
+
+        for name in ("connections", "requests", "bytes_served", "tcp_total_retrans", "qlogs",
+                     "coalesced_connections", "unused_connections"):
+            if xs := vals(name):
+                setattr(out, name, sum(xs))
+        for name in ("protocols", "cc", "cc_impl", "quic_stacks"):
+            if xs := vals(name):
+                setattr(out, name, sorted({x for v in xs for x in v}))
+        if xs := vals("tcp_max_cwnd"):
+            out.tcp_max_cwnd = max(xs)
+        if xs := vals("tcp_min_rtt_ms"):
+            out.tcp_min_rtt_ms = min(xs)
+        if xs := vals("connections_limited"):
+            out.connections_limited = [c for v in xs for c in v]
+        for name in ("limited_ms", "transports"):
+            if xs := vals(name):
+                total: dict[str, Any] = {}
+                for v in xs:
+                    for k, n in v.items():
+                        total[k] = total.get(k, 0) + n
+                setattr(out, name, total)
+        if xs := vals("origins"):
+            origins: dict[str, dict[str, int]] = {}
+            for v in xs:
+                for name, counts in v.items():
+                    mine = origins.setdefault(name, {})
+                    for k, n in counts.items():
+                        mine[k] = mine.get(k, 0) + n
+            out.origins = dict(sorted(origins.items()))
+        out.tcp_cc_route = parts[0].tcp_cc_route
+        return out
+
+    def connection_metrics(self) -> dict[str, float | None]:
+        """The load's connections as the origins counted them: in all, by
+        transport, the origins requested, how many carried several, and how
+        many none."""
+        if self.connections is None:
+            return {}
+        t = self.transports or {}
+        return {"server_connections": self.connections,
+                "server_connections_tcp": t.get("tcp", 0) if self.transports is not None else None,
+                "server_connections_quic": t.get("quic", 0) if self.transports is not None else None,
+                "origins_requested": len(self.origins) if self.origins is not None else None,
+                "coalesced_connections": self.coalesced_connections,
+                "unused_connections": self.unused_connections}
 
     def limited_shares(self) -> dict[str, float | None]:
         """Each limitation's share of the time, in percent (the trial's metrics limited_*_pct)."""
@@ -350,7 +417,8 @@ class ServerSummary:
         """The stored form (the keys of satbench 0.1's summary; absent values left out)."""
         out: dict[str, Any] = {"kind": self.kind.value}
         for k in ("connections", "requests", "protocols", "cc", "cc_impl", "bytes_served", "tcp_total_retrans",
-                  "tcp_max_cwnd", "tcp_min_rtt_ms", "qlogs", "quic_stacks", "limited_ms", "connections_limited"):
+                  "tcp_max_cwnd", "tcp_min_rtt_ms", "qlogs", "quic_stacks", "limited_ms", "connections_limited",
+                  "transports", "origins", "coalesced_connections", "unused_connections"):
             v = getattr(self, k)
             if v is not None:
                 out[k] = v

@@ -47,6 +47,7 @@ def test_clients_speak_h2_to_the_proxy_and_the_origin_sees_http11(tmp_path: Path
             assert {r["proto"] for r in origin_reqs} == {"http/1.1"}, origin_reqs[:2]
             summary = json.loads(env)["path"]["proxy"]
             assert summary["by_protocol"] == {"HTTP/2.0": x["responses"]} and summary["upstream_statuses"] == ["200"]
+            assert summary["upstreams"] == ["198.18.3.10:443"]
             # The proxy sends over the satellite with the trial's congestion control.
             assert all("congctl cubic" in r for r in summary["routes"]), summary["routes"]
         else:
@@ -103,10 +104,55 @@ def test_a_warm_cache_answers_every_request(tmp_path: Path) -> None:
     assert cold["proxy_requests"] == cold["responses"]
 
 
+def test_nghttpx_fetches_over_h2_or_h1_from_every_shards_origin(tmp_path: Path) -> None:
+    """nghttpx at the gateway: the clients' HTTP/2 ends there; each origin
+    (the HTML's host and two shards, each its own server) sees the requests
+    for its names only, from the gateway's address, over the upstream
+    protocol the trial set: HTTP/2 on one connection per origin, or HTTP/1.1."""
+    exp = tmp_path / "n.toml"
+    exp.write_text('[experiment]\nname = "n"\nseed = 1\ntimeout_s = 90\norder = "sequential"\n'
+                   'artefacts = ["server"]\n[factors]\nlink = "geo"\nprotocol = "h2"\npage = "flags"\n'
+                   'client = "loader"\nshards = 2\n'
+                   'proxy = [{ kind = "nghttpx", upstream = "h2" }, { kind = "nghttpx", upstream = "h1" }]\n')
+    db = tmp_path / "n.sqlite"
+    p = run_cli("run", str(exp), "--db", str(db), timeout=400)
+    assert p.returncode == 0, p.stdout + p.stderr
+    con = sqlite3.connect(db)
+    try:
+        rows = con.execute("SELECT id, factors, status, reason, artefacts, env FROM trials").fetchall()
+        m = {tid: dict(con.execute("SELECT name, value FROM metrics WHERE trial_id = ?", (tid,)).fetchall())
+             for tid, *_ in rows}
+    finally:
+        con.close()
+    assert len(rows) == 2
+    for tid, factors, status, reason, art, env in rows:
+        assert status == "valid", reason
+        upstream = json.loads(factors)["proxy"]["upstream"]
+        x, summary = m[tid], json.loads(env)["path"]["proxy"]
+        assert summary["kind"] == "nghttpx" and summary["upstream"] == upstream
+        assert x["proxy_requests"] == x["proxy_h2_requests"] == x["responses"] == 201
+        served = 0
+        for logs, names in ((Path(art) / "server", {"server.test", "s1.test"}),
+                            (Path(art) / "server" / "s2", {"s2.test"})):
+            lines = [json.loads(line) for line in (logs / "access.jsonl").read_text().splitlines()]
+            reqs = [r for r in lines if r.get("type") == "request"]
+            conns = [c for c in lines if c.get("type") == "connection"]
+            assert {r["authority"].split(":")[0] for r in reqs} == names
+            assert {c["peer"].split(":")[0] for c in conns} == {"198.18.3.1"}  # the gateway, not the client
+            assert {r["proto"] for r in reqs} == {"h2" if upstream == "h2" else "http/1.1"}
+            if upstream == "h2":  # one multiplexed connection per origin name
+                assert len({r["conn"] for r in reqs}) == len(names), reqs[:3]
+            served += len(reqs)
+        assert served == 201
+    assert satbench_leftovers() == []
+
+
 def test_impossible_proxy_combinations_are_refused(tmp_path: Path) -> None:
     exp = tmp_path / "bad.toml"
     for rest, why in (('proxy = "squid"', "kind must be nginx"),
                       ('proxy = { kind = "nginx", upstream = "h2" }', "upstream must be h1"),
+                      ('proxy = { kind = "nghttpx", upstream = "h3" }', "upstream must be h1 or h2"),
+                      ('proxy = { kind = "nghttpx", cache = "warm" }', "nghttpx has no cache"),
                       ('pep = "gateway"\nproxy = "nginx"', "PEP at the gateway"),
                       ('tunnel = "wireguard"\nproxy = "nginx"', "VPN tunnel")):
         exp.write_text('[experiment]\nname = "bad"\n[factors]\nlink = "geo"\nprotocol = "h2"\npage = "blank"\n'

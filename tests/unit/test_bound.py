@@ -61,3 +61,19 @@ def test_the_bound_moves_the_right_way(geo: dict[str, LinkSpec]) -> None:
     for proto in ("h1", "h2", "h3"):
         b = lower_bound_ms({"protocol": proto}, geo, 1000, [100_000] * 10)
         assert b["lower_bound_ms"] <= b["window_bound_ms"]
+
+
+def test_a_sharded_page_pays_the_shards_handshakes_and_gets_their_connections(geo: dict[str, LinkSpec]) -> None:
+    flags = [360] * 200  # small objects: the rounds decide, not the bytes
+    # Not sharded, 6 connections: the HTML, then ceil(200 / 6) = 34 rounds of objects.
+    one = lower_bound_ms({"protocol": "h1", "connections": 6}, geo, 9_000, flags)
+    assert one["lower_bound_rounds"] == 2 + 1 + 34
+    # Over 4 shards: 24 connections, ceil(200 / 24) = 9 rounds, after the shards' own 2-round handshake.
+    four = lower_bound_ms({"protocol": "h1", "connections": 6, "shards": 4}, geo, 9_000, flags)
+    assert four["lower_bound_rounds"] == 2 + 1 + 2 + 9
+    assert four["lower_bound_ms"] == pytest.approx(14 * 530)
+    # HTTP/2 and HTTP/3: one more handshake (2 and 1 round trips), the objects' round unchanged.
+    assert lower_bound_ms({"protocol": "h2", "shards": 4}, geo, 9_000, flags)["lower_bound_rounds"] == 2 + 2 + 2
+    assert lower_bound_ms({"protocol": "h3", "shards": 4}, geo, 9_000, flags)["lower_bound_rounds"] == 1 + 2 + 1
+    # A page without objects shards nothing.
+    assert lower_bound_ms({"protocol": "h2", "shards": 4}, geo, 9_000, [])["lower_bound_rounds"] == 3

@@ -80,6 +80,7 @@ struct Resp {
 /// An upload to the sink whose body is still arriving.
 struct Upload {
     path: String,
+    authority: String,
     t_request: u64,
     received: u64,
 }
@@ -505,7 +506,7 @@ impl Server {
                     if let Some(u) = c.uploads.remove(&sid) {
                         let planned = Planned::uploaded(u.received);
                         let extra = serde_json::json!({"request_bytes": u.received,
-                            "t_body_done_unix_ns": unix_ns()});
+                            "t_body_done_unix_ns": unix_ns(), "authority": u.authority});
                         Self::start_response(
                             &self.opts,
                             c,
@@ -541,11 +542,12 @@ impl Server {
     /// answered now.
     fn on_request(root: &Root, opts: &Options, c: &mut Conn, sid: u64, req: &[quiche::h3::Header]) {
         let t_request = unix_ns();
-        let (mut method, mut path) = (String::new(), String::new());
+        let (mut method, mut path, mut authority) = (String::new(), String::new(), String::new());
         for h in req {
             match h.name() {
                 b":method" => method = String::from_utf8_lossy(h.value()).into_owned(),
                 b":path" => path = String::from_utf8_lossy(h.value()).into_owned(),
+                b":authority" => authority = String::from_utf8_lossy(h.value()).into_owned(),
                 _ => {}
             }
         }
@@ -555,6 +557,7 @@ impl Server {
                 sid,
                 Upload {
                     path,
+                    authority,
                     t_request,
                     received,
                 },
@@ -563,7 +566,7 @@ impl Server {
         }
         let _ = c.conn.stream_shutdown(sid, quiche::Shutdown::Read, 0);
         let planned = root.plan(&method, &path);
-        let extra = serde_json::json!({"request_bytes": 0});
+        let extra = serde_json::json!({"request_bytes": 0, "authority": authority});
         Self::start_response(opts, c, sid, &method, path, t_request, planned, extra);
     }
 

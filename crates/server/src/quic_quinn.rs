@@ -728,6 +728,7 @@ async fn respond(
         "type": "request", "conn": id, "proto": "h3", "quic_stack": "quinn", "tls": true,
         "cc": crate::quic::cc_family(cc), "cc_impl": cc_impl(cc),
         "method": method, "path": path, "status": planned.status,
+        "authority": req.uri().authority().map(|a| a.as_str().to_string()),
         "content_length": planned.content_length,
         "stream": stream.id().into_inner(), "t_request_unix_ns": t_request, "early_data": null,
         "request_bytes": received, "t_body_done_unix_ns": t_body_done,

@@ -219,6 +219,20 @@ fn proto_name(v: hyper::Version) -> &'static str {
     }
 }
 
+/// The origin a request named: HTTP/2's `:authority`, else HTTP/1.1's
+/// `Host` (which connections served which names shows coalescing).
+fn authority_of<B>(req: &Request<B>) -> Option<String> {
+    req.uri()
+        .authority()
+        .map(|a| a.as_str().to_string())
+        .or_else(|| {
+            req.headers()
+                .get(hyper::header::HOST)
+                .and_then(|h| h.to_str().ok())
+                .map(str::to_string)
+        })
+}
+
 pub(crate) async fn handle(
     req: Request<hyper::body::Incoming>,
     sh: Arc<Shared>,
@@ -234,6 +248,7 @@ pub(crate) async fn handle(
         .map(|p| p.as_str().to_string())
         .unwrap_or_else(|| "/".into());
     let proto = proto_name(req.version());
+    let authority = authority_of(&req);
     // Read the request body to its end, counting it: the upload sink's
     // payload, or a stray body of any other request (answered 405 or as if
     // it had none).
@@ -271,8 +286,8 @@ pub(crate) async fn handle(
     let entry = serde_json::json!({
         "type": "request", "conn": &*conn, "proto": proto, "tls": tls, "cc": &*cc,
         "cc_impl": format!("linux {cc}"),
-        "method": method.as_str(), "path": target, "status": status.as_u16(),
-        "content_length": body_len, "request_bytes": received,
+        "method": method.as_str(), "path": target, "authority": authority,
+        "status": status.as_u16(), "content_length": body_len, "request_bytes": received,
         "t_request_unix_ns": t_request, "t_body_done_unix_ns": t_body_done,
         "t_response_unix_ns": t_response,
     });

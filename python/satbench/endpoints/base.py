@@ -52,6 +52,8 @@ class LoadRequest:
     #: The QUIC stack, and the flow-control window to advertise (None: the stack's own), where the client has both.
     quic_stack: str = "quiche"
     quic_window: int | None = None
+    #: Other hosts the page loads from (a sharded page's), besides the URL's.
+    origins: tuple[str, ...] = ()
 
 
 class Client(ABC):

@@ -75,6 +75,9 @@ class BrowseOptions:
     #: A population's barrier (see LoadRequest.release): called once the
     #: browser is ready; navigate at the instant it returns.
     release: Callable[[], float] | None = None
+    #: Other hosts the page loads from (a sharded page's), besides the URL's:
+    #: HTTP/3 is forced on each of them too.
+    origins: tuple[str, ...] = ()
 
     def start(self) -> None:
         """Wait for the moment to navigate: the population's, or the fixed one."""

@@ -53,7 +53,8 @@ def _flags(opts: BrowseOptions, url: str) -> list[str]:
         flags += ["--disable-quic"]
     else:
         u = urlsplit(url)
-        flags += ["--enable-quic", f"--origin-to-force-quic-on={u.hostname}:{u.port or 443}"]
+        hosts = [f"{h}:{u.port or 443}" for h in dict.fromkeys([str(u.hostname), *opts.origins])]
+        flags += ["--enable-quic", f"--origin-to-force-quic-on={','.join(hosts)}"]
     if opts.netlog:
         flags += [f"--log-net-log={opts.netlog}", "--net-log-capture-mode=Default"]
     return flags
@@ -276,7 +277,8 @@ class Chromium(Client):
     def load(self, req: LoadRequest) -> ClientOutcome:
         art = req.artefacts
         opts = BrowseOptions(protocol=req.protocol.value, timeout_s=req.timeout_s, start_at=req.start_at,
-                             release=req.release, har=art / "page.har" if art and "har" in req.keep else None,
+                             release=req.release, origins=req.origins,
+                             har=art / "page.har" if art and "har" in req.keep else None,
                              netlog=art / "netlog.json" if art and "netlog" in req.keep else None)
         watchdog = Watchdog(req.host, ("chromium", "chrome"), req.timeout_s + WATCHDOG_GRACE_S)
         try:

@@ -69,7 +69,7 @@ QUIET_PREFS: dict[str, Any] = {
 }
 
 
-def _prefs(protocol: str, url: str, connections: int) -> dict[str, Any]:
+def _prefs(protocol: str, url: str, connections: int, origins: tuple[str, ...] = ()) -> dict[str, Any]:
     p = dict(QUIET_PREFS)
     p["network.http.max-persistent-connections-per-server"] = connections
     if protocol == "h1":
@@ -80,7 +80,8 @@ def _prefs(protocol: str, url: str, connections: int) -> dict[str, Any]:
     else:
         u = urlsplit(url)
         p["network.http.http3.enable"] = True
-        p["network.http.http3.alt-svc-mapping-for-testing"] = f"{u.hostname};h3=:{u.port or 443}"
+        hosts = dict.fromkeys([str(u.hostname), *origins])
+        p["network.http.http3.alt-svc-mapping-for-testing"] = ",".join(f"{h};h3=:{u.port or 443}" for h in hosts)
         p["network.http.http3.force-use-alt-svc-mapping-for-testing"] = True
         # The test CA is a third-party root, for which Firefox would otherwise turn HTTP/3 off.
         p["network.http.http3.disable_when_third_party_roots_found"] = False
@@ -156,7 +157,7 @@ def firefox_load(url: str, opts: BrowseOptions, connections: int = 6, *, host: H
     want = Protocol(opts.protocol).alpn
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="satbench-firefox-") as tmp:
-        prof = _profile(Path(tmp), _prefs(opts.protocol, url, connections))
+        prof = _profile(Path(tmp), _prefs(opts.protocol, url, connections, opts.origins))
         env = {"HOME": tmp, "PATH": "/usr/bin:/bin", "MOZ_CRASHREPORTER_DISABLE": "1",
                "MOZ_DISABLE_AUTO_SAFE_MODE": "1", "TMPDIR": tmp}
         argv = [FIREFOX, "--headless", "--no-remote", "--profile", str(prof), "--remote-debugging-port", "0",
@@ -264,7 +265,7 @@ class Firefox(Client):
 
     def load(self, req: LoadRequest) -> ClientOutcome:
         opts = BrowseOptions(protocol=req.protocol.value, timeout_s=req.timeout_s, start_at=req.start_at,
-                             release=req.release)
+                             release=req.release, origins=req.origins)
         try:
             r = firefox_load(req.url, opts, req.connections, host=req.host)
         except (RuntimeError, OSError, TimeoutError) as e:  # the harness failed, not the path

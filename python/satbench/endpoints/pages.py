@@ -530,13 +530,54 @@ def upload_size(page: str) -> int | None:
     return parse_size(page[7:]) if page.startswith("upload:") else None
 
 
-def url_of(page: str, host: str = "server.test") -> str:
-    """The URL a trial loads: a page's index, a bulk file, or the upload sink."""
+def url_of(page: str, host: str = "server.test", shards: int = 1) -> str:
+    """The URL a trial loads: a page's index (its sharded one with ``shards``
+    > 1), a bulk file, or the upload sink."""
     if page.startswith("upload:"):
         return f"https://{host}/upload"
     if page.startswith("bulk:"):
         return f"https://{host}/bulk/{parse_size(page[5:])}.bin"
-    return f"https://{host}/{page}/"
+    return f"https://{host}/{page}/" + (SHARDED_INDEX.format(k=shards) if shards > 1 else "")
+
+
+#: A page's index with its objects spread over ``k`` shard hosts (beside index.html).
+SHARDED_INDEX = "index-shards{k}.html"
+#: The shard hosts' names: shard j (from 1) is the testbed's server host j.
+SHARD_HOST = "s{j}.test"
+_REF = re.compile(r'(<(?:img|script|link)\b[^>]*?\s(?:src|href)=")([^"]+)(")', re.IGNORECASE)
+
+
+def shard_hosts(shards: int) -> tuple[str, ...]:
+    """The hosts a page sharded over ``shards`` loads its objects from."""
+    return tuple(SHARD_HOST.format(j=j) for j in range(1, shards + 1)) if shards > 1 else ()
+
+
+def shard(root: Path, page: str, shards: int) -> Path:
+    """Write the page's index with its objects spread over ``shards`` hosts
+    (``s1.test`` ... ``sK.test``, in turn, in document order), as HTTP/1.1-era
+    sites sharded theirs: every ``img``/``script``/``link`` reference of the
+    HTML becomes an absolute URL on its shard; what a stylesheet or script
+    names stays relative to it (on the same shard). The HTML itself stays on
+    ``server.test``. Made once; returns its path."""
+    src = root / page / "index.html"
+    out = root / page / SHARDED_INDEX.format(k=shards)
+    if out.exists():
+        return out
+    n = 0
+
+    def absolute(m: re.Match[str]) -> str:
+        nonlocal n
+        ref = m.group(2)
+        if re.match(r"[a-z][a-z0-9+.-]*:|/", ref, re.IGNORECASE):
+            return m.group(0)  # absolute already
+        host = SHARD_HOST.format(j=n % shards + 1)
+        n += 1
+        return f"{m.group(1)}https://{host}/{page}/{ref}{m.group(3)}"
+
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(_REF.sub(absolute, src.read_text()))
+    tmp.replace(out)
+    return out
 
 
 def object_sizes(root: Path, page: str) -> dict[str, int]:

@@ -134,6 +134,40 @@ def _jsonl(p: Path) -> list[dict[str, Any]]:
     return out
 
 
+def _origin(authority: str) -> str:
+    """An authority's host, lower case, without the port ('S2.test:443' -> 's2.test')."""
+    host = authority.strip().lower()
+    if host.startswith("["):
+        return host.split("]", 1)[0] + "]"
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+def _origins(out: ServerSummary, conns: list[dict[str, Any]], reqs: list[dict[str, Any]]) -> None:
+    """Connections by transport and by the origins their requests named; a
+    connection naming several origins is a coalesced one; one naming none was
+    never used (requests without an authority are not counted by origin)."""
+    transport = {str(c.get("conn")): str(c.get("transport") or "tcp") for c in conns}
+    out.transports = {}
+    for t in transport.values():
+        out.transports[t] = out.transports.get(t, 0) + 1
+    named: dict[str, set[str]] = {}
+    origins: dict[str, dict[str, int]] = {}
+    for r in reqs:
+        conn = str(r.get("conn"))
+        names = named.setdefault(conn, set())
+        if not r.get("authority"):
+            continue
+        name = _origin(str(r["authority"]))
+        o = origins.setdefault(name, {"tcp": 0, "quic": 0, "requests": 0})
+        o["requests"] += 1
+        if name not in names:
+            names.add(name)
+            o[transport.get(conn, "quic" if r.get("proto") == "h3" else "tcp")] += 1
+    out.origins = dict(sorted(origins.items()))
+    out.coalesced_connections = sum(1 for names in named.values() if len(names) > 1)
+    out.unused_connections = sum(1 for conn in transport if conn not in named)
+
+
 def summarise(log_dir: Path) -> ServerSummary:
     """Connections, protocols and congestion controls the server really
     used, and TCP_INFO extremes, from its logs."""
@@ -154,6 +188,7 @@ def summarise(log_dir: Path) -> ServerSummary:
     out.cc_impl = sorted({str(r.get("cc_impl") or r["cc"]) for r in reqs if r.get("cc")})
     out.bytes_served = sum(int(r.get("body_bytes") or 0) for r in reqs)
     out.quic_stacks = sorted({str(c["quic_stack"]) for c in conns if c.get("quic_stack")}) or None
+    _origins(out, conns, reqs)
     per_conn: list[dict[str, Any]] = []
     for c in conns:
         if isinstance(c.get("limited_ms"), dict):

@@ -86,6 +86,9 @@ CORE: tuple[Factor, ...] = (
     Factor("terminals", whole(1, 50), 1,
            "satellite terminals sharing the link (clients dealt to them in turn; the link profile's "
            "[[terminals]] settings used in turn)", keyed=False),
+    Factor("shards", whole(1, 32), 1,
+           "origin hosts a page's objects are spread over (s1.test ... sK.test, each its own server host "
+           "and address; the HTML stays on server.test): 1 is no sharding", keyed=False),
     Factor("quic_stack", one_of(("quiche", "quinn")), "quiche",
            "the QUIC stack of the satbench server and of the loader: quiche or quinn", keyed=False),
     Factor("quic_window", lambda v: None if v in ("stack", "bdp") or (isinstance(v, int) and not isinstance(
@@ -93,6 +96,22 @@ CORE: tuple[Factor, ...] = (
            "QUIC flow-control windows (connection and stream) of the loader and the satbench server: each "
            "stack's own (stack), twice the link's bandwidth-delay product (bdp), or bytes", keyed=False),
 )
+
+
+def shards_problem(factors: dict[str, Any]) -> tuple[str, str] | None:
+    """Why a trial's factors cannot shard its page (None if they can, or do not shard)."""
+    if int(factors.get("shards", 1)) <= 1:
+        return None
+    page = str(factors.get("page"))
+    if page.startswith(("bulk:", "upload:")) or page == "blank":
+        return "shards", f"the page {page} has no objects to spread over shards"
+    groups = population.groups(factors)
+    kinds = [ClientKind(str(factors.get("client", "chromium")))] if groups is None else [g.kind for g in groups]
+    if not all(k.fetches_objects for k in kinds):
+        return "shards", "a sharded page needs a client that loads its objects (a browser or the loader)"
+    if str(factors.get("server", "satbench")) != "satbench":
+        return "shards", "the shards are satbench servers (their logs count each origin's connections)"
+    return None
 
 
 def _path_factor(name: str) -> Factor:

@@ -37,7 +37,7 @@ from ..endpoints.base import Client, Server
 from ..endpoints.options import ServerOptions, experiment_keys
 from ..errors import SatbenchError, TestbedError
 from ..metrics import object_metrics
-from ..model import ClientKind, ClientOutcome, LinkCounters, Protocol, ServerKind, TrialStatus
+from ..model import ClientKind, ClientOutcome, LinkCounters, Protocol, ServerKind, ServerSummary, TrialStatus
 from ..path import PathElement, elements
 from ..results.store import Store, TrialRecord, check_path
 from ..testbed import knobs
@@ -146,6 +146,11 @@ def static_environment(lab: Lab, kinds: set[ClientKind]) -> dict[str, Any]:
 # -- one trial ---------------------------------------------------------------------------
 
 
+def _shards(t: Trial) -> int:
+    """The origin hosts a trial's page is spread over (1: not sharded)."""
+    return int(t.factors.get("shards", 1))
+
+
 class _Clock:
     """A trial's timings: marks from its start, the load's own duration."""
 
@@ -177,6 +182,8 @@ class Runner:
         self.exp, self.order_seed, self.pages_root, self.art_root = exp, order_seed, pages_root, art_root
         self.lab = lab or Lab()
         self.page_sizes = pages.prepare(pages_root, {str(t.factors["page"]) for t in exp.trials})
+        for page, k in {(str(t.factors["page"]), _shards(t)) for t in exp.trials if _shards(t) > 1}:
+            pages.shard(pages_root, page, k)
         self.env = static_environment(self.lab, {t.client for t in exp.trials})
         self.clients: dict[ClientKind, Client] = {}
 
@@ -214,14 +221,15 @@ class Runner:
                 with ExitStack() as running:
                     for e in path:
                         running.enter_context(e.start(tb, art))
-                    server = running.enter_context(self.lab.server(t.server).start(self._serve(t, tb, art)))
+                    servers = [running.enter_context(self.lab.server(t.server).start(req))
+                               for req in self._serve(t, tb, art)]
                     for e in path:
                         e.serving(tb)
                     clock.mark("server_up_s")
                     with clock.span("client_s"):
                         outcome = self._load(t, tb, art)
-                    faults = self._faults(server, tb, path, set_knobs, rec)
-                rec.server_summary = server.summary()
+                    faults = self._faults(servers, tb, path, set_knobs, rec)
+                rec.server_summary = ServerSummary.combined([s.summary() for s in servers])
             self._collect(rec, tb, path)
             self._judge(rec, t, outcome)
             if faults:
@@ -232,7 +240,7 @@ class Runner:
 
     def _testbed_spec(self, t: Trial, seed: int, art: Path, path: list[PathElement]) -> TestbedSpec:
         """The trial's testbed, as its path elements shape it."""
-        spec = TestbedSpec(link=t.link, seed=seed, clients=population.hosts_needed(t.factors),
+        spec = TestbedSpec(link=t.link, seed=seed, clients=population.hosts_needed(t.factors), servers=_shards(t),
                            terminals=int(t.factors.get("terminals", 1)),
                            pcap_dir=art / "pcap" if "pcap" in self.exp.artefacts else None)
         for e in path:
@@ -240,11 +248,11 @@ class Runner:
         return spec
 
     @staticmethod
-    def _faults(server: Server, tb: RunningTestbed, path: list[PathElement], set_knobs: list[knobs.Knob],
+    def _faults(servers: list[Server], tb: RunningTestbed, path: list[PathElement], set_knobs: list[knobs.Knob],
                 rec: TrialRecord) -> list[str]:
         """Why the load is no measurement of the path: a part that died during
         it, or a knob that no longer reads as set (read again, and recorded)."""
-        faults = [f for f in (server.fault(), *tb.faults(), *(e.fault() for e in path)) if f]
+        faults = [f for f in (*(s.fault() for s in servers), *tb.faults(), *(e.fault() for e in path)) if f]
         rec.env["knobs_after_load"], drift = knobs.reread(set_knobs, tb)
         return faults + drift
 
@@ -259,8 +267,7 @@ class Runner:
         assert rec.server_summary is not None
         rec.server_summary.tcp_cc_route = tb.effective_tcp_cc
         rec.metrics.update(rec.server_summary.limited_shares())
-        if rec.server_summary.connections is not None:  # per page load, as the origin counted them
-            rec.metrics["server_connections"] = rec.server_summary.connections
+        rec.metrics.update(rec.server_summary.connection_metrics())  # as the origins counted them
         rec.link_counters = None if tb.link_counters is None else tb.link_counters.raw
 
     def _record(self, t: Trial, seq: int, seed: int, clock: _Clock, art: Path) -> TrialRecord:
@@ -269,7 +276,9 @@ class Runner:
                            status=TrialStatus.FAILED, reason=None, started=clock.started, duration_s=0.0,
                            overhead_s=None, seed=seed, env=env, links=t.links, artefacts=str(art))
 
-    def _serve(self, t: Trial, tb: RunningTestbed, art: Path) -> ServeRequest:
+    def _serve(self, t: Trial, tb: RunningTestbed, art: Path) -> list[ServeRequest]:
+        """An origin on the first server host, and on each further shard host
+        of a sharded page (its logs in a folder of its own under server/)."""
         names = experiment_keys()
         given = {k[7:]: v for k, v in t.factors.items() if k.startswith("server.") and k[7:] in names}
         window = self._quic_window(t)
@@ -277,8 +286,9 @@ class Runner:
             given.setdefault("quic_max_data", window)
             given.setdefault("quic_max_stream_data", window)
         opts = ServerOptions(quic_stack=str(t.factors.get("quic_stack", "quiche")), **given)
-        return ServeRequest(root=self.pages_root, log_dir=art / "server", host=tb.server, cc=t.cc, options=opts,
-                            telemetry="server" in self.exp.artefacts)
+        return [ServeRequest(root=self.pages_root, log_dir=art / "server" / (h.role if j else ""), host=h, cc=t.cc,
+                             options=opts, telemetry="server" in self.exp.artefacts)
+                for j, h in enumerate(tb.servers[:_shards(t)])]
 
     def _load(self, t: Trial, tb: RunningTestbed, art: Path) -> ClientOutcome:
         """The trial's load: one client (of any kind), or a population released at once."""
@@ -296,7 +306,8 @@ class Runner:
     def _request(self, t: Trial, tb: RunningTestbed, art: Path) -> LoadRequest:
         page = str(t.factors["page"])
         mixed = population.groups(t.factors) is not None
-        return LoadRequest(url=pages.url_of(page), protocol=Protocol.H2 if mixed else t.protocol, host=tb.client,
+        return LoadRequest(url=pages.url_of(page, shards=_shards(t)), origins=pages.shard_hosts(_shards(t)),
+                           protocol=Protocol.H2 if mixed else t.protocol, host=tb.client,
                            timeout_s=self.exp.timeout_s, clients=1 if mixed else int(t.factors["clients"]),
                            connections=int(t.factors["connections"]),
                            single=page.startswith(("bulk:", "upload:")), upload=pages.upload_size(page),
@@ -362,7 +373,7 @@ class Runner:
         page = str(t.factors["page"])
         page_total = self.page_sizes.get(page, 0) * population.size(t.factors)
         if outcome is not None and rec.objects:
-            rec.metrics.update(object_metrics(rec.objects, pages.url_of(page),
+            rec.metrics.update(object_metrics(rec.objects, pages.url_of(page, shards=_shards(t)),
                                               pages.object_sizes(self.pages_root, page)))
         if rec.link_counters is not None:
             try:

@@ -1,28 +1,38 @@
 """An HTTP proxy at the gateway, as operators run them: clients' connections
-to the origin's HTTPS and HTTP ports are redirected (nftables, inside the
-gateway's namespace) to Debian's nginx there, which terminates them (TLS
-with the testbed CA's certificate for the origin's names, HTTP/2 or
-HTTP/1.1 as the client asks) and fetches from the origin over HTTP/1.1 on
-kept-alive TLS connections. The client's TCP then ends at the gateway, and
-the proxy sends over the satellite with the trial's congestion control (set
-on the gateway's routes towards the clients). QUIC (UDP) is not redirected:
-HTTP/3 still reaches the origin, and the proxy's counters show it.
+to the origins' HTTPS and HTTP ports are redirected (nftables, inside the
+gateway's namespace) to a proxy there, which terminates them (TLS with the
+testbed CA's certificate for the origins' names, HTTP/2 or HTTP/1.1 as the
+client asks) and fetches from the origin the request names (each server
+host's names, a sharded page's shards among them) on kept-alive, verified
+TLS connections. The client's TCP then ends at the gateway, and the proxy
+sends over the satellite with the trial's congestion control (set on the
+gateway's routes towards the clients). QUIC (UDP) is not redirected: HTTP/3
+still reaches the origin, and the proxy's counters show it.
 
-Placed by ``proxy = "nginx"`` (``"gateway"`` is the same), or ``{ kind =
-"nginx", upstream = "h1", cache = "none" | "cold" | "warm" }``: nginx fetches
-from upstreams over HTTP/1.x only, so ``h1`` is the one upstream protocol; a
-cache keeps every 200 answer for a day, starts empty (``cold``), or holds the
-trial's page already (``warm``: the loader fetched it through the proxy from
-the gateway before the trial, its requests not counted). Per trial: the proxy's access log (``proxy.jsonl``: one
-line per request, with the client's protocol and the upstream's status and
-time), ``env.path.proxy`` (requests by protocol, the upstream connections
-it opened) and metrics ``proxy_requests``, ``proxy_upstream_ms`` (median
-time the origin took, as the proxy saw it) and ``proxy_h2_requests``.
+Two proxies from Debian, placed by ``proxy = { kind = ..., upstream = ...,
+cache = ... }``:
+
+- ``nginx`` (``"nginx"`` or ``"gateway"`` alone): fetches over HTTP/1.1 only
+  (nginx has no HTTP/2 upstreams), with an optional cache that keeps every
+  200 answer for a day, starting empty (``cold``) or holding the trial's page
+  already (``warm``: the loader fetched it through the proxy from the
+  gateway before the trial, its requests not counted);
+- ``nghttpx`` (nghttp2-proxy): fetches over HTTP/1.1 or HTTP/2
+  (``upstream = "h2"``: one multiplexed connection per origin), no cache.
+
+Per trial: the proxy's access log (``proxy.jsonl``: one line per request,
+with the client's protocol and the origin it went to; nginx adds the
+upstream's status and time), ``env.path.proxy`` (requests by protocol, the
+origins' addresses) and metrics ``proxy_requests``, ``proxy_h2_requests``,
+``proxy_cache_hits`` and ``proxy_upstream_ms`` (nginx: the median time the
+origin took, as the proxy saw it). The origins' access logs show what the
+proxy sent them, from the gateway's address.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 import statistics
 import subprocess
 import time
@@ -44,11 +54,43 @@ if TYPE_CHECKING:
 HTTPS_PORT, HTTP_PORT = 8443, 8080
 DEFAULTS: dict[str, Any] = {"kind": "nginx", "upstream": "h1", "cache": "none"}
 CACHES = ("none", "cold", "warm")
-#: Other names of the one kind (the issue's "gateway").
+#: The proxies, and the upstream protocols each can fetch over.
+UPSTREAMS = {"nginx": ("h1",), "nghttpx": ("h1", "h2")}
+#: The Debian package of each.
+PACKAGES = {"nginx": "nginx", "nghttpx": "nghttp2-proxy"}
+#: Other names of a kind (the issue's "gateway" is nginx).
 ALIASES = {"gateway": "nginx"}
+#: nghttpx's access log, as JSON lines like nginx's (its values need no escaping in the testbed).
+NGHTTPX_LOG = ('{"type":"request","proto":"$protocol_version","alpn":"$alpn","method":"$method",'
+               '"host":"$http_host","path":"$path","status":$status,"body_bytes":$body_bytes_sent,'
+               '"request_time_s":$request_time,"upstream":"$backend_host:$backend_port"}')
 
 
-def _conf(logs: Path, cert: Path, key: Path, ca: Path, origin: str, cache: bool) -> str:
+def nghttpx_argv(logs: Path, cert: Path, key: Path, ca: Path, origins: dict[str, str], upstream: str) -> list[str]:
+    """nghttpx with one backend per origin name (a host pattern; server.test
+    also the catch-all), over TLS verified against the test CA, HTTP/1.1 or
+    HTTP/2; frontends as nginx's (TLS with HTTP/2 and HTTP/1.1, and cleartext)."""
+    proto = "h2" if upstream == "h2" else "http/1.1"
+    argv = ["nghttpx", str(key), str(cert), f"--frontend=0.0.0.0,{HTTPS_PORT}",
+            f"--frontend=0.0.0.0,{HTTP_PORT};no-tls", "--workers=1", f"--cacert={ca}",
+            f"--accesslog-file={logs}/proxy.jsonl", f"--accesslog-format={NGHTTPX_LOG}",
+            f"--errorlog-file={logs}/proxy-error.log", f"--pid-file={logs}/proxy.pid", "--no-ocsp",
+            "--tls-min-proto-version=TLSv1.3", "--backend-keep-alive-timeout=60s"]
+    for name, addr in origins.items():
+        pattern = f"{name}:/" if name == "server.test" else name  # server.test's is also the catch-all ("/")
+        argv.append(f"--backend={addr},443;{pattern};proto={proto};tls;sni={name}")
+    return argv
+
+
+def _upstreams(origins: dict[str, str]) -> str:
+    """One upstream group per origin name (each server host's names), so that
+    ``proxy_pass https://$host`` picks the origin a request names (a sharded
+    page's shards among them) without a resolver."""
+    return "\n".join(f"    upstream {name} {{\n        server {addr}:443;\n        keepalive 32;\n    }}"
+                     for name, addr in origins.items())
+
+
+def _conf(logs: Path, cert: Path, key: Path, ca: Path, origins: dict[str, str], cache: bool) -> str:
     cache_path = (f"proxy_cache_path {logs}/proxy-cache levels=1:2 keys_zone=satbench:16m max_size=4g "
                   "inactive=1d use_temp_path=off;") if cache else ""
     cache_use = ("proxy_cache satbench; proxy_cache_valid 200 1d; proxy_cache_lock on; "
@@ -75,10 +117,7 @@ http {{
     uwsgi_temp_path {logs}/proxy-tmp-uwsgi;
     scgi_temp_path {logs}/proxy-tmp-scgi;
     keepalive_timeout 60s;
-    upstream origin {{
-        server {origin}:443;
-        keepalive 32;
-    }}
+{_upstreams(origins)}
     server {{
         listen {HTTP_PORT};
         listen {HTTPS_PORT} ssl http2;
@@ -87,7 +126,7 @@ http {{
         ssl_certificate_key {key};
         ssl_protocols TLSv1.3;
         location / {{
-            proxy_pass https://origin;
+            proxy_pass https://$host;
             proxy_http_version 1.1;
             proxy_set_header Connection "";
             proxy_set_header Host $host;
@@ -110,7 +149,8 @@ http {{
 class Proxy(PathElement):
     factor = "proxy"
     default = "none"
-    meaning = "an HTTP proxy at the gateway (nginx: HTTP/2 or HTTP/1.1 to clients, HTTP/1.1 to the origin), or none"
+    meaning = ("an HTTP proxy at the gateway, HTTP/2 or HTTP/1.1 to clients: nginx (HTTP/1.1 to the origins, "
+               "optional cache) or nghttpx (HTTP/1.1 or HTTP/2 to the origins), or none")
 
     @classmethod
     def check(cls, value: Any, factors: Mapping[str, Any]) -> str | None:
@@ -118,17 +158,21 @@ class Proxy(PathElement):
             return None
         v = {"kind": value} if isinstance(value, str) else value
         if not isinstance(v, dict):
-            return (f"must be nginx (or gateway), none or a table {{ kind = \"nginx\", upstream = \"h1\", "
-                    f"cache = \"warm\" }}, got {value!r}")
+            return (f"must be nginx (or gateway), nghttpx, none or a table {{ kind = \"nghttpx\", upstream = "
+                    f"\"h2\", cache = \"none\" }}, got {value!r}")
         unknown = set(v) - set(DEFAULTS)
         if unknown:
             return f"unknown key {sorted(unknown)[0]!r} (known: {', '.join(DEFAULTS)})"
-        if ALIASES.get(v.get("kind", "nginx"), v.get("kind")) != "nginx":
-            return f"kind must be nginx (or gateway), got {v.get('kind')!r}"
+        kind = ALIASES.get(str(v.get("kind", "nginx")), v.get("kind"))
+        if kind not in UPSTREAMS:
+            return f"kind must be nginx (or gateway) or nghttpx, got {v.get('kind')!r}"
         if v.get("cache", "none") not in CACHES:
             return f"cache must be one of {', '.join(CACHES)}, got {v.get('cache')!r}"
-        if v.get("upstream", "h1") != "h1":
-            return f"upstream must be h1 (nginx fetches from origins over HTTP/1.x only), got {v.get('upstream')!r}"
+        if v.get("cache", "none") != "none" and kind != "nginx":
+            return f"{kind} has no cache: cache = \"none\", or kind = \"nginx\""
+        if v.get("upstream", "h1") not in UPSTREAMS[kind]:
+            why = " (nginx fetches from origins over HTTP/1.x only; nghttpx also over h2)" if kind == "nginx" else ""
+            return f"upstream must be {' or '.join(UPSTREAMS[kind])}{why}, got {v.get('upstream')!r}"
         if factors.get("pep", "none") not in ("none", "terminal"):
             return "a PEP at the gateway and the proxy there would both take the connections: use one"
         if factors.get("tunnel", "none") != "none":
@@ -147,15 +191,29 @@ class Proxy(PathElement):
         given = {"kind": self.value} if isinstance(self.value, str) else dict(self.value)
         return {**DEFAULTS, **given}
 
+    @property
+    def kind(self) -> str:
+        k = str(self._options()["kind"])
+        return ALIASES.get(k, k)
+
+    def _command(self, tb: "Testbed", logs: Path) -> list[str]:
+        c = ca_mod.ensure()
+        origins = {name: s.addr for s in tb.servers for name in s.names}
+        opts = self._options()
+        if shutil.which(self.kind) is None:
+            raise TestbedError(f"no {self.kind}: install Debian's {PACKAGES[self.kind]} (scripts/setup does)")
+        if self.kind == "nghttpx":
+            return nghttpx_argv(logs, c.server_cert, c.server_key, c.cert, origins, str(opts["upstream"]))
+        conf = logs / "proxy-nginx.conf"
+        conf.write_text(_conf(logs, c.server_cert, c.server_key, c.cert, origins, opts["cache"] != "none"))
+        return ["nginx", "-c", str(conf), "-e", str(logs / "proxy-error.log")]
+
     @contextmanager
     def start(self, tb: "Testbed", artefacts: Path) -> Iterator[None]:
         gw = tb.gateway
-        cache = str(self._options()["cache"])
-        c = ca_mod.ensure()
-        logs = artefacts
-        logs.mkdir(parents=True, exist_ok=True)
-        conf = logs / "proxy-nginx.conf"
-        conf.write_text(_conf(logs.resolve(), c.server_cert, c.server_key, c.cert, tb.server.addr, cache != "none"))
+        artefacts.mkdir(parents=True, exist_ok=True)
+        logs = artefacts.resolve()
+        argv = self._command(tb, logs)
         self.log = logs / "proxy.jsonl"
         cc = str(self.factors.get("cc", "cubic"))
         # The proxy is the sender over the satellite now: the trial's congestion control on its routes there.
@@ -166,13 +224,11 @@ class Proxy(PathElement):
         p = gw.run(["nft", "-f", "-"], input=rules, capture_output=True, text=True)
         if p.returncode != 0:
             raise TestbedError(f"proxy rules in the gateway: {p.stderr.strip()}")
-        stderr = open(logs / "proxy-nginx.stderr", "w")
-        self.proc = subprocess.Popen(gw.cmd(["nginx", "-c", str(conf.resolve()), "-e", str(logs.resolve()
-                                                                                          / "proxy-error.log")]),
-                                     stdout=stderr, stderr=stderr, start_new_session=True)
+        stderr = open(logs / f"proxy-{self.kind}.stderr", "w")
+        self.proc = subprocess.Popen(gw.cmd(argv), stdout=stderr, stderr=stderr, start_new_session=True)
         self.exit: int | None = None
         try:
-            _wait_listening(gw, self.proc, (HTTP_PORT, HTTPS_PORT))
+            _wait_listening(gw, self.proc, (HTTP_PORT, HTTPS_PORT), self.kind)
             self.warmed = 0
             yield
         finally:
@@ -197,7 +253,8 @@ class Proxy(PathElement):
         page = str(self.factors.get("page", ""))
         if not page or page.startswith("upload:"):
             return 0
-        argv = [str(loader_binary()), pages.url_of(page), "--protocol", "h1", "--cacert", str(ca),
+        shards = int(self.factors.get("shards", 1))
+        argv = [str(loader_binary()), pages.url_of(page, shards=shards), "--protocol", "h1", "--cacert", str(ca),
                 "--connect-to", f"127.0.0.1:{HTTPS_PORT}", "--timeout", "60"]
         if page.startswith("bulk:"):
             argv.append("--single")
@@ -224,9 +281,10 @@ class Proxy(PathElement):
         for r in reqs:
             by[r.get("proto", "?")] = by.get(r.get("proto", "?"), 0) + 1
         hits = sum(r.get("cache") == "HIT" for r in reqs)
-        return {"kind": "nginx", "upstream": "h1", "cache": self._options()["cache"],
+        return {"kind": self.kind, "upstream": self._options()["upstream"], "cache": self._options()["cache"],
                 "warmed": getattr(self, "warmed", 0), "cache_hits": hits, "requests": len(reqs), "by_protocol": by,
-                "upstream_statuses": sorted({str(r.get("upstream_status")) for r in reqs}),
+                "upstreams": sorted({str(r.get("upstream")) for r in reqs}),
+                "upstream_statuses": sorted({str(r["upstream_status"]) for r in reqs if "upstream_status" in r}),
                 "routes": getattr(self, "routes", None), "exit": getattr(self, "exit", None)}
 
     def metrics(self) -> dict[str, float | None]:
@@ -234,18 +292,19 @@ class Proxy(PathElement):
         up = [float(r["upstream_s"]) * 1e3 for r in reqs if _number(r.get("upstream_s"))]
         return {"proxy_requests": float(len(reqs)),
                 "proxy_cache_hits": float(sum(r.get("cache") == "HIT" for r in reqs)),
-                "proxy_h2_requests": float(sum(r.get("proto") == "HTTP/2.0" for r in reqs)),
+                "proxy_h2_requests": float(sum(r.get("alpn") == "h2" for r in reqs)),
                 "proxy_upstream_ms": statistics.median(up) if up else None}
 
     def describe(self) -> list[str]:
         d = self.summary()
         by = ", ".join(f"{k} {v}" for k, v in d["by_protocol"].items()) or "none"
-        return [f"proxy at the gateway: {d['requests']} requests ({by}), {d['cache_hits']} from its cache"]
+        return [f"proxy ({d['kind']}, {d['upstream']} to the origins) at the gateway: {d['requests']} requests "
+                f"({by}), {d['cache_hits']} from its cache"]
 
     def fault(self) -> str | None:
         proc = getattr(self, "proc", None)
         if proc is not None and proc.poll() is not None and getattr(self, "exit", None) is None:
-            return f"the proxy (nginx) at the gateway died (exit {proc.returncode})"
+            return f"the proxy ({self.kind}) at the gateway died (exit {proc.returncode})"
         return None
 
 
@@ -269,13 +328,13 @@ def _number(v: Any) -> bool:
         return False
 
 
-def _wait_listening(host: "Host", proc: subprocess.Popen[Any], ports: tuple[int, ...]) -> None:
+def _wait_listening(host: "Host", proc: subprocess.Popen[Any], ports: tuple[int, ...], kind: str) -> None:
     end = time.monotonic() + 20
     while time.monotonic() < end:
         if proc.poll() is not None:
-            raise TestbedError(f"the proxy (nginx) at the gateway exited ({proc.returncode}) at start")
+            raise TestbedError(f"the proxy ({kind}) at the gateway exited ({proc.returncode}) at start")
         out = host.run(["ss", "-Hltn"], capture_output=True, text=True).stdout
         if all(f":{port} " in out for port in ports):
             return
         time.sleep(0.05)
-    raise TestbedError("the proxy (nginx) at the gateway did not listen within 20 s")
+    raise TestbedError(f"the proxy ({kind}) at the gateway did not listen within 20 s")

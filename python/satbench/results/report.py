@@ -421,6 +421,46 @@ def _access_section(valid: Any, varied: list[str]) -> str:
             "and granted rate over time.</p>" + _table(rows, head))
 
 
+#: The connections a load opened, as the origins counted them (model.ServerSummary.connection_metrics).
+CONNECTIONS = {"server_connections": "connections", "server_connections_tcp": "TCP",
+               "server_connections_quic": "QUIC", "origins_requested": "origins requested",
+               "coalesced_connections": "coalesced connections", "unused_connections": "unused connections"}
+#: The path's parts that change who holds a connection (a PEP, a tunnel, a proxy) and the page's sharding.
+CONNECTION_BY = ("protocol", "shards", "pep", "tunnel", "proxy", "page", "client")
+
+
+def _connections_section(valid: Any, varied: list[str], figs: "_Figures") -> str:
+    """Connections per page load, as the origin servers counted them: by
+    protocol and sharding (and PEP, tunnel, proxy where they vary), in all,
+    over TCP and QUIC, the origins the page named, and those carrying more
+    than one origin's requests (coalesced)."""
+    cols = [c for c in CONNECTIONS if c in valid.columns and valid[c].notna().any()]
+    if "server_connections" not in cols:
+        return ""
+    by = [c for c in CONNECTION_BY if c in varied]
+    rows = []
+    for cell, g in (list(valid.groupby(by, dropna=False)) if by else [((), valid)]):
+        cell = cell if isinstance(cell, tuple) else (cell,)
+        rows.append([" ".join(f"{k}={v}" for k, v in zip(by, cell)) or "all", len(g),
+                     *[float(g[c].mean()) if g[c].notna().any() else math.nan for c in cols]])
+    out = ("<h3>Connections per page</h3><p class='note'>What the origin servers accepted per page load (their "
+           "own logs; with a proxy or PEP in the path, its connections to them), means per combination. A "
+           "coalesced connection carried requests for more than one of the page's origin names (HTTP/2 "
+           "connection reuse); an unused one carried no request (a browser opens spare connections to an "
+           "origin before it knows the origin speaks HTTP/2, and closes them before TLS).</p>"
+           + _table(rows, ["combination", "n", *[CONNECTIONS[c] for c in cols]]))
+    x = next((c for c in ("shards", "page", "pep", "proxy", "tunnel") if c in varied), None)
+    if x is None:
+        return out
+    hue = "protocol" if "protocol" in varied else None
+    panels, how = comparable(valid, x, varied)
+    if panels:
+        out += f"<p class='note'>{html.escape(how)}</p>" + figs.add(
+            _panel_fig(panels, lambda ax, d: _bars(ax, d, x, "server_connections", hue=hue)),
+            f"connections-by-{x}", f"Connections per page by {x}" + (" and protocol" if hue else ""))
+    return out
+
+
 def _cdf(ax: Any, df: Any, factor: str, metric: str) -> None:
     for lv in _levels(df[factor]):
         xs = np.sort(df[df[factor] == lv][metric].dropna().to_numpy())
@@ -585,6 +625,7 @@ def _experiment_section(r: Results, name: str, figs: _Figures) -> str:
                                 "overhead", f"Protocol overhead by {x}" + (" and protocol" if hue else "")))
             out.append(_overhead_parts(panels, x, hue, figs))
     out.append(_population_section(r, name, df, valid, varied, figs))
+    out.append(_connections_section(valid, varied, figs))
     out.append(_limits_section(valid, varied, figs))
     out.append(_access_section(valid, varied))
     out.append(_knobs_section(valid, varied, spec, metrics))
