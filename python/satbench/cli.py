@@ -28,6 +28,7 @@ from . import prereq
 from .bench import BENCHES
 from .endpoints import ca, pages
 from .endpoints import options as server_options
+from .endpoints.base import Server
 from .endpoints.browser import BrowseOptions, LoadResult
 from .endpoints.curl import format_timing, timing
 from .endpoints.loader import LoadOptions, format_run, load
@@ -143,6 +144,9 @@ def _shell_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dns", action="store_true",
                    help="clients resolve names through a DNS server on the server host (lookups cross the link)")
     p.add_argument("--serve", metavar="DIR", help="start satbench-server on the server host, serving DIR")
+    p.add_argument("--shards", type=int, default=1, metavar="K",
+                   help="serve DIR from K server hosts (s1.test ... sK.test, each its own address); every page "
+                        "folder in DIR gets index-shardsK.html with its objects spread over them (needs --serve)")
     p.add_argument("--server-logs", metavar="DIR", help="keep the server's logs (access, TCP_INFO, qlog) in DIR")
     _server_args(p)
     p.add_argument("--json", action="store_true", help="print the link counters as JSON on stderr")
@@ -183,7 +187,11 @@ def _shell(a: argparse.Namespace, rest: list[str]) -> int:
     if a.terminals > 1 and a.terrestrial:
         raise InputError("--terrestrial: a terrestrial link with several terminals is not supported")
     terrestrial = resolve(profile.load(a.terrestrial)) if a.terrestrial else None
-    spec = TestbedSpec(link=link, clients=a.clients, servers=a.servers, access=access, seed=a.seed,
+    if not 1 <= a.shards <= 32:
+        raise InputError(f"--shards: must be from 1 to 32, got {a.shards}")
+    if a.shards > 1 and not a.serve:
+        raise InputError("--shards needs --serve (the shards are satbench servers)")
+    spec = TestbedSpec(link=link, clients=a.clients, servers=max(a.servers, a.shards), access=access, seed=a.seed,
                        tcp_cc=a.default_cc, pcap_dir=pcap_dir, dns=a.dns, terminals=a.terminals,
                        terrestrial=terrestrial)
     if a.cc and not a.serve:
@@ -195,10 +203,14 @@ def _shell(a: argparse.Namespace, rest: list[str]) -> int:
         if not root.is_dir():
             raise InputError(f"--serve {a.serve}: not a directory")
         opts, cc = _options_from(a), a.cc
+        if a.shards > 1:
+            for index in sorted(root.glob("*/index.html")):
+                pages.shard(root, index.parent.name, a.shards)
 
-        def serve(tb: Testbed) -> SatbenchServer:
+        def serve(tb: Testbed) -> list[Server]:
             logs = Path(a.server_logs) if a.server_logs else tb.run_dir / "server"
-            return SatbenchServer(root, logs, opts, host=tb.server, cc=cc)
+            return [SatbenchServer(root, logs / (h.role if j else ""), opts, host=h, cc=cc)
+                    for j, h in enumerate(tb.servers[:a.shards])]
 
     def banner(tb: Testbed) -> None:
         if not a.quiet:

@@ -12,6 +12,8 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+from satbench.endpoints import pages
+
 from ..helpers import run_cli, satbench_leftovers
 
 
@@ -107,3 +109,31 @@ def test_sharding_that_cannot_be_done_is_refused(tmp_path: Path) -> None:
         assert p.returncode == 2, p.stdout + p.stderr
         [msg] = p.stderr.strip().splitlines()
         assert re.search(rf"{re.escape(str(exp))}:{line}: (factors\.)?shards: ", msg) and why in msg, msg
+
+
+def test_the_shell_serves_a_sharded_page_from_every_shard(tmp_path: Path) -> None:
+    """``satbench shell --serve DIR --shards 3``: three satbench servers, the
+    sharded index written beside each page's, and a load from the shell
+    reaching every shard (each server's log holds its own name only)."""
+    from satbench.endpoints import ca
+    from satbench.endpoints.loader import loader_binary
+
+    www = tmp_path / "www"
+    pages.prepare(www, ["flags"])
+    logs, out = tmp_path / "logs", tmp_path / "shell.json"
+    p = run_cli("shell", "--link", "wire", "--serve", str(www), "--shards", "3", "--server-logs", str(logs),
+                "--json-out", str(out), "-q", "--", str(loader_binary()),
+                "https://server.test/flags/index-shards3.html", "--protocol", "h2", "--cacert", str(ca.ensure().cert),
+                timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    [client] = json.loads(p.stdout)["clients"]
+    assert client["valid"] and client["objects_n"] == 201, client.get("invalid_reason")
+    assert (www / "flags" / "index-shards3.html").exists()
+    report = json.loads(out.read_text())
+    assert [s["host"] for s in report["shards"]] == ["s2.test", "s3.test"]
+    for d, names in ((logs, {"server.test", "s1.test"}), (logs / "s2", {"s2.test"}), (logs / "s3", {"s3.test"})):
+        reqs = [r for r in _access(d / "access.jsonl") if r.get("type") == "request"]
+        assert {r["authority"].split(":")[0] for r in reqs} == names
+    p = run_cli("shell", "--link", "wire", "--shards", "2", "--", "true")
+    assert p.returncode == 2 and p.stderr.strip() == "satbench: --shards needs --serve (the shards are satbench servers)"
+    assert satbench_leftovers() == []

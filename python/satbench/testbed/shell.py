@@ -88,13 +88,14 @@ class ShellReport:
 
 
 def run_shell(spec: TestbedSpec, argv: Sequence[str] | None, *,
-              serve: Callable[[Testbed], Server] | None = None,
+              serve: Callable[[Testbed], list[Server]] | None = None,
               on_ready: Callable[[Testbed], None] | None = None,
               path: Sequence[PathElement] = ()) -> ShellReport:
     """Build a testbed, start the path elements (a PEP, say) and ``serve``'s
-    server on it, run ``argv`` (or an interactive shell) on client 1, tear
-    down; return the command's exit code, the link counters and what the
-    path elements did."""
+    servers on it (the first is the report's; more serve a sharded page),
+    run ``argv`` (or an interactive shell) on client 1, tear down; return
+    the command's exit code, the link counters and what the path elements
+    did."""
     cleanup()
     child: subprocess.Popen[bytes] | None = None
     stopping: list[int] = []
@@ -115,12 +116,14 @@ def run_shell(spec: TestbedSpec, argv: Sequence[str] | None, *,
         e.configure(spec)
     tb = Testbed(spec)
     server: Server | None = None
+    servers: list[Server] = []
     try:
         with tb, ExitStack() as elements:
             for e in path:
                 elements.enter_context(e.start(tb, tb.run_dir))
             if serve is not None:
-                server = serve(tb)
+                servers = serve(tb)
+                server = servers[0]
                 for e in path:
                     e.serving(tb)
             env = {**os.environ, **tb.env()}
@@ -141,19 +144,21 @@ def run_shell(spec: TestbedSpec, argv: Sequence[str] | None, *,
                 except KeyboardInterrupt:
                     continue
             rc = code if code >= 0 else 128 - code
-            if server is not None:
-                server.stop()
+            for srv in servers:
+                srv.stop()
     except KeyboardInterrupt:
         rc = 130 if not stopping or stopping[0] == signal.SIGINT else 128 + stopping[0]
     finally:
-        if server is not None:
-            server.stop()
+        for srv in servers:
+            srv.stop()
         for s, h in old.items():
             signal.signal(s, h)
     ready = getattr(server, "ready", {}) if server is not None else None
     report = {"testbed": tb.id, "link": tb.link.name, "link_hash": tb.link.hash, "seed": tb.seed, "exit_code": rc,
               "tcp_congestion_control": tb.effective_tcp_cc,
               "server": None if server is None else {**(ready or {}), "log_dir": str(getattr(server, "log_dir", ""))},
+              "shards": [{"host": getattr(getattr(srv, "host", None), "name", None),
+                          "log_dir": str(getattr(srv, "log_dir", ""))} for srv in servers[1:]],
               "link_counters": tb.link_stats, "access_counters": tb.access_stats,
               "terrestrial_counters": tb.terrestrial_stats,
               "path": {e.factor: {"summary": e.summary(), "metrics": e.metrics()} for e in path}}
