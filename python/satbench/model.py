@@ -350,6 +350,11 @@ class ServerSummary:
     #: Connections that carried no request (a browser's spare connections,
     #: opened before it knew the origin speaks HTTP/2, closed unused).
     unused_connections: int | None = None
+    #: TCP_NODELAY as read back from the server's TCP connections (each value seen).
+    nodelay: list[bool] | None = None
+    #: The real-time endpoints' log lines (their requests and messages): read
+    #: by satbench.realtime, not stored with the summary (the messages are).
+    realtime_log: list[dict[str, Any]] | None = field(default=None, repr=False)
 
     @classmethod
     def combined(cls, parts: "list[ServerSummary]") -> "ServerSummary":
@@ -366,7 +371,7 @@ class ServerSummary:
                      "coalesced_connections", "unused_connections"):
             if xs := vals(name):
                 setattr(out, name, sum(xs))
-        for name in ("protocols", "cc", "cc_impl", "quic_stacks"):
+        for name in ("protocols", "cc", "cc_impl", "quic_stacks", "nodelay"):
             if xs := vals(name):
                 setattr(out, name, sorted({x for v in xs for x in v}))
         if xs := vals("tcp_max_cwnd"):
@@ -391,6 +396,7 @@ class ServerSummary:
                         mine[k] = mine.get(k, 0) + n
             out.origins = dict(sorted(origins.items()))
         out.tcp_cc_route = parts[0].tcp_cc_route
+        out.realtime_log = [e for p in parts for e in (p.realtime_log or [])] or None
         return out
 
     def connection_metrics(self) -> dict[str, float | None]:
@@ -418,7 +424,7 @@ class ServerSummary:
         out: dict[str, Any] = {"kind": self.kind.value}
         for k in ("connections", "requests", "protocols", "cc", "cc_impl", "bytes_served", "tcp_total_retrans",
                   "tcp_max_cwnd", "tcp_min_rtt_ms", "qlogs", "quic_stacks", "limited_ms", "connections_limited",
-                  "transports", "origins", "coalesced_connections", "unused_connections"):
+                  "transports", "origins", "coalesced_connections", "unused_connections", "nodelay"):
             v = getattr(self, k)
             if v is not None:
                 out[k] = v

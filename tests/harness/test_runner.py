@@ -155,7 +155,7 @@ def test_v1_database_opens_reports_and_resumes(tmp_path: Path) -> None:
     started = next(x for x in seen if isinstance(x, runner.Started))
     assert started.migrated_from == 1 and (s.already, s.ran) == (10, 0)
     con = sqlite3.connect(db)
-    assert con.execute("PRAGMA user_version").fetchone() == (3,)
+    assert con.execute("PRAGMA user_version").fetchone() == (4,)
     after = con.execute("SELECT id, key_v1, status, started FROM trials ORDER BY id").fetchall()
     assert [(i, k, st, t) for i, k, st, t in before] == after  # nothing measured is lost
     # The stored link is the one the emulator reported with its counters.

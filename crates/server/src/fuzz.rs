@@ -267,6 +267,7 @@ fn shared(fx: &Fixture) -> Arc<Shared> {
         open: Default::default(),
         shutdown,
         live: Default::default(),
+        sessions: Default::default(),
     })
 }
 
@@ -400,6 +401,93 @@ fn fuzz_request() {
                     405 => assert!(!get_or_head && !is_upload(m, t), "{m} {t:?}: 405"),
                     other => panic!("{m} {t:?}: status {other}"),
                 }
+            }
+        },
+    );
+}
+
+/// The real-time endpoints' query and upstream-message parsers: any bytes
+/// either parse into values within the documented limits or are refused
+/// naming a key; a schedule from a parsed query is sorted and as long as
+/// asked; a message is exactly the size asked (or its unpadded size).
+#[test]
+fn fuzz_realtime() {
+    use crate::realtime::{
+        message, Params, Schedule, Upstream, MAX_INTERVAL_MS, MAX_MESSAGES, MAX_SIZE,
+    };
+    fuzzkit::run(
+        Config::new("realtime", corpus("realtime"))
+            .dict(&[
+                "session=",
+                "scenario=",
+                "server",
+                "client",
+                "chat",
+                "n=",
+                "size=",
+                "interval_ms=",
+                "arrivals=",
+                "poisson",
+                "constant",
+                "seed=",
+                "after=",
+                "-1",
+                "&",
+                "=",
+                "1e9",
+                "nan",
+                "inf",
+                "0.5",
+                "{\"seq\":",
+                "\"t_ms\":",
+                "\"done\":true",
+                "}",
+            ])
+            .max_len(256),
+        |b, f| {
+            let q = String::from_utf8_lossy(b);
+            match Params::parse(&q) {
+                Ok(p) => {
+                    f.add(1);
+                    assert!((1..=MAX_MESSAGES).contains(&p.n) && (1..=MAX_SIZE).contains(&p.size));
+                    assert!(
+                        p.interval_ms.is_finite()
+                            && (0.0..=MAX_INTERVAL_MS).contains(&p.interval_ms)
+                    );
+                    assert!(p.after >= -1 && p.session.len() <= 64);
+                    // Small schedules only: the check is of the shape, not of the size.
+                    let small = Params {
+                        n: p.n.min(64),
+                        ..p.clone()
+                    };
+                    let s = Schedule::new(&small);
+                    assert_eq!(
+                        s.len(),
+                        if small.scenario.down() {
+                            small.n as usize
+                        } else {
+                            0
+                        }
+                    );
+                    assert!((1..s.len()).all(|i| s.due(i - 1) <= s.due(i)), "{q:?}");
+                    let m = message(u64::from(p.n), 1_795_578_470_912_111_385, p.size.min(4096));
+                    assert!(m.len() >= p.size.min(4096));
+                    let v: serde_json::Value = serde_json::from_str(&m).expect("a message is JSON");
+                    assert_eq!(v["seq"].as_u64(), Some(u64::from(p.n)));
+                }
+                Err(e) => {
+                    f.add(2);
+                    f.add_bytes(3, e.key.as_bytes());
+                    assert!(!e.key.is_empty() && !e.why.is_empty());
+                }
+            }
+            match Upstream::parse(b) {
+                Some(u) if u.done => f.add(4),
+                Some(u) => {
+                    f.add(5);
+                    assert!(u.t_ms.is_finite());
+                }
+                None => f.add(6),
             }
         },
     );

@@ -4,7 +4,7 @@
 //! satbench-server --root DIR [--cert PEM --key PEM] [--cc cubic|bbr|reno]
 //!     [--bind ADDR] [--http-port 80] [--https-port 443] [--no-h3]
 //!     [--access-log FILE] [--tcp-info FILE] [--quic-info FILE] [--qlog-dir DIR]
-//!     [--tfo] [--no-resumption] [--no-0rtt] [--sndbuf BYTES] [--rcvbuf BYTES]
+//!     [--tfo] [--no-nodelay] [--no-resumption] [--no-0rtt] [--sndbuf BYTES] [--rcvbuf BYTES]
 //!     [--quic-stack quiche|quinn] [--quic-initcwnd PACKETS] [--no-pacing]
 //!     [--quic-max-data BYTES] [--quic-max-stream-data BYTES] [--idle-timeout-s S]
 //!     [--max-tcp-conns N] [--max-quic-conns N] [--header-read-timeout-s S]
@@ -77,6 +77,8 @@ mod limits;
 mod log;
 mod quic;
 mod quic_quinn;
+mod realtime;
+mod rt_serve;
 mod tcp;
 mod tcpinfo;
 
@@ -146,6 +148,8 @@ pub struct Options {
     pub max_quic_conns: usize,
     /// `--header-read-timeout-s`: the idle timeout when not given.
     pub header_read_timeout_s: Option<u64>,
+    /// TCP_NODELAY on every TCP connection (`--no-nodelay`: Nagle's algorithm on).
+    pub nodelay: bool,
 }
 
 impl Options {
@@ -208,6 +212,7 @@ impl Default for Options {
             max_tcp_conns: DEFAULT_MAX_TCP_CONNS,
             max_quic_conns: DEFAULT_MAX_QUIC_CONNS,
             header_read_timeout_s: None,
+            nodelay: true,
         }
     }
 }
@@ -339,6 +344,7 @@ where
             }
             Long("qlog-dir") => o.qlog_dir = Some(p.value()?.string()?),
             Long("tfo") => o.tfo = true,
+            Long("no-nodelay") => o.nodelay = false,
             Long("no-resumption") => o.resumption = false,
             Long("no-0rtt") => o.zero_rtt = false,
             Long("no-pacing") => o.pacing = false,
@@ -513,6 +519,7 @@ fn main() {
         open: Default::default(),
         shutdown,
         live: Default::default(),
+        sessions: Default::default(),
     });
     let sh_end = shared.clone();
     let rt = tokio::runtime::Builder::new_current_thread()

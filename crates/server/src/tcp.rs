@@ -38,6 +38,8 @@ pub struct Shared {
     pub shutdown: tokio::sync::watch::Sender<bool>,
     /// The TCP connections open, for `--max-tcp-conns`.
     pub live: Live,
+    /// The long-polling sessions open.
+    pub sessions: crate::rt_serve::Sessions,
 }
 
 /// One open TCP connection as the cap sees it: when it last read or wrote
@@ -136,6 +138,8 @@ impl Shared {
 pub struct FileBody {
     file: Option<std::fs::File>,
     mem: Option<Bytes>,
+    /// An event stream: each chunk as it comes, until the sender goes.
+    chan: Option<tokio::sync::mpsc::Receiver<Bytes>>,
     remaining: u64,
     on_done: Option<Box<dyn FnOnce(u64) + Send>>,
     sent: u64,
@@ -144,11 +148,29 @@ pub struct FileBody {
 }
 
 impl FileBody {
-    fn mem(b: Bytes, on_done: Box<dyn FnOnce(u64) + Send>) -> FileBody {
+    pub(crate) fn mem(b: Bytes, on_done: Box<dyn FnOnce(u64) + Send>) -> FileBody {
         FileBody {
             remaining: b.len() as u64,
             file: None,
             mem: Some(b),
+            chan: None,
+            on_done: Some(on_done),
+            sent: 0,
+            chunk: FIRST_CHUNK,
+        }
+    }
+
+    /// A body of unknown length: every chunk received is sent as its own
+    /// frame at once (no buffering), the body ending when the sender is dropped.
+    pub(crate) fn stream(
+        rx: tokio::sync::mpsc::Receiver<Bytes>,
+        on_done: Box<dyn FnOnce(u64) + Send>,
+    ) -> FileBody {
+        FileBody {
+            remaining: 0,
+            file: None,
+            mem: None,
+            chan: Some(rx),
             on_done: Some(on_done),
             sent: 0,
             chunk: FIRST_CHUNK,
@@ -167,8 +189,22 @@ impl Body for FileBody {
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
-        _cx: &mut Context<'_>,
+        cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
+        if let Some(rx) = self.chan.as_mut() {
+            return match rx.poll_recv(cx) {
+                Poll::Ready(Some(b)) => {
+                    self.sent += b.len() as u64;
+                    Poll::Ready(Some(Ok(Frame::data(b))))
+                }
+                Poll::Ready(None) => {
+                    self.chan = None;
+                    self.finish();
+                    Poll::Ready(None)
+                }
+                Poll::Pending => Poll::Pending,
+            };
+        }
         if let Some(b) = self.mem.take() {
             self.remaining = 0;
             self.sent += b.len() as u64;
@@ -196,10 +232,13 @@ impl Body for FileBody {
     }
 
     fn is_end_stream(&self) -> bool {
-        self.remaining == 0 && self.mem.is_none()
+        self.remaining == 0 && self.mem.is_none() && self.chan.is_none()
     }
 
     fn size_hint(&self) -> SizeHint {
+        if self.chan.is_some() {
+            return SizeHint::default();
+        }
         SizeHint::with_exact(self.mem.as_ref().map_or(self.remaining, |b| b.len() as u64))
     }
 }
@@ -249,6 +288,17 @@ pub(crate) async fn handle(
         .unwrap_or_else(|| "/".into());
     let proto = proto_name(req.version());
     let authority = authority_of(&req);
+    if crate::rt_serve::is_realtime(req.uri().path()) {
+        let r = crate::rt_serve::Req {
+            conn,
+            proto,
+            tls,
+            cc,
+            authority,
+            t_request,
+        };
+        return crate::rt_serve::respond(req, sh, r).await;
+    }
     // Read the request body to its end, counting it: the upload sink's
     // payload, or a stray body of any other request (answered 405 or as if
     // it had none).
@@ -315,6 +365,7 @@ pub(crate) async fn handle(
             on_done: Some(on_done),
             sent: 0,
             chunk: FIRST_CHUNK,
+            chan: None,
         },
         (Some(_), true) => {
             b = b.header("content-length", body_len);
@@ -457,7 +508,8 @@ pub fn http_builder(opts: &Options) -> hyper_util::server::conn::auto::Builder<T
         .max_header_list_size(H2_MAX_HEADER_LIST_BYTES)
         .max_pending_accept_reset_streams(H2_MAX_PENDING_ACCEPT_RESET_STREAMS)
         .max_local_error_reset_streams(H2_MAX_LOCAL_ERROR_RESET_STREAMS)
-        .max_send_buf_size(H2_MAX_SEND_BUF_BYTES);
+        .max_send_buf_size(H2_MAX_SEND_BUF_BYTES)
+        .enable_connect_protocol();
     builder
 }
 
@@ -549,7 +601,7 @@ async fn sample(
 
 async fn serve_conn(sh: Arc<Shared>, stream: TcpStream, tls: Option<tokio_rustls::TlsAcceptor>) {
     let slot = sh.live.admit(sh.opts.max_tcp_conns);
-    let _ = stream.set_nodelay(true);
+    let _ = stream.set_nodelay(sh.opts.nodelay);
     let conn: Arc<str> = format!("t{}", NEXT_CONN.fetch_add(1, Ordering::Relaxed)).into();
     let fd = stream.as_raw_fd();
     let cc: Arc<str> = tcpinfo::congestion(fd)
@@ -576,6 +628,7 @@ async fn serve_conn(sh: Arc<Shared>, stream: TcpStream, tls: Option<tokio_rustls
             "type": "connection", "conn": &*conn, "transport": "tcp", "cc": &*cc,
             "cc_impl": format!("linux {cc}"), "alpn": "",
             "peer": peer, "t_open_unix_ns": t_open, "tls": tls.is_some(),
+            "nodelay": tcpinfo::get_int(fd, libc::IPPROTO_TCP, libc::TCP_NODELAY).map(|v| v != 0),
         }),
     );
     let builder = http_builder(&sh.opts);
@@ -598,7 +651,7 @@ async fn serve_conn(sh: Arc<Shared>, stream: TcpStream, tls: Option<tokio_rustls
                     handle(r, s2.clone(), c2.clone(), false, c3.clone())
                 });
                 tokio::select! {
-                    r = builder.serve_connection(TokioIo::new(stream), svc) => {
+                    r = builder.serve_connection_with_upgrades(TokioIo::new(stream), svc) => {
                         r.map_err(ConnError::Http)
                     }
                     _ = &mut watch => Err(ConnError::Idle),
@@ -626,7 +679,7 @@ async fn serve_conn(sh: Arc<Shared>, stream: TcpStream, tls: Option<tokio_rustls
                         handle(r, s2.clone(), c2.clone(), true, c3.clone())
                     });
                     tokio::select! {
-                        r = builder.serve_connection(TokioIo::new(s), svc) => {
+                        r = builder.serve_connection_with_upgrades(TokioIo::new(s), svc) => {
                             r.map_err(ConnError::Http)
                         }
                         _ = &mut watch => Err(ConnError::Idle),

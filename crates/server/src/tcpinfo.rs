@@ -166,6 +166,23 @@ fn setsockopt_bytes(
     Ok(())
 }
 
+/// An integer socket option's value (None if getsockopt fails).
+pub fn get_int(fd: RawFd, level: i32, opt: i32) -> Option<i32> {
+    let mut v: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: v and len are valid for writes of their sizes.
+    let r = unsafe {
+        libc::getsockopt(
+            fd,
+            level,
+            opt,
+            &mut v as *mut libc::c_int as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    (r == 0).then_some(v)
+}
+
 pub fn set_int(fd: RawFd, level: i32, opt: i32, v: i32, what: &str) -> Result<(), SockError> {
     setsockopt_bytes(fd, level, opt, &v.to_ne_bytes(), what)
 }

@@ -13,6 +13,10 @@ Metrics come from the page's own performance APIs:
   before any page script runs, and the load waits until no new LCP entry has
   come for ``lcp_settle_ms``, since FCP and LCP can come after the load event.
 
+A page that measures something itself (the real-time client) sets
+``window.__satbench_hold`` while it runs: the load also waits until it is
+cleared, and its ``window.__satbench_result`` is the result's ``page_result``.
+
 A load in which any response used another protocol than the one asked for
 is **invalid**, and the result says why.
 """
@@ -47,6 +51,8 @@ _COLLECT = """() => {
   const lcp = window.__satbench ? window.__satbench.lcp : [];
   return {
     time_origin: performance.timeOrigin,
+    hold: !!window.__satbench_hold,
+    page_result: window.__satbench_result || null,
     nav: nav ? {startTime: nav.startTime, responseStart: nav.responseStart, domContentLoadedEventEnd:
                 nav.domContentLoadedEventEnd, loadEventEnd: nav.loadEventEnd, nextHopProtocol: nav.nextHopProtocol,
                 transferSize: nav.transferSize, responseEnd: nav.responseEnd, connectStart: nav.connectStart,
@@ -108,6 +114,10 @@ class LoadResult:
     wall_s: float = 0.0
     #: When the navigation really started (the page's performance.timeOrigin, unix ms).
     start_unix_ms: float | None = None
+    #: What a page that measures for itself left (``window.__satbench_result``).
+    page_result: dict[str, Any] | None = None
+    #: The page was still measuring when the load's time was up.
+    held: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -127,7 +137,7 @@ def settle(collect: Callable[[], dict[str, Any]], opts: BrowseOptions, pause: Ca
         if n != last_n:
             last_n, last_change = n, now
         elif now - last_change >= opts.lcp_settle_ms / 1e3 and (
-                data["fcp"] is not None or now - t_load >= FCP_GRACE_S):
+                data["fcp"] is not None or now - t_load >= FCP_GRACE_S) and not data.get("hold"):
             break
         pause()
     return data
@@ -137,6 +147,8 @@ def page_metrics(res: LoadResult, data: dict[str, Any]) -> None:
     """PLT, TTFB, DOMContentLoaded, FCP and LCP from what ``_COLLECT`` returned (any browser)."""
     nav = data.get("nav") or {}
     res.start_unix_ms = data.get("time_origin")
+    res.page_result = data.get("page_result")
+    res.held = bool(data.get("hold"))
     res.plt_ms = nav.get("loadEventEnd", 0) - nav.get("startTime", 0) if nav else None
     res.ttfb_ms = nav.get("responseStart")
     res.dcl_ms = nav.get("domContentLoadedEventEnd")
@@ -155,12 +167,18 @@ def judge(res: LoadResult, want: str, failed: dict[str, str] | None = None) -> N
         res.valid = False
         res.invalid_reason = (f"{len(wrong)} of {len(res.resources)} responses used another protocol than {want}; "
                               f"first: {r['url']} over {r['protocol'] or 'nothing (failed)'}")
-    elif failed:
+    elif failed := {k: v for k, v in (failed or {}).items()
+                    if not (res.page_result is not None and v == "net::ERR_ABORTED")}:
+        # (A page that measures for itself closes its own streams: aborted
+        # requests are its doing, and it reports its own errors.)
         res.valid = False
         res.invalid_reason = f"{len(failed)} requests failed; first: {next(iter(failed.values()))}"
     elif res.plt_ms is None or res.fcp_ms is None:
         res.valid = False
         res.invalid_reason = "no load event or no first contentful paint"
+    elif res.held:
+        res.valid = False
+        res.invalid_reason = "the page was still measuring when the load's time was up"
 
 
 

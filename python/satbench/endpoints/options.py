@@ -35,6 +35,8 @@ class ServerOptions:
     h3: bool = option(True, "serve HTTP/3 and advertise it with Alt-Svc", flag="--no-h3",
                       servers=frozenset({ServerKind.SATBENCH, ServerKind.CADDY}))
     tfo: bool = option(False, "TCP Fast Open on the server's listeners")
+    nodelay: bool = option(True, "TCP_NODELAY on the server's TCP connections (off: Nagle's algorithm; the "
+                                 "experiment factor is nodelay)", flag="--no-nodelay", experiment=False)
     resumption: bool = option(True, "TLS session resumption over TCP", flag="--no-resumption")
     zero_rtt: bool = option(True, "QUIC 0-RTT", flag="--no-0rtt")
     pacing: bool = option(True, "QUIC pacing", flag="--no-pacing")

@@ -17,6 +17,9 @@ plus ``pages.json`` listing every page:
 - ``shop``: a shopping-like page of about 171 objects and 2.5 MB (study B):
   HTML, style sheets (one imports another), scripts (one loads another, which
   adds images), a web font, a hero image, product images and icons.
+- ``realtime``: the real-time web client (``rt.js``): its URL's query names a
+  mechanism and a scenario, which it runs against the server's ``/rt/``
+  endpoints (see :mod:`satbench.realtime`).
 
 Every JPEG is a real, decodable image of the exact byte size. The encoder's
 quality is searched so that the image falls just short of the size, and a JPEG
@@ -290,6 +293,21 @@ def _study_a_page(out: Path, structure: str, label: str, seed: int) -> Manifest:
     return _write_index(d, m, name, head, body)
 
 
+def _realtime(out: Path, seed: int) -> Manifest:
+    """The real-time web client: a heading (its first paint) and rt.js, which
+    runs the scenario its URL's query names."""
+    d = out / "realtime"
+    d.mkdir(parents=True, exist_ok=True)
+    js = (Path(__file__).with_name("static") / "rt.js").read_bytes()
+    (d / "rt.js").write_bytes(js)
+    m = Manifest(page="realtime", description="the real-time web client (long polling, SSE, WebSocket)",
+                 html_bytes=0, seed=seed)
+    m.objects.append(PageObject(path="rt.js", type="text/javascript", bytes=len(js), order=1, depth=1,
+                                referenced_by="index.html", sha256=_sha(js)))
+    body = '<h1>satbench real-time client: <span id="state">running</span></h1>\n<script src="rt.js"></script>\n'
+    return _write_index(d, m, "realtime", "", body)
+
+
 def _blank(out: Path, seed: int) -> Manifest:
     d = out / "blank"
     d.mkdir(parents=True, exist_ok=True)
@@ -464,7 +482,7 @@ def _shop(out: Path, seed: int) -> Manifest:
 # -- entry points ---------------------------------------------------------------
 
 STUDY_A = [f"{s}-{label}" for s in ("single", "uniform", "triangular") for label in SIZES_KB]
-ALL_PAGES = [*STUDY_A, "blank", "flags", "images640", "shop"]
+ALL_PAGES = [*STUDY_A, "blank", "flags", "images640", "shop", "realtime"]
 
 
 def generate(out: Path, pages: list[str] | None = None, *, seed: int = 1) -> list[Manifest]:
@@ -485,6 +503,8 @@ def generate(out: Path, pages: list[str] | None = None, *, seed: int = 1) -> lis
             m = _flags(out, seed)
         elif n == "images640":
             m = _images640(out, seed)
+        elif n == "realtime":
+            m = _realtime(out, seed)
         else:
             m = _shop(out, seed)
         (out / n / "manifest.json").write_text(json.dumps(m.to_json(), indent=1) + "\n")
@@ -588,6 +608,15 @@ def object_sizes(root: Path, page: str) -> dict[str, int]:
     return {str(o["path"]): int(o["bytes"]) for o in json.loads(mf.read_text())["objects"]}
 
 
+def _stale(root: Path, page: str) -> bool:
+    """Whether a generated page no longer matches its source (the realtime
+    client's script is copied from the package, which may have changed)."""
+    if page != "realtime":
+        return False
+    js = root / page / "rt.js"
+    return not js.exists() or js.read_bytes() != (Path(__file__).with_name("static") / "rt.js").read_bytes()
+
+
 def prepare(root: Path, names: set[str] | list[str]) -> dict[str, int]:
     """Generate the pages and bulk files named (once); return their sizes in
     bytes (an upload's: the bytes it sends; it needs no file). The root is
@@ -604,7 +633,7 @@ def prepare(root: Path, names: set[str] | list[str]) -> dict[str, int]:
             sizes[page] = size
             continue
         mf = root / page / "manifest.json"
-        if not mf.exists():
+        if not mf.exists() or _stale(root, page):
             generate(root, [page])
         m = json.loads(mf.read_text())
         sizes[page] = int(m["html_bytes"]) + sum(int(o["bytes"]) for o in m["objects"])

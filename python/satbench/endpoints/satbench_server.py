@@ -176,7 +176,10 @@ def summarise(log_dir: Path) -> ServerSummary:
     if not (log_dir / "access.jsonl").exists():
         return out
     conns = [e for e in entries if e.get("type") == "connection"]
-    reqs = [e for e in entries if e.get("type") != "connection"]
+    reqs = [e for e in entries if e.get("type") == "request"]
+    out.realtime_log = [e for e in entries if e.get("type") == "message" or e.get("realtime")] or None
+    seen = {bool(c["nodelay"]) for c in conns if c.get("nodelay") is not None}
+    out.nodelay = sorted(seen) or None
     out.connections = len(conns)
     out.requests = len(reqs)
     out.protocols = sorted({str(r.get("proto")) for r in reqs})

@@ -29,7 +29,8 @@ LCP_SETTLE_S = 0.3
 #: Sizes of the pages that are not study A's exact ones, as the generator
 #: makes them (seed 1): (total bytes with the HTML, objects). A test checks
 #: them against freshly generated pages.
-GENERATED_PAGES = {"blank": (115, 0), "flags": (72_342, 200), "images640": (672_841, 640), "shop": (2_464_106, 173)}
+GENERATED_PAGES = {"blank": (115, 0), "flags": (72_342, 200), "images640": (672_841, 640), "shop": (2_464_106, 173),
+                   "realtime": (5_897, 1)}
 
 #: Loss response per sender, as the constant C of the Mathis et al. rate
 #: C * MSS / (RTT * sqrt(p)), fitted to trials over GEO with BER 1e-5
@@ -113,6 +114,8 @@ def trial_s(factors: dict[str, Any], link: LinkSpec) -> float:
     t = rounds * rtt + transfer + OVERHEAD_S.get(str(client), 0.5)
     if ClientKind(str(client)).browser:
         t += LCP_SETTLE_S
+    if factors.get("realtime", "none") != "none":  # the scenario's schedule, then its last message's trip
+        t += int(factors.get("messages", 100)) * float(factors.get("interval_ms", 1000)) / 1000 + 2 * rtt
     if mix is not None:  # every client prepares before the barrier (browsers start their drivers and launch)
         t += population.RELEASE_LEAD_S + (clients * BROWSER_READY_S if client != "loader"
                                           else clients * population.RELEASE_LEAD_PER_LOADER_S)

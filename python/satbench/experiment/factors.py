@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from .. import realtime
 from ..endpoints import options as server_options
 from ..endpoints import pages
 from ..errors import SatbenchError
@@ -89,6 +90,20 @@ CORE: tuple[Factor, ...] = (
     Factor("shards", whole(1, 32), 1,
            "origin hosts a page's objects are spread over (s1.test ... sK.test, each its own server host "
            "and address; the HTML stays on server.test): 1 is no sharding", keyed=False),
+    Factor("realtime", one_of(("none", *realtime.MECHANISMS)), "none",
+           "a real-time web trial's mechanism: long polling (poll), Server-Sent Events (sse) or WebSocket (ws, "
+           "over HTTP/1.1 or, with protocol h2, RFC 8441); needs page = \"realtime\" and a browser", keyed=False),
+    Factor("scenario", one_of(realtime.SCENARIOS), "server",
+           "a real-time trial's updates: from the server, from the client, or both (chat)", keyed=False),
+    Factor("messages", whole(1, 100_000), 100, "a real-time trial's messages in each direction", keyed=False),
+    Factor("message_bytes", whole(60, 1 << 20), 100, "the size of each real-time message", keyed=False),
+    Factor("interval_ms", lambda v: None if isinstance(v, (int, float)) and not isinstance(v, bool) and
+           0 <= v <= 20_000 else f"must be a number of ms from 0 to 20000, got {v!r}", 1000,
+           "the mean time between real-time messages (0: back to back)", keyed=False),
+    Factor("arrivals", one_of(realtime.ARRIVALS), "constant",
+           "real-time messages at a constant interval or as a Poisson process of that mean", keyed=False),
+    Factor("nodelay", lambda v: None if isinstance(v, bool) else f"must be true or false, got {v!r}", True,
+           "TCP_NODELAY on the satbench server's connections (false: Nagle's algorithm on)", keyed=False),
     Factor("quic_stack", one_of(("quiche", "quinn")), "quiche",
            "the QUIC stack of the satbench server and of the loader: quiche or quinn", keyed=False),
     Factor("quic_window", lambda v: None if v in ("stack", "bdp") or (isinstance(v, int) and not isinstance(
@@ -111,6 +126,27 @@ def shards_problem(factors: dict[str, Any]) -> tuple[str, str] | None:
         return "shards", "a sharded page needs a client that loads its objects (a browser or the loader)"
     if str(factors.get("server", "satbench")) != "satbench":
         return "shards", "the shards are satbench servers (their logs count each origin's connections)"
+    return None
+
+
+def realtime_problem(factors: dict[str, Any]) -> tuple[str, str] | None:
+    """Why a trial's factors cannot run its real-time scenario (None if they can, or it has none)."""
+    rt = factors.get("realtime", "none")
+    if rt == "none":
+        if factors.get("page") == "realtime":
+            return "page", "the realtime page runs a real-time scenario: set realtime (poll, sse or ws)"
+        return None
+    if factors.get("page") != "realtime":
+        return "realtime", "a real-time trial loads the realtime page: page = \"realtime\""
+    if population.groups(factors) is not None or not ClientKind(str(factors.get("client"))).browser:
+        return "realtime", "the real-time client runs in a browser: client = \"chromium\" or \"firefox\""
+    if factors.get("protocol") not in ("h1", "h2"):
+        return "realtime", ("real-time trials run over h1 or h2 (the server's HTTP/3 has no real-time "
+                            "endpoints, and no browser opens a WebSocket over HTTP/3)")
+    if str(factors.get("server", "satbench")) != "satbench" or int(factors.get("shards", 1)) > 1:
+        return "realtime", "the real-time endpoints are satbench-server's, on one host (server = \"satbench\")"
+    if factors.get("proxy", "none") != "none":
+        return "realtime", "the gateway proxy does not pass WebSocket or hold long polls: proxy = \"none\""
     return None
 
 

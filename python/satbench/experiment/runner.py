@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 from typing import Protocol as Interface
 
-from .. import prereq
+from .. import prereq, realtime
 from ..bound import lower_bound_ms
 from ..endpoints import LoadRequest, ServeRequest, client_class, pages, server_class
 from ..endpoints.base import Client, Server
@@ -285,7 +285,8 @@ class Runner:
         if window is not None:
             given.setdefault("quic_max_data", window)
             given.setdefault("quic_max_stream_data", window)
-        opts = ServerOptions(quic_stack=str(t.factors.get("quic_stack", "quiche")), **given)
+        opts = ServerOptions(quic_stack=str(t.factors.get("quic_stack", "quiche")),
+                             nodelay=bool(t.factors.get("nodelay", True)), **given)
         return [ServeRequest(root=self.pages_root, log_dir=art / "server" / (h.role if j else ""), host=h, cc=t.cc,
                              options=opts, telemetry="server" in self.exp.artefacts)
                 for j, h in enumerate(tb.servers[:_shards(t)])]
@@ -306,7 +307,10 @@ class Runner:
     def _request(self, t: Trial, tb: RunningTestbed, art: Path) -> LoadRequest:
         page = str(t.factors["page"])
         mixed = population.groups(t.factors) is not None
-        return LoadRequest(url=pages.url_of(page, shards=_shards(t)), origins=pages.shard_hosts(_shards(t)),
+        url = pages.url_of(page, shards=_shards(t))
+        if t.factors.get("realtime", "none") != "none":
+            url += realtime.query(t.factors, session=t.key, seed=trial_seed(self.order_seed, t.key))
+        return LoadRequest(url=url, origins=pages.shard_hosts(_shards(t)),
                            protocol=Protocol.H2 if mixed else t.protocol, host=tb.client,
                            timeout_s=self.exp.timeout_s, clients=1 if mixed else int(t.factors["clients"]),
                            connections=int(t.factors["connections"]),
@@ -342,6 +346,30 @@ class Runner:
         if rec.status is TrialStatus.VALID and stacks and stacks != [stack]:
             rec.status = TrialStatus.INVALID
             rec.reason = f"the server's QUIC stack was {', '.join(stacks)}, not {stack}"
+        if t.factors.get("realtime", "none") != "none":
+            Runner._realtime(rec, t, outcome)
+
+    @staticmethod
+    def _realtime(rec: TrialRecord, t: Trial, outcome: ClientOutcome) -> None:
+        """A real-time trial's messages and metrics (satbench.realtime), and
+        the server's TCP_NODELAY as read back from its connections."""
+        summary = rec.server_summary
+        page = (outcome.raw or {}).get("page_result") if isinstance(outcome.raw, dict) else None
+        v = realtime.judge(t.factors, page, (summary.realtime_log if summary else None) or [], t.links)
+        rec.metrics.update(v.metrics)
+        rec.messages = v.messages
+        rec.env["realtime"] = v.env
+        want = bool(t.factors.get("nodelay", True))
+        seen = summary.nodelay if summary else None
+        rec.metrics["nodelay"] = float(seen == [True]) if seen else None
+        if rec.status is not TrialStatus.VALID:
+            return
+        if v.failed:
+            rec.status, rec.reason = TrialStatus.FAILED, v.failed
+        elif v.invalid:
+            rec.status, rec.reason = TrialStatus.INVALID, v.invalid
+        elif seen != [want]:
+            rec.status, rec.reason = TrialStatus.INVALID, f"the server's TCP_NODELAY read {seen}, not {want}"
 
     def _bound(self, rec: TrialRecord, t: Trial) -> None:
         """Store the trial's lower bounds (bound.py). A load faster than the

@@ -55,7 +55,7 @@ from ..path import ELEMENTS, element_class
 from ..testbed.testbed import terminal_subnets
 from . import designs, population
 from .design import RunOrder, Trial, run_order
-from .factors import FACTORS, REQUIRED, check_of, known, shards_problem
+from .factors import FACTORS, REQUIRED, check_of, known, realtime_problem, shards_problem
 
 ARTEFACTS = ("server", "har", "netlog", "pcap")
 EXPERIMENT_KEYS = {"name", "description", "repetitions", "order", "seed", "timeout_s", "warmup", "artefacts",
@@ -328,7 +328,8 @@ def parse(doc: dict[str, Any], text: str, file: str) -> Experiment:
             kinds = [ClientKind(full["client"])] if pop is None else [g.kind for g in pop]
             if not all(client_class(k).uploads for k in kinds):
                 problem = ("page", "an upload runs in the loader: client = \"loader\" (or a population of loaders)")
-        problem = problem or server_class(ServerKind(full["server"])).check(full) or shards_problem(full)
+        problem = (problem or server_class(ServerKind(full["server"])).check(full) or shards_problem(full)
+                   or realtime_problem(full))
         if not problem and int(full.get("terminals", 1)) > 1:
             if pop is None or full.get("hosts", "each") != "each":
                 problem = ("terminals", "several terminals need a population of clients on hosts of their own "

@@ -9,6 +9,8 @@ The version is SQLite's ``user_version``:
   migrated trial's old key.
 - 3: mixed client populations: each client's group, kind, host, real start
   (unix ms), connections and normalised throughput (``clients``).
+- 4: real-time web trials: every message's direction, number, send and
+  receive stamps (unix ms) and one-way latency (``messages``).
 
 :func:`migrate` brings a database up to :data:`VERSION` in one transaction;
 a database from a newer satbench is refused rather than guessed at.
@@ -22,7 +24,17 @@ from typing import Any, Callable
 
 from ..errors import InputError
 
-VERSION = 3
+VERSION = 4
+
+MESSAGES = """
+CREATE TABLE IF NOT EXISTS messages (
+    trial_id INTEGER NOT NULL REFERENCES trials(id) ON DELETE CASCADE,
+    dir TEXT NOT NULL CHECK (dir IN ('down', 'up')),
+    seq INTEGER NOT NULL,
+    sent_unix_ms REAL, recv_unix_ms REAL, latency_ms REAL,
+    PRIMARY KEY (trial_id, dir, seq)
+);
+"""
 
 TABLES = """
 CREATE TABLE IF NOT EXISTS experiments (
@@ -84,6 +96,13 @@ CREATE TABLE IF NOT EXISTS clients (
     grp TEXT, kind TEXT, host TEXT, start_unix_ms REAL, connections INTEGER, normalised_throughput REAL,
     PRIMARY KEY (trial_id, client)
 );
+CREATE TABLE IF NOT EXISTS messages (
+    trial_id INTEGER NOT NULL REFERENCES trials(id) ON DELETE CASCADE,
+    dir TEXT NOT NULL CHECK (dir IN ('down', 'up')),
+    seq INTEGER NOT NULL,
+    sent_unix_ms REAL, recv_unix_ms REAL, latency_ms REAL,
+    PRIMARY KEY (trial_id, dir, seq)
+);
 CREATE INDEX IF NOT EXISTS objects_trial ON objects(trial_id);
 """
 
@@ -124,6 +143,10 @@ def migrate(db: sqlite3.Connection, path: str, resolve_links: LinkResolver, make
                         "normalised_throughput REAL"):
                 db.execute(f"ALTER TABLE clients ADD COLUMN {col}")
             db.execute("PRAGMA user_version = 3")
+    if had <= 3:
+        with db:
+            db.executescript(MESSAGES)
+            db.execute("PRAGMA user_version = 4")
     return had
 
 

@@ -47,6 +47,8 @@ class TrialRecord:
     metrics: dict[str, float | None] = field(default_factory=dict)
     objects: list[ObjectTiming] = field(default_factory=list)
     clients: list[ClientResult] = field(default_factory=list)
+    #: A real-time trial's messages (satbench.realtime.Message).
+    messages: list[Any] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -192,4 +194,8 @@ class Store:
                 [(tid, c.client, int(c.valid), c.reason, c.plt_ms, c.fcp_ms, c.lcp_ms, c.ttfb_ms, c.bytes,
                   c.throughput_mbps, c.group, c.kind, c.host, c.start_unix_ms, c.connections,
                   c.normalised_throughput) for c in r.clients])
+            self.db.executemany(
+                "INSERT INTO messages (trial_id, dir, seq, sent_unix_ms, recv_unix_ms, latency_ms) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                [(tid, m.dir, m.seq, m.sent_unix_ms, m.recv_unix_ms, m.latency_ms) for m in r.messages])
         return tid

@@ -1,0 +1,387 @@
+//! The real-time web endpoints' sans-IO core: what a scenario's query asks
+//! for (checked), the schedule of the messages the server sends (a count, a
+//! constant interval or Poisson arrivals, seeded), and a message's wire
+//! form (one JSON object, padded to an exact size). The I/O is in
+//! `rt_serve.rs`; time is passed in as offsets from the stream's start.
+//!
+//! Endpoints (all under `/rt/`):
+//!
+//! - `GET /rt/sse?...`: Server-Sent Events, one event per message;
+//! - `GET /rt/poll?session=S&open=1&...` opens a long-polling session
+//!   (answered at once: its start); then `GET /rt/poll?session=S&after=K`
+//!   is answered with the messages due after `K` (-1: from the first),
+//!   held until the next one is due;
+//! - `POST /rt/send?session=S&mech=M`: a message from the client (SSE and
+//!   long polling send upstream this way);
+//! - `/rt/ws?...`: WebSocket, by HTTP/1.1 Upgrade or HTTP/2 extended
+//!   CONNECT (RFC 8441), messages both ways as text frames.
+
+/// Most messages one stream may schedule.
+pub const MAX_MESSAGES: u32 = 100_000;
+/// The largest message, in bytes.
+pub const MAX_SIZE: usize = 1 << 20;
+/// The longest mean interval between messages (idle connections close at the server's idle timeout).
+pub const MAX_INTERVAL_MS: f64 = 20_000.0;
+
+/// Which directions carry messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scenario {
+    /// Updates from the server only.
+    Server,
+    /// Updates from the client only.
+    Client,
+    /// Both ways.
+    Chat,
+}
+
+impl Scenario {
+    /// Whether the server sends messages.
+    pub fn down(self) -> bool {
+        self != Scenario::Client
+    }
+}
+
+/// How messages are spaced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arrivals {
+    /// Exactly `interval_ms` apart (0: back to back).
+    Constant,
+    /// Exponential gaps of mean `interval_ms` (a Poisson process), seeded.
+    Poisson,
+}
+
+/// A stream's parameters, from its query string.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Params {
+    pub session: String,
+    pub scenario: Scenario,
+    pub n: u32,
+    pub size: usize,
+    pub interval_ms: f64,
+    pub arrivals: Arrivals,
+    pub seed: u64,
+    /// Long polling: the last message the client has (-1: none).
+    pub after: i64,
+    /// Long polling: this request opens the session (`open=1`).
+    pub open: bool,
+}
+
+impl Default for Params {
+    fn default() -> Params {
+        Params {
+            session: String::new(),
+            scenario: Scenario::Server,
+            n: 100,
+            size: 100,
+            interval_ms: 1000.0,
+            arrivals: Arrivals::Constant,
+            seed: 1,
+            after: -1,
+            open: false,
+        }
+    }
+}
+
+/// Why a query was refused (answered 400 with this text).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{key}: {why}")]
+pub struct QueryError {
+    pub key: String,
+    pub why: String,
+}
+
+fn bad(key: &str, why: impl Into<String>) -> QueryError {
+    QueryError {
+        key: key.into(),
+        why: why.into(),
+    }
+}
+
+impl Params {
+    /// Parse `a=1&b=2` (no percent-decoding: every value is a number or a
+    /// plain token). Unknown keys are ignored (a browser may add its own).
+    pub fn parse(query: &str) -> Result<Params, QueryError> {
+        let mut p = Params::default();
+        for pair in query.split('&').filter(|s| !s.is_empty()) {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            match k {
+                "session" => {
+                    if v.is_empty()
+                        || v.len() > 64
+                        || !v.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+                    {
+                        return Err(bad(k, "1 to 64 letters, digits or '-'"));
+                    }
+                    p.session = v.into();
+                }
+                "scenario" => {
+                    p.scenario = match v {
+                        "server" => Scenario::Server,
+                        "client" => Scenario::Client,
+                        "chat" => Scenario::Chat,
+                        _ => return Err(bad(k, "server, client or chat")),
+                    }
+                }
+                "n" => {
+                    p.n = v
+                        .parse()
+                        .ok()
+                        .filter(|n| (1..=MAX_MESSAGES).contains(n))
+                        .ok_or_else(|| bad(k, format!("1 to {MAX_MESSAGES}")))?
+                }
+                "size" => {
+                    p.size = v
+                        .parse()
+                        .ok()
+                        .filter(|n| (1..=MAX_SIZE).contains(n))
+                        .ok_or_else(|| bad(k, format!("1 to {MAX_SIZE} bytes")))?
+                }
+                "interval_ms" => {
+                    p.interval_ms = v
+                        .parse()
+                        .ok()
+                        .filter(|x: &f64| x.is_finite() && (0.0..=MAX_INTERVAL_MS).contains(x))
+                        .ok_or_else(|| bad(k, format!("0 to {MAX_INTERVAL_MS} ms")))?
+                }
+                "arrivals" => {
+                    p.arrivals = match v {
+                        "constant" => Arrivals::Constant,
+                        "poisson" => Arrivals::Poisson,
+                        _ => return Err(bad(k, "constant or poisson")),
+                    }
+                }
+                "seed" => p.seed = v.parse().map_err(|_| bad(k, "a whole number"))?,
+                "open" => p.open = v == "1",
+                "after" => {
+                    p.after = v
+                        .parse()
+                        .ok()
+                        .filter(|a| *a >= -1)
+                        .ok_or_else(|| bad(k, "-1 or a message number"))?
+                }
+                _ => {}
+            }
+        }
+        Ok(p)
+    }
+}
+
+/// When each of the server's messages is due, in ns from the stream's start.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Schedule {
+    due_ns: Vec<u64>,
+}
+
+impl Schedule {
+    /// The server's messages: none in the client-update scenario; else `n`,
+    /// the first one interval after the start.
+    pub fn new(p: &Params) -> Schedule {
+        if !p.scenario.down() {
+            return Schedule { due_ns: Vec::new() };
+        }
+        let mut rng = SplitMix(p.seed);
+        let mut t = 0.0f64;
+        let due_ns = (0..p.n)
+            .map(|_| {
+                t += match p.arrivals {
+                    Arrivals::Constant => p.interval_ms,
+                    // Inverse transform; u in (0, 1].
+                    Arrivals::Poisson => -p.interval_ms * (1.0 - rng.unit()).ln(),
+                };
+                (t * 1e6) as u64
+            })
+            .collect();
+        Schedule { due_ns }
+    }
+
+    pub fn len(&self) -> usize {
+        self.due_ns.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.due_ns.is_empty()
+    }
+
+    /// Message `seq`'s due offset (seq from 0).
+    pub fn due(&self, seq: usize) -> Option<u64> {
+        self.due_ns.get(seq).copied()
+    }
+
+    /// The messages after `after` that are due at `now_ns`, and when the
+    /// next one is due if none is (None: the schedule is done).
+    pub fn ready(&self, after: i64, now_ns: u64) -> (std::ops::Range<usize>, Option<u64>) {
+        let from = (after + 1).max(0) as usize;
+        let from = from.min(self.due_ns.len());
+        let to = from
+            + self.due_ns[from..]
+                .iter()
+                .take_while(|d| **d <= now_ns)
+                .count();
+        (from..to, self.due_ns.get(to).copied())
+    }
+}
+
+/// A small seeded generator (SplitMix64): the same seed, the same arrivals.
+struct SplitMix(u64);
+
+impl SplitMix {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in [0, 1).
+    fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// A message as it goes on the wire: `{"seq":K,"dir":"down","t_ms":T,"pad":"..."}`,
+/// padded with `.` to exactly `size` bytes when it is larger than the
+/// object without padding (else that object, unpadded). `t_ms` is when the
+/// message was due (unix ms, to the microsecond): its one-way latency is
+/// measured from there.
+pub fn message(seq: u64, t_unix_ns: u64, size: usize) -> String {
+    let head = format!(
+        "{{\"seq\":{seq},\"dir\":\"down\",\"t_ms\":{}.{:06},\"pad\":\"",
+        t_unix_ns / 1_000_000,
+        t_unix_ns % 1_000_000
+    );
+    let pad = size.saturating_sub(head.len() + 2);
+    let mut s = String::with_capacity(head.len() + pad + 2);
+    s.push_str(&head);
+    s.extend(std::iter::repeat_n('.', pad));
+    s.push_str("\"}");
+    s
+}
+
+/// A client's message as the server logs it: its number and send stamp
+/// (unix ms). Anything else in it is ignored.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Upstream {
+    pub seq: u64,
+    pub t_ms: f64,
+    /// The client's last message (`"done": true`): it has sent and received everything.
+    pub done: bool,
+}
+
+impl Upstream {
+    pub fn parse(body: &[u8]) -> Option<Upstream> {
+        let v: serde_json::Value = serde_json::from_slice(body).ok()?;
+        let done = v.get("done").and_then(|d| d.as_bool()).unwrap_or(false);
+        if done {
+            return Some(Upstream {
+                seq: 0,
+                t_ms: 0.0,
+                done,
+            });
+        }
+        Some(Upstream {
+            seq: v.get("seq")?.as_u64()?,
+            t_ms: v.get("t_ms")?.as_f64()?,
+            done,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queries_are_checked_and_unknown_keys_ignored() {
+        let p = Params::parse(
+            "session=ab-1&scenario=chat&n=20&size=300&interval_ms=250&arrivals=poisson&seed=7&x=y",
+        )
+        .unwrap();
+        assert_eq!(
+            (p.scenario, p.n, p.size, p.interval_ms, p.arrivals, p.seed),
+            (Scenario::Chat, 20, 300, 250.0, Arrivals::Poisson, 7)
+        );
+        assert_eq!(p.session, "ab-1");
+        for (q, key) in [
+            ("n=0", "n"),
+            ("size=99999999", "size"),
+            ("interval_ms=nan", "interval_ms"),
+            ("interval_ms=-1", "interval_ms"),
+            ("scenario=both", "scenario"),
+            ("session=a%20b", "session"),
+            ("after=-2", "after"),
+        ] {
+            assert_eq!(Params::parse(q).unwrap_err().key, key, "{q}");
+        }
+    }
+
+    #[test]
+    fn constant_schedules_are_exact_and_ready_answers_polls() {
+        let p = Params {
+            n: 3,
+            interval_ms: 500.0,
+            ..Params::default()
+        };
+        let s = Schedule::new(&p);
+        assert_eq!(s.due_ns, vec![500_000_000, 1_000_000_000, 1_500_000_000]);
+        // The opening poll (after=-1) at 0: nothing due, the first at 500 ms.
+        assert_eq!(s.ready(-1, 0), (0..0, Some(500_000_000)));
+        // A poll at 1.2 s having nothing: two messages at once, the next at 1.5 s.
+        assert_eq!(s.ready(-1, 1_200_000_000), (0..2, Some(1_500_000_000)));
+        assert_eq!(s.ready(1, 1_600_000_000), (2..3, None));
+        assert_eq!(s.ready(2, 9_000_000_000), (3..3, None));
+        // Back to back: everything is due at once.
+        let b2b = Schedule::new(&Params {
+            n: 4,
+            interval_ms: 0.0,
+            ..Params::default()
+        });
+        assert_eq!(b2b.ready(-1, 0), (0..4, None));
+        // The client-update scenario: the server sends nothing.
+        assert!(Schedule::new(&Params {
+            scenario: Scenario::Client,
+            ..Params::default()
+        })
+        .is_empty());
+    }
+
+    #[test]
+    fn poisson_arrivals_are_seeded_with_the_mean_asked() {
+        let p = Params {
+            n: 20_000,
+            interval_ms: 100.0,
+            arrivals: Arrivals::Poisson,
+            seed: 3,
+            ..Params::default()
+        };
+        let (a, b) = (Schedule::new(&p), Schedule::new(&p));
+        assert_eq!(a, b);
+        let c = Schedule::new(&Params {
+            seed: 4,
+            ..p.clone()
+        });
+        assert_ne!(a, c);
+        let mean_ms = a.due(19_999).unwrap() as f64 / 1e6 / 20_000.0;
+        assert!((mean_ms - 100.0).abs() < 3.0, "{mean_ms}");
+        assert!(a.due_ns.windows(2).all(|w| w[0] <= w[1]));
+    }
+
+    #[test]
+    fn messages_have_the_exact_size_and_round_trip_their_stamp() {
+        for size in [1, 40, 41, 100, 1000, 65_536] {
+            let m = message(17, 1_795_578_470_912_111_385, size);
+            let v: serde_json::Value = serde_json::from_str(&m).unwrap();
+            assert_eq!(v["seq"], 17);
+            // To the microsecond at least (a double holds about 0.2 us here).
+            let t = v["t_ms"].as_f64().unwrap();
+            assert!((t - 1_795_578_470_912.111).abs() < 0.001, "{t}");
+            assert!(m.contains("\"t_ms\":1795578470912.111385,"));
+            let unpadded = message(17, 1_795_578_470_912_111_385, 0).len();
+            assert_eq!(m.len(), size.max(unpadded), "{size}");
+        }
+        let up = Upstream::parse(br#"{"seq":3,"t_ms":1795578470912.5,"pad":"..."}"#).unwrap();
+        assert_eq!((up.seq, up.t_ms, up.done), (3, 1_795_578_470_912.5, false));
+        assert!(Upstream::parse(br#"{"done":true}"#).unwrap().done);
+        assert!(Upstream::parse(b"{}").is_none() && Upstream::parse(b"\xff").is_none());
+    }
+}

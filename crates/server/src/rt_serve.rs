@@ -1,0 +1,467 @@
+//! The real-time web endpoints over TCP (HTTP/1.1 and HTTP/2): Server-Sent
+//! Events, long polling, the upstream sink, and WebSocket by HTTP/1.1
+//! Upgrade or HTTP/2 extended CONNECT (RFC 8441). What to send and when
+//! comes from `realtime.rs`; this module writes and reads, and logs.
+//!
+//! The access log gets, besides each request's line (with `"realtime"`:
+//! the mechanism, and `"session"`), one line per message:
+//! `{"type":"message","mech","session","conn","dir":"down"|"up","seq",...}`
+//! with, going down, when the message was due (`t_due_unix_ns`) and when it
+//! was handed to the connection (`t_write_unix_ns`); coming up, the
+//! client's stamp (`t_send_ms`) and when the server had the whole message
+//! (`t_recv_unix_ns`). Event streams are neither compressed nor buffered:
+//! each message is its own write.
+
+use crate::log::{unix_ns, JsonLines};
+use crate::realtime::{message, Params, Schedule, Upstream};
+use crate::tcp::{FileBody, Shared};
+use bytes::Bytes;
+use futures_util::{SinkExt, StreamExt};
+use http_body_util::BodyExt;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_tungstenite::tungstenite::protocol::{Message, Role};
+use tokio_tungstenite::WebSocketStream;
+
+/// Long-polling sessions: when each opened, by session name.
+#[derive(Default)]
+pub struct Sessions(std::sync::Mutex<std::collections::HashMap<String, u64>>);
+
+/// What the request handler already knows of a request.
+pub struct Req {
+    pub conn: Arc<str>,
+    pub proto: &'static str,
+    pub tls: bool,
+    pub cc: Arc<str>,
+    pub authority: Option<String>,
+    pub t_request: u64,
+}
+
+/// Whether a request path is one of the real-time endpoints.
+pub fn is_realtime(path: &str) -> bool {
+    path.starts_with("/rt/")
+}
+
+fn text(
+    status: StatusCode,
+    body: String,
+    on_done: Box<dyn FnOnce(u64) + Send>,
+) -> Response<FileBody> {
+    Response::builder()
+        .status(status)
+        .header("server", "satbench")
+        .header("content-type", "text/plain")
+        .header("cache-control", "no-store")
+        .body(FileBody::mem(Bytes::from(body), on_done))
+        .expect("valid response")
+}
+
+/// Answer a request to `/rt/...`, logging it as the file handler does.
+pub async fn respond(
+    req: Request<hyper::body::Incoming>,
+    sh: Arc<Shared>,
+    r: Req,
+) -> Result<Response<FileBody>, std::io::Error> {
+    let target = req.uri().path().to_string();
+    let query = req.uri().query().unwrap_or("").to_string();
+    let is_connect = req.method() == Method::CONNECT;
+    let mech = match target.as_str() {
+        "/rt/sse" => "sse",
+        "/rt/poll" => "poll",
+        "/rt/send" => "send",
+        "/rt/ws" => "ws",
+        _ => "unknown",
+    };
+    let mut entry = serde_json::json!({
+        "type": "request", "conn": &*r.conn, "proto": r.proto, "tls": r.tls, "cc": &*r.cc,
+        "cc_impl": format!("linux {}", r.cc), "method": req.method().as_str(),
+        "path": req.uri().path_and_query().map(|p| p.as_str()).unwrap_or("/"),
+        "authority": r.authority, "realtime": mech, "t_request_unix_ns": r.t_request,
+    });
+    let params = match Params::parse(&query) {
+        Ok(p) => p,
+        Err(e) => {
+            return Ok(logged(
+                &sh.access,
+                entry,
+                StatusCode::BAD_REQUEST,
+                e.to_string(),
+            ))
+        }
+    };
+    entry["session"] = params.session.clone().into();
+    match mech {
+        "sse" if req.method() == Method::GET => Ok(sse(&sh, &r, params, entry)),
+        "poll" if req.method() == Method::GET => Ok(poll(&sh, &r, params, entry).await),
+        "send" if req.method() == Method::POST => Ok(send(&sh, &r, req, params, entry).await),
+        "ws" if is_connect || req.method() == Method::GET => {
+            Ok(websocket(&sh, &r, req, params, entry))
+        }
+        "unknown" => Ok(logged(
+            &sh.access,
+            entry,
+            StatusCode::NOT_FOUND,
+            "no such endpoint".into(),
+        )),
+        _ => Ok(logged(
+            &sh.access,
+            entry,
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method not allowed".into(),
+        )),
+    }
+}
+
+/// A short answer, its request logged when its body is sent.
+fn logged(
+    access: &JsonLines,
+    entry: serde_json::Value,
+    status: StatusCode,
+    body: String,
+) -> Response<FileBody> {
+    text(
+        status,
+        format!("{body}\n"),
+        done_logger(access, entry, status),
+    )
+}
+
+fn done_logger(
+    access: &JsonLines,
+    mut entry: serde_json::Value,
+    status: StatusCode,
+) -> Box<dyn FnOnce(u64) + Send> {
+    let access = access.clone();
+    entry["status"] = status.as_u16().into();
+    Box::new(move |sent| {
+        entry["body_bytes"] = sent.into();
+        entry["t_done_unix_ns"] = unix_ns().into();
+        access.write(&entry);
+    })
+}
+
+fn log_down(
+    access: &JsonLines,
+    mech: &str,
+    p: &Params,
+    conn: &str,
+    seq: usize,
+    due: u64,
+    bytes: usize,
+) {
+    access.write(&serde_json::json!({
+        "type": "message", "mech": mech, "session": p.session, "conn": conn, "dir": "down", "seq": seq,
+        "t_due_unix_ns": due, "t_write_unix_ns": unix_ns(), "bytes": bytes,
+    }));
+}
+
+fn log_up(access: &JsonLines, mech: &str, session: &str, conn: &str, up: &Upstream, bytes: usize) {
+    access.write(&serde_json::json!({
+        "type": "message", "mech": mech, "session": session, "conn": conn, "dir": "up", "seq": up.seq,
+        "t_send_ms": up.t_ms, "t_recv_unix_ns": unix_ns(), "bytes": bytes,
+    }));
+}
+
+/// Sleep until `t_unix_ns` (no-op if past).
+async fn until(t_unix_ns: u64) {
+    let now = unix_ns();
+    if t_unix_ns > now {
+        tokio::time::sleep(Duration::from_nanos(t_unix_ns - now)).await;
+    }
+}
+
+/// Server-Sent Events: an `open` event at once (the stream's start, from
+/// which messages are due), one event per message when due, then `done`.
+/// In the client-update scenario the stream stays open, carrying nothing,
+/// until the client goes (or the schedule's limit).
+fn sse(sh: &Arc<Shared>, r: &Req, p: Params, entry: serde_json::Value) -> Response<FileBody> {
+    let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(16);
+    let (access, conn) = (sh.access.clone(), r.conn.clone());
+    tokio::spawn(async move {
+        let t0 = unix_ns();
+        let sched = Schedule::new(&p);
+        let open = format!("event: open\ndata: {{\"t_ms\":{}}}\n\n", t0 as f64 / 1e6);
+        if tx.send(Bytes::from(open)).await.is_err() {
+            return;
+        }
+        for seq in 0..sched.len() {
+            let due = t0 + sched.due(seq).expect("in range");
+            until(due).await;
+            let m = message(seq as u64, due, p.size);
+            let ev = format!("id: {seq}\ndata: {m}\n\n");
+            log_down(&access, "sse", &p, &conn, seq, due, m.len());
+            if tx.send(Bytes::from(ev)).await.is_err() {
+                return;
+            }
+        }
+        if !sched.is_empty() {
+            let _ = tx
+                .send(Bytes::from_static(b"event: done\ndata: {}\n\n"))
+                .await;
+        } else {
+            // Nothing to send: held open until the client closes it.
+            let limit = p.n as f64 * p.interval_ms + 60_000.0;
+            tokio::time::sleep(Duration::from_millis(limit as u64)).await;
+        }
+    });
+    Response::builder()
+        .header("server", "satbench")
+        .header("content-type", "text/event-stream")
+        .header("cache-control", "no-store")
+        .body(FileBody::stream(
+            rx,
+            done_logger(&sh.access, entry, StatusCode::OK),
+        ))
+        .expect("valid response")
+}
+
+/// Long polling. The request with `open=1` opens the session and is
+/// answered at once (`{"t_ms": start}`); every poll gets the messages due
+/// after `after` as a JSON array, held until the next is due, and
+/// `{"done":true}` once the schedule is through.
+async fn poll(
+    sh: &Arc<Shared>,
+    r: &Req,
+    p: Params,
+    entry: serde_json::Value,
+) -> Response<FileBody> {
+    if p.session.is_empty() {
+        return logged(
+            &sh.access,
+            entry,
+            StatusCode::BAD_REQUEST,
+            "session: needed".into(),
+        );
+    }
+    let sched = Schedule::new(&p);
+    let t0 = {
+        let mut s = sh.sessions.0.lock().expect("sessions");
+        if p.open {
+            let now = unix_ns();
+            s.insert(p.session.clone(), now);
+            drop(s);
+            let body = format!("{{\"t_ms\":{}}}", now as f64 / 1e6);
+            return json(&sh.access, entry, body);
+        }
+        match s.get(&p.session) {
+            Some(t) => *t,
+            None => {
+                drop(s);
+                return logged(
+                    &sh.access,
+                    entry,
+                    StatusCode::NOT_FOUND,
+                    "no such session".into(),
+                );
+            }
+        }
+    };
+    loop {
+        let now = unix_ns();
+        let (ready, next) = sched.ready(p.after, now.saturating_sub(t0));
+        if !ready.is_empty() {
+            let mut body = String::from("[");
+            for seq in ready.clone() {
+                let due = t0 + sched.due(seq).expect("in range");
+                let m = message(seq as u64, due, p.size);
+                log_down(&sh.access, "poll", &p, &r.conn, seq, due, m.len());
+                if seq != ready.start {
+                    body.push(',');
+                }
+                body.push_str(&m);
+            }
+            body.push(']');
+            return json(&sh.access, entry, body);
+        }
+        match next {
+            Some(due) => until(t0 + due).await,
+            None => return json(&sh.access, entry, "{\"done\":true}".into()),
+        }
+    }
+}
+
+fn json(access: &JsonLines, entry: serde_json::Value, body: String) -> Response<FileBody> {
+    Response::builder()
+        .header("server", "satbench")
+        .header("content-type", "application/json")
+        .header("cache-control", "no-store")
+        .body(FileBody::mem(
+            Bytes::from(body),
+            done_logger(access, entry, StatusCode::OK),
+        ))
+        .expect("valid response")
+}
+
+/// A message from the client (SSE and long polling send upstream so).
+async fn send(
+    sh: &Arc<Shared>,
+    r: &Req,
+    req: Request<hyper::body::Incoming>,
+    p: Params,
+    entry: serde_json::Value,
+) -> Response<FileBody> {
+    let mech = req
+        .uri()
+        .query()
+        .and_then(|q| q.split('&').find_map(|kv| kv.strip_prefix("mech=")))
+        .filter(|m| matches!(*m, "sse" | "poll"))
+        .unwrap_or("send")
+        .to_string();
+    let body = match req.into_body().collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(_) => {
+            return logged(
+                &sh.access,
+                entry,
+                StatusCode::BAD_REQUEST,
+                "body: cut short".into(),
+            )
+        }
+    };
+    match Upstream::parse(&body) {
+        Some(up) => {
+            if !up.done {
+                log_up(&sh.access, &mech, &p.session, &r.conn, &up, body.len());
+            }
+            logged(&sh.access, entry, StatusCode::OK, "ok".into())
+        }
+        None => logged(
+            &sh.access,
+            entry,
+            StatusCode::BAD_REQUEST,
+            "body: not a message".into(),
+        ),
+    }
+}
+
+/// WebSocket: HTTP/1.1 Upgrade (101, Sec-WebSocket-Accept) or HTTP/2
+/// extended CONNECT with `:protocol websocket` (200). Then, on the
+/// upgraded stream, the schedule's messages go down as text frames while
+/// the client's come up, until the client says it is done (or closes) and
+/// the schedule is through.
+fn websocket(
+    sh: &Arc<Shared>,
+    r: &Req,
+    mut req: Request<hyper::body::Incoming>,
+    p: Params,
+    mut entry: serde_json::Value,
+) -> Response<FileBody> {
+    let h2 = req.method() == Method::CONNECT;
+    let accept = if h2 {
+        let proto = req
+            .extensions()
+            .get::<hyper::ext::Protocol>()
+            .map(|p| p.as_str().to_string());
+        if proto.as_deref() != Some("websocket") {
+            return logged(
+                &sh.access,
+                entry,
+                StatusCode::BAD_REQUEST,
+                ":protocol: not websocket".into(),
+            );
+        }
+        None
+    } else {
+        let h = req.headers();
+        let upgrade = h
+            .get(hyper::header::UPGRADE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.eq_ignore_ascii_case("websocket"));
+        let Some(key) = h.get("sec-websocket-key").filter(|_| upgrade) else {
+            return logged(
+                &sh.access,
+                entry,
+                StatusCode::BAD_REQUEST,
+                "not a WebSocket upgrade".into(),
+            );
+        };
+        Some(tokio_tungstenite::tungstenite::handshake::derive_accept_key(key.as_bytes()))
+    };
+    entry["websocket"] = (if h2 { "extended-connect" } else { "upgrade" }).into();
+    let on_upgrade = hyper::upgrade::on(&mut req);
+    let (access, conn) = (sh.access.clone(), r.conn.clone());
+    tokio::spawn(async move {
+        let Ok(io) = on_upgrade.await else { return };
+        let ws = WebSocketStream::from_raw_socket(TokioIo::new(io), Role::Server, None).await;
+        run_websocket(ws, p, access, conn).await;
+    });
+    let mut b = Response::builder().header("server", "satbench");
+    b = match accept {
+        Some(a) => b
+            .status(StatusCode::SWITCHING_PROTOCOLS)
+            .header(hyper::header::UPGRADE, "websocket")
+            .header(hyper::header::CONNECTION, "upgrade")
+            .header("sec-websocket-accept", a),
+        None => b.status(StatusCode::OK),
+    };
+    let status = if h2 {
+        StatusCode::OK
+    } else {
+        StatusCode::SWITCHING_PROTOCOLS
+    };
+    b.body(FileBody::mem(
+        Bytes::new(),
+        done_logger(&sh.access, entry, status),
+    ))
+    .expect("valid response")
+}
+
+async fn run_websocket<S>(ws: WebSocketStream<S>, p: Params, access: JsonLines, conn: Arc<str>)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    let (mut tx, mut rx) = ws.split();
+    let t0 = unix_ns();
+    let sched = Schedule::new(&p);
+    let limit = t0 + ((p.n as f64 * p.interval_ms + 120_000.0) * 1e6) as u64;
+    let open = format!("{{\"open\":true,\"t_ms\":{}}}", t0 as f64 / 1e6);
+    if tx.send(Message::text(open)).await.is_err() {
+        return;
+    }
+    // One loop, in order: the schedule's messages when due, and the
+    // client's as they come. The client ends with {"done":true} once it has
+    // sent all of its own and had all of the server's; it is answered
+    // {"bye":true}, which tells it every message it sent was logged.
+    let (mut seq, mut client_done) = (0, false);
+    while !(client_done && seq >= sched.len()) {
+        let due = sched.due(seq).map(|d| t0 + d).unwrap_or(limit);
+        tokio::select! {
+            _ = until(due) => {
+                if seq >= sched.len() {
+                    break; // the limit: the client never said it was done
+                }
+                let m = message(seq as u64, due, p.size);
+                log_down(&access, "ws", &p, &conn, seq, due, m.len());
+                if tx.send(Message::text(m)).await.is_err() {
+                    return;
+                }
+                seq += 1;
+                if seq == sched.len() && tx.send(Message::text("{\"done\":true}")).await.is_err() {
+                    return;
+                }
+            }
+            m = rx.next() => {
+                let data = match m {
+                    Some(Ok(Message::Text(t))) => Bytes::from(t.as_str().to_owned()),
+                    Some(Ok(Message::Binary(b))) => b,
+                    Some(Ok(Message::Close(_))) | Some(Err(_)) | None => return,
+                    Some(Ok(_)) => continue,
+                };
+                match Upstream::parse(&data) {
+                    Some(up) if up.done => {
+                        client_done = true;
+                        if tx.send(Message::text("{\"bye\":true}")).await.is_err() {
+                            return;
+                        }
+                    }
+                    Some(up) => log_up(&access, "ws", &p.session, &conn, &up, data.len()),
+                    None => {}
+                }
+            }
+        }
+    }
+    let _ = tx.send(Message::Close(None)).await;
+    let _ = tx.close().await;
+}

@@ -1,0 +1,142 @@
+// satbench's real-time web client: runs one scenario over one mechanism
+// (long polling, Server-Sent Events or WebSocket) against satbench-server's
+// /rt/ endpoints and leaves what happened in window.__satbench_result.
+// While it runs, window.__satbench_hold is true: the driver waits for it.
+//
+// Times are unix ms from the page's own high-resolution clock
+// (performance.timeOrigin + performance.now()); every namespace of a
+// testbed shares the host's clock, so a message's one-way latency is its
+// receive stamp minus its send stamp.
+(function () {
+  "use strict";
+  const q = new URLSearchParams(location.search);
+  const mech = q.get("mech") || "ws";
+  const scenario = q.get("scenario") || "server";
+  const n = parseInt(q.get("n") || "100", 10);
+  const size = parseInt(q.get("size") || "100", 10);
+  const interval = parseFloat(q.get("interval_ms") || "1000");
+  const arrivals = q.get("arrivals") || "constant";
+  const seed = parseInt(q.get("seed") || "1", 10);
+  const session = q.get("session") || ("s" + Math.floor(Math.random() * 1e9));
+  const now = () => performance.timeOrigin + performance.now();
+  const R = {mech, scenario, n, size, interval_ms: interval, arrivals, session, start_ms: now(), open_ms: null,
+             server_open_ms: null, down: [], up: [], errors: [], done_ms: null};
+  window.__satbench_hold = true;
+  const wantDown = scenario !== "client", wantUp = scenario !== "server";
+  let downDone = !wantDown, upDone = !wantUp, closers = [];
+  const qs = `session=${session}&scenario=${scenario}&n=${n}&size=${size}&interval_ms=${interval}` +
+             `&arrivals=${arrivals}&seed=${seed}`;
+
+  function finish() {
+    if (!(downDone && upDone) || R.done_ms !== null) return;
+    R.done_ms = now();
+    for (const c of closers) { try { c(); } catch (e) { R.errors.push(String(e)); } }
+    window.__satbench_result = R;
+    window.__satbench_hold = false;
+    document.getElementById("state").textContent = "done";
+  }
+  function fail(what) { R.errors.push(what); downDone = upDone = true; finish(); }
+
+  function onDown(m, t) {
+    R.down.push({seq: m.seq, t_ms: m.t_ms, recv_ms: t});
+    if (R.down.length >= n) { downDone = true; finish(); }
+  }
+  function onDownText(text) {
+    const t = now();
+    const m = JSON.parse(text);
+    if (m.open) { R.server_open_ms = m.t_ms; return; }
+    if (m.done) { downDone = true; finish(); return; }
+    onDown(m, t);
+  }
+
+  // The client's messages: the same arrivals as the server's (a seeded
+  // Poisson process of its own, or a constant interval), from the opening.
+  let rng = (seed ^ 0x5bd1e995) >>> 0 || 1;
+  function unit() { rng ^= rng << 13; rng >>>= 0; rng ^= rng >>> 17; rng ^= rng << 5; rng >>>= 0; return rng / 4294967296; }
+  function upMessage(seq) {
+    const t = now();
+    const head = `{"seq":${seq},"dir":"up","t_ms":${t},"pad":"`;
+    const s = head + ".".repeat(Math.max(0, size - head.length - 2)) + '"}';
+    R.up.push({seq, t_ms: t});
+    return s;
+  }
+  function runUp(send, allSent) {
+    if (!wantUp) return;
+    let due = 0, pending = [];
+    for (let k = 0; k < n; k++) {
+      due += arrivals === "poisson" ? -interval * Math.log(1 - unit()) : interval;
+      const at = R.open_ms + due;
+      pending.push(new Promise((resolve) => setTimeout(() => resolve(send(upMessage(k))), Math.max(0, at - now()))));
+    }
+    Promise.all(pending).then(() => allSent()).catch((e) => fail("upstream: " + e));
+  }
+  function post(body) {
+    return fetch(`/rt/send?session=${session}&mech=${mech}`, {method: "POST", body, cache: "no-store"})
+      .then((r) => { if (!r.ok) throw new Error("send answered " + r.status); });
+  }
+
+  function sse() {
+    const es = new EventSource("/rt/sse?" + qs);
+    closers.push(() => es.close());
+    es.onopen = () => { if (R.open_ms === null) { R.open_ms = now(); runUp(post, () => { upDone = true; finish(); }); } };
+    es.addEventListener("open", (e) => { R.server_open_ms = JSON.parse(e.data).t_ms; });
+    es.onmessage = (e) => onDown(JSON.parse(e.data), now());
+    es.addEventListener("done", () => { downDone = true; es.close(); finish(); });
+    es.onerror = () => { if (!downDone) fail("EventSource error (readyState " + es.readyState + ")"); };
+  }
+
+  async function poll() {
+    const base = "/rt/poll?" + qs;
+    const opened = await (await fetch(base + "&open=1", {cache: "no-store"})).json();
+    R.open_ms = now();
+    R.server_open_ms = opened.t_ms;
+    runUp(post, () => { upDone = true; finish(); });
+    let after = -1;
+    while (!downDone) {
+      const r = await fetch(base + "&after=" + after, {cache: "no-store"});
+      const t = now();
+      if (!r.ok) { fail("poll answered " + r.status); return; }
+      const body = await r.json();
+      if (Array.isArray(body)) {
+        for (const m of body) { onDown(m, t); after = Math.max(after, m.seq); }
+      } else if (body.done) {
+        downDone = true; finish();
+      }
+    }
+  }
+
+  function ws() {
+    // Once it has had every message of the server's and sent all of its own,
+    // the client says {"done":true}; the server's {"bye":true} answers it
+    // after logging everything the client sent (messages travel in order).
+    const sock = new WebSocket(`wss://${location.host}/rt/ws?${qs}`);
+    let upSent = !wantUp, doneSent = false;
+    upDone = false;
+    function maybeDone() {
+      if (downDone && upSent && !doneSent) { doneSent = true; sock.send('{"done":true}'); }
+    }
+    closers.push(() => sock.close(1000));
+    sock.onopen = () => {
+      R.open_ms = now();
+      runUp((s) => sock.send(s), () => { upSent = true; maybeDone(); });
+      maybeDone();
+    };
+    sock.onmessage = (e) => {
+      const m = JSON.parse(e.data);
+      if (m.bye) { upDone = true; finish(); return; }
+      onDownText(e.data);
+      maybeDone();
+    };
+    sock.onerror = () => fail("WebSocket error");
+    sock.onclose = (e) => { if (R.done_ms === null) fail("WebSocket closed early (" + e.code + ")"); };
+  }
+
+  try {
+    if (mech === "sse") sse();
+    else if (mech === "poll") poll().catch((e) => fail("poll: " + e));
+    else if (mech === "ws") ws();
+    else fail("unknown mechanism " + mech);
+  } catch (e) {
+    fail(String(e));
+  }
+})();

@@ -1,0 +1,133 @@
+"""Real-time web trials (``realtime = poll | sse | ws``) in real browsers
+over an emulated GEO link against satbench-server's /rt/ endpoints: every
+message arrives exactly once, in order, never sooner than the path's
+one-way propagation delay; each mechanism is what it says in the server's
+own log; Nagle's algorithm on the server delays small messages sent back to
+back by a round trip, and the stored trial says which was in effect."""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from ..helpers import run_cli, satbench_leftovers
+
+GEO_ONE_WAY_MS = 265.0  # the geo profile: 530 ms base RTT, symmetric
+
+
+def _run(tmp_path: Path, name: str, factors: str, timeout: int = 600) -> list[dict[str, Any]]:
+    exp = tmp_path / f"{name}.toml"
+    exp.write_text(f'[experiment]\nname = "{name}"\nseed = 1\ntimeout_s = 120\norder = "sequential"\n'
+                   f'artefacts = ["server"]\n[factors]\nlink = "geo"\npage = "realtime"\n{factors}')
+    db = tmp_path / f"{name}.sqlite"
+    p = run_cli("run", str(exp), "--db", str(db), timeout=timeout)
+    assert p.returncode == 0, p.stdout + p.stderr
+    con = sqlite3.connect(db)
+    try:
+        out = []
+        for tid, f, status, reason, env, art in con.execute(
+                "SELECT id, factors, status, reason, env, artefacts FROM trials ORDER BY id"):
+            out.append({"factors": json.loads(f), "status": status, "reason": reason, "env": json.loads(env),
+                        "art": Path(art),
+                        "m": dict(con.execute("SELECT name, value FROM metrics WHERE trial_id = ?", (tid,))),
+                        "messages": con.execute("SELECT dir, seq, sent_unix_ms, recv_unix_ms, latency_ms FROM "
+                                                "messages WHERE trial_id = ? ORDER BY dir, seq", (tid,)).fetchall()})
+        return out
+    finally:
+        con.close()
+
+
+def _log(art: Path) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in (art / "server" / "access.jsonl").read_text().splitlines() if x.strip()]
+
+
+def test_every_mechanism_delivers_each_message_once_in_order_and_no_sooner_than_physics(tmp_path: Path) -> None:
+    trials = _run(tmp_path, "rt", 'client = "chromium"\nprotocol = ["h1", "h2"]\nrealtime = ["poll", "sse", "ws"]\n'
+                                  'scenario = "chat"\nmessages = 10\ninterval_ms = 300\n')
+    assert len(trials) == 6
+    for t in trials:
+        f, m, msgs = t["factors"], t["m"], t["messages"]
+        assert t["status"] == "valid", (f["protocol"], f["realtime"], t["reason"])
+        # Ten each way, each received once (a second copy or a gap would have made the trial invalid).
+        assert [(d, s) for d, s, *_ in msgs] == [("down", k) for k in range(10)] + [("up", k) for k in range(10)]
+        assert m["rt_lost"] == 0 and m["rt_messages"] == 20
+        # Physics: no message beats the one-way propagation delay (265 ms each way on this link).
+        for d, s, sent, recv, lat in msgs:
+            assert lat == recv - sent and lat >= GEO_ONE_WAY_MS - 1.0, (f["realtime"], d, s, lat)
+        down = [recv for d, _s, _sent, recv, _lat in msgs if d == "down"]
+        assert down == sorted(down)  # in order
+        assert m["rt_latency_median_rtt"] >= 0.5 - 0.01
+        log = _log(t["art"])
+        session = t["env"]["realtime"]["session"]
+        reqs = [e for e in log if e.get("type") == "request" and e.get("session") == session]
+        kinds = [e["realtime"] for e in reqs]
+        # Each mechanism is what it says, in the server's own log.
+        if f["realtime"] == "poll":
+            assert kinds.count("poll") >= 2 and kinds.count("send") == 10
+            # Long polling pays for its polls: a message due while no poll is held waits for the next.
+            assert m["rt_latency_down_max_ms"] > m["rt_latency_up_max_ms"]
+        elif f["realtime"] == "sse":
+            [sse] = [e for e in reqs if e["realtime"] == "sse"]
+            assert kinds.count("send") == 10 and sse["status"] == 200
+            downs = [e for e in log if e.get("type") == "message" and e["dir"] == "down"]
+            assert {e["conn"] for e in downs} == {sse["conn"]}  # every message on the one long response
+        else:
+            [ws] = [e for e in reqs if e["realtime"] == "ws"]
+            if f["protocol"] == "h2":  # RFC 8441: a stream of the page's own HTTP/2 connection, one round trip
+                assert ws["method"] == "CONNECT" and ws["websocket"] == "extended-connect" and ws["proto"] == "h2"
+                assert m["rt_setup_ms"] < 2 * 530
+            else:  # RFC 6455: a connection of its own (TCP, TLS), then the Upgrade
+                assert ws["method"] == "GET" and ws["websocket"] == "upgrade" and ws["status"] == 101
+                assert m["rt_setup_ms"] > 3 * 530 - 5
+            assert "send" not in kinds
+    assert satbench_leftovers() == []
+
+
+def test_nagle_delays_small_server_messages_sent_back_to_back(tmp_path: Path) -> None:
+    trials = _run(tmp_path, "nagle", 'client = "chromium"\nprotocol = "h1"\nrealtime = "sse"\nscenario = "server"\n'
+                                     'messages = 20\ninterval_ms = 0\nnodelay = [true, false]\n')
+    by = {t["factors"]["nodelay"]: t for t in trials}
+    for nodelay, t in by.items():
+        assert t["status"] == "valid", t["reason"]
+        assert t["m"]["nodelay"] == float(nodelay)  # read back from the server's sockets
+        conns = [e for e in _log(t["art"]) if e.get("type") == "connection"]
+        assert {e["nodelay"] for e in conns} == {nodelay}
+    on, off = by[True]["m"], by[False]["m"]
+    # With TCP_NODELAY every message goes at once: one one-way delay each.
+    assert on["rt_latency_max_ms"] < 265 + 100
+    # With Nagle, the burst waits behind the stream's first small segment for its ACK: a round trip more.
+    assert off["rt_latency_max_ms"] > on["rt_latency_max_ms"] + 0.8 * 530, (on, off)
+
+
+def test_firefox_runs_the_scenario_too(tmp_path: Path) -> None:
+    [t] = _run(tmp_path, "ff", 'client = "firefox"\nprotocol = "h2"\nrealtime = "ws"\nscenario = "server"\n'
+                               'messages = 5\ninterval_ms = 200\n')
+    assert t["status"] == "valid", t["reason"]
+    assert t["env"]["realtime"]["websocket"] == ["extended-connect"]
+    assert [(d, s) for d, s, *_ in t["messages"]] == [("down", k) for k in range(5)]
+    assert min(lat for *_, lat in t["messages"]) >= GEO_ONE_WAY_MS - 1.0
+
+
+def test_real_time_factors_that_cannot_run_are_refused(tmp_path: Path) -> None:
+    exp = tmp_path / "bad.toml"
+    for rest, key, why in (('page = "flags"\nclient = "chromium"\nprotocol = "h2"\nrealtime = "ws"', "realtime",
+                            'page = "realtime"'),
+                           ('page = "realtime"\nclient = "loader"\nprotocol = "h2"\nrealtime = "ws"', "realtime",
+                            "in a browser"),
+                           ('page = "realtime"\nclient = "chromium"\nprotocol = "h3"\nrealtime = "sse"', "realtime",
+                            "h1 or h2"),
+                           ('page = "realtime"\nclient = "chromium"\nprotocol = "h2"', "page", "set realtime"),
+                           ('page = "realtime"\nclient = "chromium"\nprotocol = "h2"\nrealtime = "comet"', "realtime",
+                            "must be one of none, poll, sse, ws"),
+                           ('page = "realtime"\nclient = "chromium"\nprotocol = "h2"\nrealtime = "ws"\nnodelay = 1',
+                            "nodelay", "true or false")):
+        exp.write_text('[experiment]\nname = "bad"\n[factors]\nlink = "geo"\n' + rest + "\n")
+        lines = exp.read_text().splitlines()
+        line = 1 + next(i for i, x in enumerate(lines) if x.startswith(f"{key} ="))
+        p = run_cli("plan", str(exp))
+        assert p.returncode == 2, p.stdout + p.stderr
+        [msg] = p.stderr.strip().splitlines()
+        assert re.search(rf"{re.escape(str(exp))}:{line}: (factors\.)?{key}: ", msg) and why in msg, msg
