@@ -131,7 +131,7 @@ def judge(factors: Mapping[str, Any], page: dict[str, Any] | None, server_log: l
     lost = sum(1 for m in messages if m.recv_unix_ms is None)
     if lost:
         problems.append(f"{lost} of {len(messages)} messages never arrived")
-    problems += _mechanism(mech, str(factors.get("protocol")), reqs)
+    problems += _mechanism(mech, scenario, str(factors.get("protocol")), reqs, n)
     rtt = sum(s.base_rtt_ms for s in links.values())
     metrics = _metrics(page, messages, rtt, lost, scenario, logged)
     verdict = Verdict(metrics, messages, invalid="; ".join(problems) or None,
@@ -148,6 +148,12 @@ def judge(factors: Mapping[str, Any], page: dict[str, Any] | None, server_log: l
     return verdict
 
 
+def wire_per_message(metrics: Mapping[str, float | None]) -> dict[str, float | None]:
+    """Bytes on the satellite link (both ways, the page's load included) per message of a real-time trial."""
+    n, wire = metrics.get("rt_messages"), metrics.get("wire_bytes")
+    return {"rt_wire_bytes_per_message": wire / n} if n and wire is not None else {}
+
+
 def _due_ms(logged: list[dict[str, Any]], direction: str, seq: int) -> float | None:
     """When the server had message ``seq`` due, from its log (for one the client never got)."""
     for e in logged:
@@ -156,11 +162,15 @@ def _due_ms(logged: list[dict[str, Any]], direction: str, seq: int) -> float | N
     return None
 
 
-def _mechanism(mech: str, protocol: str, reqs: list[dict[str, Any]]) -> list[str]:
+def _mechanism(mech: str, scenario: str, protocol: str, reqs: list[dict[str, Any]], n: int) -> list[str]:
     """Why the server's log says the mechanism was not what the trial asked for."""
     kinds = [r.get("realtime") for r in reqs]
-    if mech == "poll" and kinds.count("poll") < 2:
-        return [f"long polling made {kinds.count('poll')} polls (at least the opening and one)"]
+    sends = n if scenario != "server" and mech != "ws" else 0
+    if kinds.count("send") != sends:
+        return [f"the client's messages came as {kinds.count('send')} POSTs, not {sends}"]
+    polls = 2 if scenario != "client" else 1  # the opening, and (with updates to fetch) at least one poll
+    if mech == "poll" and kinds.count("poll") < polls:
+        return [f"long polling made {kinds.count('poll')} polls (at least {polls})"]
     if mech == "sse" and kinds.count("sse") != 1:
         return [f"SSE made {kinds.count('sse')} event-stream requests, not one"]
     if mech == "ws":
@@ -188,7 +198,7 @@ def _metrics(page: dict[str, Any], messages: list[Message], rtt: float, lost: in
             ups = [int(e["t_recv_unix_ns"]) / 1e6 for e in logged if e.get("dir") == "up"]
             first = min(ups) - float(opened) if ups else None
     out: dict[str, float | None] = {
-        "rt_messages": float(len(messages)), "rt_lost": float(lost),
+        "rt_messages": float(len(messages)), "rt_lost": float(lost), "rt_path_rtt_ms": rtt or None,
         "rt_setup_ms": float(opened) - float(start) if opened is not None and start is not None else None,
         "rt_first_update_ms": first,
     }

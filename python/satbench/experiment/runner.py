@@ -408,6 +408,7 @@ class Runner:
                 rec.metrics.update(LinkCounters.parse(rec.link_counters).metrics(page_total))
             except ValueError as e:  # the emulator's counters contradict themselves: nothing of them is kept
                 rec.status, rec.reason = TrialStatus.FAILED, f"harness error: {e}"
+        rec.metrics.update(realtime.wire_per_message(rec.metrics))
         self._bound(rec, t)
         rec.metrics.update(clock.marks)
         if "server" not in self.exp.artefacts:

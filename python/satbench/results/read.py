@@ -111,6 +111,15 @@ class Results:
             "SELECT c.* FROM clients c JOIN trials t ON t.id = c.trial_id "
             "JOIN experiments e ON e.id = t.experiment_id" + where, self.db, params=args)
 
+    def messages(self, experiment: str | None = None) -> pd.DataFrame:
+        """Real-time trials' messages: direction, number, stamps, one-way latency (empty before schema 4)."""
+        if not self.db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'messages'").fetchone():
+            return pd.DataFrame(columns=["trial_id", "dir", "seq", "sent_unix_ms", "recv_unix_ms", "latency_ms"])
+        where, args = self._where(experiment)
+        return pd.read_sql_query(
+            "SELECT g.* FROM messages g JOIN trials t ON t.id = g.trial_id "
+            "JOIN experiments e ON e.id = t.experiment_id" + where, self.db, params=args)
+
     def settings(self, experiment: str, metric: str = "plt_ms", correction: str = "holm") -> dict[str, pd.DataFrame]:
         """Which settings matter in a parameter study (study D), as the report
         computes them (:mod:`satbench.results.analysis`), from the valid
@@ -156,7 +165,7 @@ def open_results(path: str | Path) -> Results:
 
 
 def export(path: str | Path, out: str | Path, fmt: str = "csv", experiment: str | None = None) -> list[Path]:
-    """Write trials (wide), metrics, objects and clients as CSV or Parquet files into ``out``."""
+    """Write trials (wide), metrics, objects, clients and messages as CSV or Parquet files into ``out``."""
     if fmt not in ("csv", "parquet"):
         raise InputError(f"--format: csv or parquet, got {fmt!r}")
     o = Path(out)
@@ -168,7 +177,8 @@ def export(path: str | Path, out: str | Path, fmt: str = "csv", experiment: str 
         written = []
         tables: list[tuple[str, pd.DataFrame]] = [
             ("trials", r.trials(experiment)), ("metrics", r.metrics(experiment)),
-            ("objects", r.objects(experiment)), ("clients", r.clients(experiment))]
+            ("objects", r.objects(experiment)), ("clients", r.clients(experiment)),
+            ("messages", r.messages(experiment))]
         for name, df in tables:
             p = o / f"{name}.{fmt}"
             if fmt == "csv":

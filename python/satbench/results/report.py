@@ -461,6 +461,70 @@ def _connections_section(valid: Any, varied: list[str], figs: "_Figures") -> str
     return out
 
 
+#: What a real-time trial's messages are grouped by, where it varies.
+REALTIME_BY = ("realtime", "scenario", "nodelay", "protocol", "client", "arrivals", "link", "access")
+REALTIME_NAMES = {"poll": "long polling", "sse": "Server-Sent Events", "ws": "WebSocket"}
+
+
+def _realtime_section(r: Results, name: str, valid: Any, varied: list[str], figs: "_Figures") -> str:
+    """Real-time trials: every message's one-way latency, pooled per
+    combination of mechanism, scenario, Nagle and the other varied factors,
+    in ms and in units of the path's base RTT; and its distribution per
+    mechanism, one panel per scenario, Nagle on against off."""
+    if "realtime" not in valid.columns or "rt_messages" not in valid.columns:
+        return ""
+    rt = valid[valid["realtime"].fillna("none") != "none"]
+    msgs = r.messages(name)
+    if rt.empty or msgs.empty:
+        return ""
+    by = [c for c in REALTIME_BY if c in rt.columns and (c in varied or c in ("realtime", "scenario", "nodelay"))]
+    if "rt_path_rtt_ms" not in rt.columns:  # trials stored before it was: from a latency and its RTT units
+        rt = rt.assign(rt_path_rtt_ms=rt["rt_latency_median_ms"] / rt["rt_latency_median_rtt"])
+    cols = ["trial_id", *by, "rt_setup_ms", "rt_first_update_ms", "rt_path_rtt_ms"]
+    m = msgs.merge(rt[[c for c in cols if c in rt.columns]], on="trial_id")
+    m = m[m["latency_ms"].notna()].copy()
+    m["rtt"] = m["latency_ms"] / m["rt_path_rtt_ms"].where(m["rt_path_rtt_ms"] > 0)
+    rows = []
+    for cell, g in m.groupby(by, dropna=False):
+        cell = cell if isinstance(cell, tuple) else (cell,)
+        lat, rtts = g["latency_ms"], g["rtt"]
+        t = rt.loc[rt["trial_id"].isin(g["trial_id"].unique())]
+        rows.append([" ".join(f"{k}={v}" for k, v in zip(by, cell)), t["trial_id"].nunique(), len(g),
+                     float(t["rt_setup_ms"].median()), float(t["rt_first_update_ms"].median()),
+                     float(lat.median()), float(lat.quantile(0.95)), float(lat.max()),
+                     float(rtts.median()), float(rtts.quantile(0.95)), float(rtts.max())])
+    out = ("<h3>Real-time web</h3><p class='note'>Every message's one-way latency (its receive stamp minus its "
+           "send stamp on the host's one clock: for messages from the server, from when it was due), pooled over "
+           "the trials of each combination, in ms and in units of the path's base RTT; set-up is the client's "
+           "time to an open channel (an opened long-polling session, an event stream's response, a WebSocket's "
+           "open), first update the time from then to the first message.</p>"
+           + _table(rows, ["combination", "trials", "messages", "set-up (ms)", "first update (ms)", "median (ms)",
+                           "p95 (ms)", "max (ms)", "median (RTT)", "p95 (RTT)", "max (RTT)"]))
+    scenarios = _levels(m["scenario"]) if "scenario" in m else ["all"]
+    fig, axes = plt.subplots(1, len(scenarios), figsize=(4.8 * len(scenarios), 3.4), squeeze=False)
+    for ax, sc in zip(axes[0], scenarios):
+        d = m[m["scenario"] == sc] if "scenario" in m else m
+        keys = ["realtime", "nodelay"] if "nodelay" in d.columns else ["realtime"]
+        for key, g in d.groupby(keys, dropna=False):
+            mech, nd = (*key, True)[:2] if isinstance(key, tuple) else (key, True)
+            xs = np.sort(g["rtt"].dropna().to_numpy())
+            if len(xs):
+                label = REALTIME_NAMES.get(str(mech), str(mech)) + ("" if nd in (None, True) else ", Nagle")
+                ax.step(xs, np.arange(1, len(xs) + 1) / len(xs), where="post", label=label,
+                        linestyle="-" if nd in (None, True) else "--")
+        ax.set_title(f"scenario {sc}", fontsize=9)
+        ax.set_xlabel("one-way latency (RTTs)")
+        ax.set_ylabel("CDF")
+        ax.set_ylim(0, 1.02)
+        ax.grid(alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
+    fig.tight_layout()
+    out += figs.add(fig, "realtime-latency", "One-way latency per message by mechanism, per scenario "
+                    "(dashed: Nagle's algorithm on at the server)")
+    return out
+
+
 def _cdf(ax: Any, df: Any, factor: str, metric: str) -> None:
     for lv in _levels(df[factor]):
         xs = np.sort(df[df[factor] == lv][metric].dropna().to_numpy())
@@ -626,6 +690,7 @@ def _experiment_section(r: Results, name: str, figs: _Figures) -> str:
             out.append(_overhead_parts(panels, x, hue, figs))
     out.append(_population_section(r, name, df, valid, varied, figs))
     out.append(_connections_section(valid, varied, figs))
+    out.append(_realtime_section(r, name, valid, varied, figs))
     out.append(_limits_section(valid, varied, figs))
     out.append(_access_section(valid, varied))
     out.append(_knobs_section(valid, varied, spec, metrics))

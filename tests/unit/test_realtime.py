@@ -1,0 +1,96 @@
+"""The real-time trial's judgement without a testbed: latencies from the two
+ends' stamps, losses, duplicates and reordering, the mechanism as the
+server's log shows it, and the one-way physical bound."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from satbench import load_profile
+from satbench.link.spec import LinkSpec, resolve
+from satbench.realtime import judge, one_way_ms, query
+
+T0 = 1_795_000_000_000.0  # unix ms
+
+
+@pytest.fixture(scope="module")
+def geo() -> dict[str, LinkSpec]:
+    return {"link": resolve(load_profile("geo"))}  # 265 ms each way
+
+
+def page(down: list[tuple[int, float, float]], up: list[tuple[int, float]], **kw: Any) -> dict[str, Any]:
+    return {"session": "s1", "start_ms": T0, "open_ms": T0 + 530, "errors": [],
+            "down": [{"seq": s, "t_ms": t, "recv_ms": r} for s, t, r in down],
+            "up": [{"seq": s, "t_ms": t} for s, t in up], **kw}
+
+
+def ws_log(ups: list[tuple[int, float, float]], how: str = "extended-connect", proto: str = "h2") -> list[dict[str, Any]]:
+    return [{"type": "request", "session": "s1", "realtime": "ws", "websocket": how, "proto": proto},
+            *({"type": "message", "session": "s1", "dir": "up", "seq": s, "t_send_ms": t, "t_recv_unix_ns": int(r * 1e6)}
+              for s, t, r in ups)]
+
+
+def test_latencies_come_from_the_two_ends_stamps(geo: dict[str, LinkSpec]) -> None:
+    f = {"realtime": "ws", "scenario": "chat", "messages": 2, "protocol": "h2"}
+    p = page([(0, T0 + 1000, T0 + 1266), (1, T0 + 2000, T0 + 2300)], [(0, T0 + 1000), (1, T0 + 2000)])
+    v = judge(f, p, ws_log([(0, T0 + 1000, T0 + 1270), (1, T0 + 2000, T0 + 2265)]), geo)
+    assert v.invalid is None and v.failed is None
+    got = sorted((m.dir, m.seq, m.latency_ms) for m in v.messages)
+    assert [(d, s) for d, s, _ in got] == [("down", 0), ("down", 1), ("up", 0), ("up", 1)]
+    assert [lat for *_, lat in got] == pytest.approx([266, 300, 270, 265], abs=1e-3)  # the server's ns stamps
+    assert v.metrics["rt_latency_down_max_ms"] == 300
+    assert v.metrics["rt_latency_up_median_ms"] == pytest.approx(267.5, abs=1e-3)
+    assert v.metrics["rt_latency_median_rtt"] == pytest.approx(268 / 530, abs=1e-5)
+    assert v.metrics["rt_setup_ms"] == 530 and v.metrics["rt_first_update_ms"] == 1266 - 530
+    assert v.metrics["rt_lost"] == 0 and v.metrics["rt_path_rtt_ms"] == 530
+    assert one_way_ms(geo) == (265, 265)
+
+
+def test_lost_duplicated_and_reordered_messages_make_the_trial_invalid(geo: dict[str, LinkSpec]) -> None:
+    f = {"realtime": "ws", "scenario": "server", "messages": 3, "protocol": "h2"}
+    lost = judge(f, page([(0, T0, T0 + 270), (2, T0 + 20, T0 + 290)], []), ws_log([]), geo)
+    assert lost.invalid == "1 of 3 messages never arrived" and lost.metrics["rt_lost"] == 1
+    twice = judge(f, page([(0, T0, T0 + 270), (1, T0 + 9, T0 + 280), (1, T0 + 9, T0 + 281), (2, T0 + 20, T0 + 290)],
+                          []), ws_log([]), geo)
+    assert "1 messages from the server arrived twice" in str(twice.invalid)
+    order = judge(f, page([(1, T0 + 9, T0 + 280), (0, T0, T0 + 281), (2, T0 + 20, T0 + 290)], []), ws_log([]), geo)
+    assert order.invalid == "messages from the server arrived out of order"
+
+
+def test_the_mechanism_must_be_what_the_trial_asked(geo: dict[str, LinkSpec]) -> None:
+    one = page([(0, T0, T0 + 270)], [])
+    f = {"realtime": "ws", "scenario": "server", "messages": 1}
+    assert judge({**f, "protocol": "h1"}, one, ws_log([], "upgrade", "http/1.1"), geo).invalid is None
+    bad = judge({**f, "protocol": "h2"}, one, ws_log([], "upgrade", "http/1.1"), geo).invalid
+    assert bad == "the WebSocket should have opened by extended-connect over h2; the server saw: upgrade"
+    polls = [{"type": "request", "session": "s1", "realtime": "poll", "proto": "h2"}]
+    assert "long polling made 1 polls (at least 2)" in str(judge({**f, "realtime": "poll", "protocol": "h2"}, one, polls, geo).invalid)
+    sse = [{"type": "request", "session": "s1", "realtime": "sse", "proto": "h2"}] * 2
+    assert "SSE made 2 event-stream requests" in str(judge({**f, "realtime": "sse", "protocol": "h2"}, one, sse, geo).invalid)
+    # Client updates over long polling: the opening poll, then the messages as POSTs, one each.
+    up = {"realtime": "poll", "scenario": "client", "messages": 1, "protocol": "h2"}
+    log = [{"type": "request", "session": "s1", "realtime": k, "proto": "h2"} for k in ("poll", "send")]
+    log.append({"type": "message", "session": "s1", "dir": "up", "seq": 0, "t_send_ms": T0,
+                "t_recv_unix_ns": int((T0 + 270) * 1e6)})
+    assert judge(up, page([], [(0, T0)]), log, geo).invalid is None
+    assert judge(up, page([], [(0, T0)]), log[:1] + log[2:], geo).invalid == "the client's messages came as 0 POSTs, not 1"
+    # Another session's requests are not this trial's.
+    other = [{**r, "session": "s2"} for r in ws_log([])]
+    assert "the server saw: none" in str(judge({**f, "protocol": "h2"}, one, other, geo).invalid)
+
+
+def test_a_message_faster_than_light_fails_the_trial(geo: dict[str, LinkSpec]) -> None:
+    f = {"realtime": "sse", "scenario": "server", "messages": 1, "protocol": "h2"}
+    log = [{"type": "request", "session": "s1", "realtime": "sse", "proto": "h2"}]
+    v = judge(f, page([(0, T0, T0 + 200)], []), log, geo)
+    assert v.failed == "harness error: message down 0 took 200.00 ms, below the one-way propagation delay 265.0 ms"
+    assert judge(f, page([(0, T0, T0 + 264.5)], []), log, geo).failed is None  # within the clock's slack
+    assert judge(f, None, log, geo).invalid == "the realtime page left no result"
+
+
+def test_the_page_query_carries_the_scenario() -> None:
+    q = query({"realtime": "sse", "scenario": "chat", "messages": 5, "message_bytes": 200, "interval_ms": 0,
+               "arrivals": "poisson"}, session="abc", seed=2**40 + 7)
+    assert q == "?mech=sse&scenario=chat&n=5&size=200&interval_ms=0.0&arrivals=poisson&seed=7&session=abc"
