@@ -130,6 +130,9 @@ def _shell_args(p: argparse.ArgumentParser) -> None:
                         "origin, nghttpx: see --proxy-upstream); needs --serve")
     p.add_argument("--proxy-upstream", choices=("h1", "h2"),
                    help="the proxy's protocol to the origin (h2: nghttpx only; default h1)")
+    p.add_argument("--proxy-cache", choices=("none", "cold"),
+                   help="nginx's cache: none (default) or cold (empty at the start; an experiment's proxy cache "
+                        "can also be warm, its trial's page fetched through the proxy first)")
     p.add_argument("--tunnel", choices=("wireguard", "vpn"),
                    help="a VPN from the client host to an endpoint on the server LAN (satbench-tunnel): it hides "
                         "TCP from PEPs")
@@ -222,9 +225,13 @@ def _shell(a: argparse.Namespace, rest: list[str]) -> int:
     pep = {"at": a.pep, **({"satellite": a.pep_satellite} if a.pep_satellite else {}),
            **({"terrestrial": a.pep_terrestrial} if a.pep_terrestrial else {})} if a.pep else None
     # The path elements, as an experiment's factors would place them (the registry builds and checks them).
-    if a.proxy_upstream and not a.proxy:
-        raise InputError("--proxy-upstream needs --proxy")
-    proxy = {"kind": a.proxy, "upstream": a.proxy_upstream} if a.proxy and a.proxy_upstream else a.proxy
+    if (a.proxy_upstream or a.proxy_cache) and not a.proxy:
+        raise InputError("--proxy-upstream and --proxy-cache need --proxy")
+    if a.proxy and not a.serve:
+        raise InputError("--proxy needs --serve (the proxy's origins are the servers it starts)")
+    proxy = ({"kind": a.proxy, **({"upstream": a.proxy_upstream} if a.proxy_upstream else {}),
+              **({"cache": a.proxy_cache} if a.proxy_cache else {})}
+             if a.proxy and (a.proxy_upstream or a.proxy_cache) else a.proxy)
     factors = {"pep": pep or "none", "tunnel": a.tunnel or "none", "proxy": proxy or "none", "cc": a.cc or "cubic"}
     path: list[PathElement] = []
     for factor in ("pep", "tunnel", "proxy"):

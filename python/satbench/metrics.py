@@ -19,8 +19,9 @@ fcp/lcp/plt are these definitions already.
 
 from __future__ import annotations
 
+import math
 import statistics
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from urllib.parse import urlsplit
 
 from .model import ObjectTiming
@@ -69,3 +70,9 @@ def object_metrics(objects: list[ObjectTiming], page_url: str, sizes: dict[str, 
         xs = [v for p in per if (v := p[name]) is not None]
         out[name] = statistics.median(xs) if xs else None
     return out
+
+
+def nearest_rank(xs: Sequence[float], q: float) -> float:
+    """The q-quantile by nearest rank (0 < q <= 1): a value of ``xs`` itself, never an interpolation."""
+    s = sorted(xs)
+    return s[min(len(s) - 1, max(0, math.ceil(q * len(s)) - 1))]

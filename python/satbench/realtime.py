@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .link.spec import LinkSpec
+from .metrics import nearest_rank
 
 MECHANISMS = ("poll", "sse", "ws")
 SCENARIOS = ("server", "client", "chat")
@@ -80,11 +81,6 @@ def query(factors: Mapping[str, Any], session: str, seed: int) -> str:
             f"&n={int(factors.get('messages', 100))}&size={int(factors.get('message_bytes', 100))}"
             f"&interval_ms={float(factors.get('interval_ms', 1000))}&arrivals={factors.get('arrivals', 'constant')}"
             f"&seed={seed % 2**31}&session={session}")
-
-
-def _pct(xs: list[float], q: float) -> float:
-    s = sorted(xs)
-    return s[min(len(s) - 1, max(0, math.ceil(q * len(s)) - 1))]
 
 
 def judge(factors: Mapping[str, Any], page: dict[str, Any] | None, server_log: list[dict[str, Any]],
@@ -206,7 +202,7 @@ def _metrics(page: dict[str, Any], messages: list[Message], rtt: float, lost: in
                      ("_up", [x for m in messages if m.dir == "up" and (x := m.latency_ms) is not None])):
         if not xs:
             continue
-        med, p95, mx = statistics.median(xs), _pct(xs, 0.95), max(xs)
+        med, p95, mx = statistics.median(xs), nearest_rank(xs, 0.95), max(xs)
         out[f"rt_latency{name}_median_ms"], out[f"rt_latency{name}_p95_ms"] = med, p95
         out[f"rt_latency{name}_max_ms"] = mx
         if rtt > 0:

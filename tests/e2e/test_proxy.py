@@ -75,6 +75,9 @@ def test_chromium_gets_h2_from_the_proxy(tmp_path: Path) -> None:
     assert protos and set(protos) == {"h2"}, protos
     origin = [json.loads(line) for line in (Path(art) / "server" / "access.jsonl").read_text().splitlines()]
     assert {r["proto"] for r in origin if r.get("type") == "request"} == {"http/1.1"}
+    # ... from the proxy's address (the gateway's, on the server LAN), never the client's.
+    peers = {c["peer"].split(":")[0] for c in origin if c.get("type") == "connection"}
+    assert peers == {"198.18.3.1"}, peers
 
 
 def test_a_warm_cache_answers_every_request(tmp_path: Path) -> None:
@@ -163,6 +166,16 @@ def test_impossible_proxy_combinations_are_refused(tmp_path: Path) -> None:
         assert p.returncode == 2, p.stdout + p.stderr
         [msg] = p.stderr.strip().splitlines()
         assert re.search(rf"{re.escape(str(exp))}:{line}: (factors\.)?proxy: ", msg) and why in msg, msg
+    # satbench shell refuses the same, in one line, before building anything.
+    www = tmp_path / "www"
+    www.mkdir()
+    for args, msg in ((["--proxy", "nginx"], "--proxy needs --serve"),
+                      (["--serve", str(www), "--proxy-cache", "cold"], "--proxy-upstream and --proxy-cache need --proxy"),
+                      (["--serve", str(www), "--proxy", "nginx", "--proxy-upstream", "h2"], "--proxy: upstream must be h1"),
+                      (["--serve", str(www), "--proxy", "nginx", "--pep", "gateway"], "--proxy: a PEP at the gateway")):
+        p = run_cli("shell", "--link", "wire", *args, "--", "true")
+        assert p.returncode == 2 and p.stderr.startswith(f"satbench: {msg}"), (args, p.stderr)
+        assert len(p.stderr.strip().splitlines()) == 1, p.stderr
 
 
 def _proxies() -> list[str]:

@@ -137,6 +137,14 @@ def test_report_of_a_fake_study(tmp_path: Path) -> None:
     assert set(df["limited_cwnd_pct"]) == {75.0} and set(df["limited_application_pct"]) == {25.0}
     plt_fig = next((tmp_path / "rep" / "figures").glob("*-plt_ms-by-protocol.svg")).read_text()
     assert "physical lower bound" in plt_fig
+    # Study C's PLT summary: the mean with its interval, the median and the 95th percentile, per cell.
+    assert "Means, medians and 95th percentiles per combination" in html
+    from satbench.metrics import nearest_rank
+
+    for cell, g in df[df["status"] == "valid"].groupby(["link.delay_ms", "protocol"]):
+        xs = g["plt_ms"].dropna().tolist()
+        assert f"<td>{nearest_rank(xs, 0.95):.1f}</td>" in html, cell
+    assert nearest_rank([3.0, 1.0, 2.0], 0.95) == 3.0 and nearest_rank(list(map(float, range(1, 101))), 0.95) == 95.0
 
 
 def test_v1_database_opens_reports_and_resumes(tmp_path: Path) -> None:

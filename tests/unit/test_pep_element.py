@@ -56,3 +56,13 @@ def test_every_leg_relays_without_nagle_unless_told() -> None:
     assert _with_nodelay("") == "nodelay"
     assert _with_nodelay("cc=bbr") == "cc=bbr,nodelay"
     assert _with_nodelay("cc=bbr,nodelay=off") == "cc=bbr,nodelay=off"
+
+
+def test_the_gateway_proxy_takes_a_terminal_pep_given_either_way() -> None:
+    """A PEP written as a table (as satbench shell passes it) is placed by its ``at``."""
+    from satbench.path.proxy import Proxy
+
+    for pep in ("terminal", {"at": "terminal", "satellite": "cc=bbr"}):
+        assert Proxy.check("nginx", {"pep": pep}) is None, pep
+    for pep in ("gateway", "both", {"at": "gateway"}, {"at": "both", "max_conns": 10}):
+        assert "PEP at the gateway" in (Proxy.check("nginx", {"pep": pep}) or ""), pep

@@ -88,8 +88,9 @@ CORE: tuple[Factor, ...] = (
            "satellite terminals sharing the link (clients dealt to them in turn; the link profile's "
            "[[terminals]] settings used in turn)", keyed=False),
     Factor("shards", whole(1, 32), 1,
-           "origin hosts a page's objects are spread over (s1.test ... sK.test, each its own server host "
-           "and address; the HTML stays on server.test): 1 is no sharding", keyed=False),
+           "origin names a page's objects are spread over (s1.test ... sK.test; the HTML stays on server.test, "
+           "whose host s1.test names too; s2.test ... are server hosts of their own): 1 is no sharding",
+           keyed=False),
     Factor("realtime", one_of(("none", *realtime.MECHANISMS)), "none",
            "a real-time web trial's mechanism: long polling (poll), Server-Sent Events (sse) or WebSocket (ws, "
            "over HTTP/1.1 or, with protocol h2, RFC 8441); needs page = \"realtime\" and a browser", keyed=False),

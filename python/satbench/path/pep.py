@@ -87,6 +87,11 @@ def _set_initial_window(host: "Host", segments: int, satellite: bool) -> list[st
                               lambda f: (f[f.index("dev") + 1] == "sat0") == satellite)
 
 
+def placement(value: Any) -> str:
+    """Where a ``pep`` factor's value puts PEPs: none, terminal, gateway or both (a table's ``at``)."""
+    return str(value.get("at", "none")) if isinstance(value, dict) else str(value)
+
+
 def pep_binary() -> Path:
     return prereq.REPO / "target" / "release" / "satbench-pep"
 

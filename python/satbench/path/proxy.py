@@ -46,6 +46,7 @@ from ..endpoints import pages
 from ..endpoints.loader import loader_binary
 from ..errors import TestbedError
 from . import PathElement
+from .pep import placement
 
 if TYPE_CHECKING:
     from ..testbed.host import Host
@@ -173,7 +174,7 @@ class Proxy(PathElement):
         if v.get("upstream", "h1") not in UPSTREAMS[kind]:
             why = " (nginx fetches from origins over HTTP/1.x only; nghttpx also over h2)" if kind == "nginx" else ""
             return f"upstream must be {' or '.join(UPSTREAMS[kind])}{why}, got {v.get('upstream')!r}"
-        if factors.get("pep", "none") not in ("none", "terminal"):
+        if placement(factors.get("pep", "none")) not in ("none", "terminal"):
             return "a PEP at the gateway and the proxy there would both take the connections: use one"
         if factors.get("tunnel", "none") != "none":
             return "behind the VPN tunnel the proxy sees no TCP: use one"

@@ -33,6 +33,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from ..errors import InputError  # noqa: E402
+from ..metrics import nearest_rank  # noqa: E402
 from ..model import OVERHEAD_GROUPS, OVERHEAD_PARTS  # noqa: E402
 from ..path import ELEMENTS, element_class  # noqa: E402
 from .analysis import factorial_effects, is_knob, knob_effects, tuned_against_default  # noqa: E402
@@ -63,6 +64,8 @@ FACTOR_METRICS = ("plt_ms", "last_object_ms", "fcp_ms", "first_object_ms", "lcp_
                   "total_ms", "throughput_mbps", "upload_ms", "upload_mbps", "jain_throughput", "server_connections")
 #: Metrics compared pairwise in the statistics table.
 COMPARED = ("plt_ms", "fcp_ms", "lcp_ms", "total_ms", "throughput_mbps", "upload_ms")
+#: Metrics whose tail is tabled per combination (mean, median and 95th percentile, as study C reports PLT).
+TAILED = ("plt_ms", "fcp_ms", "total_ms", "upload_ms")
 #: Metrics drawn over their trials' lower bounds (bound.py).
 FLOORED = ("plt_ms", "last_object_ms")
 #: The satellite access's counters summarised per combination (model.LinkCounters.access_metrics).
@@ -538,6 +541,32 @@ def _cdf(ax: Any, df: Any, factor: str, metric: str) -> None:
         ax.legend(fontsize=7)
 
 
+def _tail_table(valid: Any, varied: list[str], metrics: list[str]) -> str:
+    """Per combination of the varied factors: each metric's mean [95 % CI], median and 95th percentile."""
+    if not metrics:
+        return ""
+    rows = []
+    for cell, g in valid.groupby(varied, dropna=False):
+        cell = cell if isinstance(cell, tuple) else (cell,)
+        row: list[Any] = [" ".join(f"{k}={v}" for k, v in zip(varied, cell)), len(g)]
+        for m in metrics:
+            xs = [float(x) for x in g[m].dropna()]
+            if not xs:
+                row += ["-", "-", "-"]
+                continue
+            mean, lo, hi = mean_ci(xs)
+            row += [f"{mean:.1f} [{lo:.1f}, {hi:.1f}]" if len(xs) > 1 else f"{mean:.1f}",
+                    f"{statistics.median(xs):.1f}", f"{nearest_rank(xs, 0.95):.1f}"]
+        rows.append(row)
+    head = ["combination", "n"]
+    for m in metrics:
+        name = METRICS.get(m, m)
+        head += [f"{name}: mean [95 % CI]", "median", "95th percentile"]
+    return ("<h3>Means, medians and 95th percentiles per combination</h3><p class='note'>The 95th "
+            "percentile by nearest rank (a value some trial had); with fewer than 20 trials it is the "
+            "largest.</p>" + _table(rows, head))
+
+
 def _table(rows: list[list[Any]], head: list[str]) -> str:
     def cell(v: Any) -> str:
         if isinstance(v, float):
@@ -710,6 +739,7 @@ def _experiment_section(r: Results, name: str, figs: _Figures) -> str:
             rows.append(row)
         out.append("<h3>Medians per combination [95 % CI]</h3>"
                    + _table(rows, ["combination", "n", *[METRICS[m] for m in metrics[:6]]]))
+        out.append(_tail_table(valid, varied, [m for m in TAILED if m in metrics]))
     # Pairwise tests.
     for f in varied:
         others = [o for o in varied if o != f]
