@@ -97,7 +97,8 @@ pub enum FetchError {
     H3(#[from] H3Error),
 }
 
-trait Io: AsyncRead + AsyncWrite + Send + Unpin {}
+/// A connection's byte stream: TCP, or TLS over it.
+pub trait Io: AsyncRead + AsyncWrite + Send + Unpin {}
 impl<T: AsyncRead + AsyncWrite + Send + Unpin> Io for T {}
 
 type H1Sender = hyper::client::conn::http1::SendRequest<Payload>;
@@ -286,6 +287,13 @@ impl Fetcher {
             });
         }
         Ok((id, Box::new(tls)))
+    }
+
+    /// A connection of its own to `url`'s origin (TCP, and TLS with ALPN
+    /// `alpn` for https), recorded with the load's others; its id and stream.
+    pub async fn open(&self, url: &Url, alpn: &[u8]) -> Result<(usize, Box<dyn Io>), FetchError> {
+        let o = self.origin(url);
+        self.connect_tcp(&o, alpn).await
     }
 
     /// Fetch one URL. `keep` keeps the body of HTML and CSS responses;

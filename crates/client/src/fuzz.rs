@@ -230,3 +230,56 @@ fn fuzz_css() {
         },
     );
 }
+
+/// The event-stream parser (`sse.rs`): any bytes either parse or are
+/// refused (never a panic), and the events do not depend on how the
+/// stream was cut into chunks: the whole input at once and the same input
+/// split at a point the input chooses give the same events (or both fail).
+#[test]
+fn fuzz_sse() {
+    use crate::sse::{Event, SseParser};
+    fn run(chunks: &[&[u8]]) -> Result<Vec<Event>, crate::sse::SseError> {
+        let mut p = SseParser::new();
+        let mut out = Vec::new();
+        for c in chunks {
+            p.feed(c, &mut out)?;
+        }
+        Ok(out)
+    }
+    fuzzkit::run(
+        Config::new("sse", corpus("sse"))
+            .dict(&[
+                "data: ",
+                "data:",
+                "event: ",
+                "id: ",
+                ": ",
+                "\n",
+                "\r",
+                "\r\n",
+                "\n\n",
+                "retry: ",
+                "{\"seq\":",
+                "hello",
+                "done",
+            ])
+            .max_len(1024),
+        |b, f| {
+            let split = b.first().map(|c| *c as usize % (b.len() + 1)).unwrap_or(0);
+            let whole = run(&[b]);
+            let cut = run(&[&b[..split], &b[split..]]);
+            assert_eq!(whole, cut, "split at {split}");
+            match whole {
+                Ok(events) => {
+                    f.add(1);
+                    f.add_count(2, events.len());
+                    for e in &events {
+                        f.add_bytes(3, e.kind.as_bytes());
+                        assert!(!e.kind.contains(['\n', '\r']) && !e.data.contains('\r'));
+                    }
+                }
+                Err(_) => f.add(4),
+            }
+        },
+    );
+}

@@ -4,8 +4,13 @@
 //! satbench-load URL --protocol h1|h2|h3 [--clients C] [--connections K] [--cacert PEM]
 //!               [--connect-to ADDR:PORT] [--single | --bulk] [--repeat N] [-o FILE] [--timeout S]
 //!               [--quic-stack quiche|quinn] [--quic-max-data BYTES] [--quic-max-stream-data BYTES]
-//!               [--start-at UNIX_NS] [--upload BYTES]
+//!               [--start-at UNIX_NS] [--upload BYTES] [--realtime poll|sse|ws]
 //! ```
+//! `--realtime MECH` runs a real-time scenario instead of a page load (see
+//! `rt.rs` and `rt_client.rs`): URL's query is satbench-server's (scenario,
+//! messages, sizes, arrivals, session, room), each client is session
+//! `SESSION-k`, over HTTP/1.1 or HTTP/2; a client's output then carries
+//! `realtime` (what it sent and had, stamped) and its `connections`.
 //! `--upload BYTES` makes every fetch of `--single` a POST of that many
 //! incompressible bytes (to the server's sink, `/upload`); the output's
 //! objects carry the bytes `sent`.
@@ -34,7 +39,10 @@ mod h3;
 mod h3_common;
 mod h3_quinn;
 mod page;
+mod rt;
+mod rt_client;
 mod session;
+mod sse;
 mod tls;
 mod upload;
 mod url;
@@ -70,6 +78,8 @@ struct Args {
     start_at: Option<u64>,
     /// POST this many bytes instead of a GET.
     upload: Option<u64>,
+    /// Run a real-time scenario over this mechanism.
+    realtime: Option<rt::Mech>,
 }
 
 impl Args {
@@ -103,6 +113,7 @@ impl Default for Args {
             quic_max_stream_data: None,
             start_at: None,
             upload: None,
+            realtime: None,
         }
     }
 }
@@ -112,7 +123,7 @@ const USAGE: &str = "usage: satbench-load URL --protocol h1|h2|h3 [--clients C] 
                      [--single|--bulk [--repeat N] [-o FILE]] [--timeout S] \
                      [--quic-stack quiche|quinn] [--quic-max-data BYTES] \
                      [--quic-max-stream-data BYTES] [--start-at UNIX_NS] \
-                     [--upload BYTES (with --single)]";
+                     [--upload BYTES (with --single)] [--realtime poll|sse|ws]";
 
 /// What the command line asks for.
 #[derive(Debug)]
@@ -162,6 +173,12 @@ enum ArgError {
     BadUpload(String),
     #[error("--upload needs --single")]
     UploadWithoutSingle,
+    #[error("--realtime: poll, sse or ws, not {0:?}")]
+    BadRealtime(String),
+    #[error("--realtime runs over h1 or h2 (the server's HTTP/3 has no real-time endpoints)")]
+    RealtimeOverH3,
+    #[error("--realtime runs a scenario, not --single, --bulk or --upload")]
+    RealtimeWithSingle,
     /// Anything else lexopt reports (a value given to a flag, non-UTF-8 text).
     #[error(transparent)]
     Other(lexopt::Error),
@@ -248,6 +265,10 @@ where
                     _ => return Err(ArgError::BadUpload(v)),
                 }
             }
+            Long("realtime") => {
+                let v = p.value()?.string()?;
+                a.realtime = Some(rt::Mech::parse(&v).ok_or(ArgError::BadRealtime(v))?);
+            }
             Short('h') | Long("help") => return Ok(Command::Help),
             Value(v) if a.url.is_empty() => a.url = v.string()?,
             Value(v) => return Err(ArgError::SecondUrl(v.string()?)),
@@ -268,6 +289,14 @@ where
     }
     if a.upload.is_some() && !a.single {
         return Err(ArgError::UploadWithoutSingle);
+    }
+    if a.realtime.is_some() {
+        if a.proto == Some(Proto::H3) {
+            return Err(ArgError::RealtimeOverH3);
+        }
+        if a.single || a.bulk || a.upload.is_some() {
+            return Err(ArgError::RealtimeWithSingle);
+        }
     }
     Ok(Command::Load(Box::new(a)))
 }
@@ -328,6 +357,9 @@ fn main() {
     if let Some(at) = a.start_at {
         wait_until_unix_ns(at);
     }
+    if let Some(mech) = a.realtime {
+        return realtime(&a, mech, url, tls, &rt);
+    }
     let start_unix_ns = unix_ns();
     let wall = Instant::now();
     let single = if a.single || a.bulk { a.repeat } else { 0 };
@@ -335,20 +367,12 @@ fn main() {
     let results = rt.block_on(async {
         let mut set = tokio::task::JoinSet::new();
         for client in 0..a.clients {
-            let settings = Arc::new(Settings {
-                proto,
-                connections: a.connections,
-                tls: tls.clone(),
-                quic_cacert: a.cacert.clone(),
-                quic_stack: a.quic_stack,
-                quic_windows: a.quic_windows(),
-                connect_to: a.connect_to,
-                progress: a.bulk,
-                output: a.output.as_ref().map(std::path::PathBuf::from),
-                upload: a.upload,
-                client,
-            });
-            set.spawn(page::load(settings, url.clone(), single, timeout));
+            set.spawn(page::load(
+                settings(&a, proto, &tls, client),
+                url.clone(),
+                single,
+                timeout,
+            ));
         }
         let mut out = Vec::new();
         while let Some(r) = set.join_next().await {
@@ -377,6 +401,83 @@ fn main() {
             "wall_ms": wall.elapsed().as_secs_f64() * 1e3, "cpu_ms": cpu_seconds() * 1e3,
             "start_unix_ns": start_unix_ns,
             "clients": results.iter().map(page::PageResult::to_json).collect::<Vec<_>>(),
+        })
+    );
+}
+
+/// The settings of client `client` of the command line.
+fn settings(
+    a: &Args,
+    proto: Proto,
+    tls: &Arc<rustls::ClientConfig>,
+    client: usize,
+) -> Arc<Settings> {
+    Arc::new(Settings {
+        proto,
+        connections: a.connections,
+        tls: tls.clone(),
+        quic_cacert: a.cacert.clone(),
+        quic_stack: a.quic_stack,
+        quic_windows: a.quic_windows(),
+        connect_to: a.connect_to,
+        progress: a.bulk,
+        output: a.output.as_ref().map(std::path::PathBuf::from),
+        upload: a.upload,
+        client,
+    })
+}
+
+/// `--realtime`: every client runs the URL's scenario at once; one JSON
+/// object out, a client's `realtime` record and `connections` each.
+fn realtime(
+    a: &Args,
+    mech: rt::Mech,
+    url: Url,
+    tls: Arc<rustls::ClientConfig>,
+    runtime: &tokio::runtime::Runtime,
+) {
+    let q = rt::RtQuery::parse(url.path.split_once('?').map(|(_, q)| q).unwrap_or(""))
+        .unwrap_or_else(|e| die(&e));
+    let q = Arc::new(q);
+    let proto = a.proto.expect("checked");
+    let start_unix_ns = unix_ns();
+    let wall = Instant::now();
+    let timeout = Duration::from_secs_f64(a.timeout);
+    let runs = runtime.block_on(async {
+        let mut set = tokio::task::JoinSet::new();
+        for client in 0..a.clients {
+            let s = settings(a, proto, &tls, client);
+            set.spawn(rt_client::run(s, url.clone(), q.clone(), mech, timeout));
+        }
+        let mut out = Vec::new();
+        while let Some(r) = set.join_next().await {
+            out.push(r.expect("client task"));
+        }
+        out.sort_by_key(|r| r.record.client);
+        out
+    });
+    let clients: Vec<_> = runs
+        .iter()
+        .map(|r| {
+            let invalid = r.record.errors.first().cloned();
+            serde_json::json!({
+                "client": r.record.client, "valid": invalid.is_none(), "invalid_reason": invalid,
+                "protocol": proto.wire_name(),
+                "realtime": r.record.to_json(),
+                "connections": r.connections.iter().map(session::ConnInfo::to_json).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    let valid = clients.iter().filter(|c| c["valid"] == true).count();
+    println!(
+        "{}",
+        serde_json::json!({
+            "tool": "satbench-load", "version": env!("CARGO_PKG_VERSION"), "url": a.url,
+            "protocol": proto.wire_name(), "mode": "realtime", "mechanism": mech.name(),
+            "connections_per_origin": if proto == Proto::H1 { a.connections } else { 1 },
+            "clients_n": a.clients, "valid_n": valid,
+            "wall_ms": wall.elapsed().as_secs_f64() * 1e3, "cpu_ms": cpu_seconds() * 1e3,
+            "start_unix_ns": start_unix_ns, "clients": clients,
         })
     );
 }
@@ -484,6 +585,22 @@ mod tests {
         assert_eq!(
             err(&["u", "--protocol", "h2", "--upload", "5"]),
             "--upload needs --single"
+        );
+        assert_eq!(
+            err(&["u", "--protocol", "h2", "--realtime", "smoke"]),
+            "--realtime: poll, sse or ws, not \"smoke\""
+        );
+        assert_eq!(
+            err(&["u", "--protocol", "h3", "--realtime", "ws"]),
+            "--realtime runs over h1 or h2 (the server's HTTP/3 has no real-time endpoints)"
+        );
+        assert_eq!(
+            err(&["u", "--protocol", "h2", "--realtime", "ws", "--single"]),
+            "--realtime runs a scenario, not --single, --bulk or --upload"
+        );
+        assert_eq!(
+            load(&["u", "--protocol", "h1", "--realtime", "sse"]).realtime,
+            Some(rt::Mech::Sse)
         );
         let a = load(&["u", "--protocol", "h3", "--single", "--upload", "1000000"]);
         assert_eq!(a.upload, Some(1_000_000));

@@ -267,7 +267,7 @@ fn shared(fx: &Fixture) -> Arc<Shared> {
         open: Default::default(),
         shutdown,
         live: Default::default(),
-        sessions: Default::default(),
+        realtime: Default::default(),
     })
 }
 
@@ -413,7 +413,8 @@ fn fuzz_request() {
 #[test]
 fn fuzz_realtime() {
     use crate::realtime::{
-        message, Params, Schedule, Upstream, MAX_INTERVAL_MS, MAX_MESSAGES, MAX_SIZE,
+        message, Params, Scenario, Schedule, Upstream, MAX_INTERVAL_MS, MAX_MEMBERS, MAX_MESSAGES,
+        MAX_SIZE,
     };
     fuzzkit::run(
         Config::new("realtime", corpus("realtime"))
@@ -423,6 +424,9 @@ fn fuzz_realtime() {
                 "server",
                 "client",
                 "chat",
+                "room",
+                "room=",
+                "members=",
                 "n=",
                 "size=",
                 "interval_ms=",
@@ -454,7 +458,9 @@ fn fuzz_realtime() {
                         p.interval_ms.is_finite()
                             && (0.0..=MAX_INTERVAL_MS).contains(&p.interval_ms)
                     );
-                    assert!(p.after >= -1 && p.session.len() <= 64);
+                    assert!(p.after >= -1 && p.session.len() <= 64 && p.room.len() <= 64);
+                    assert_eq!(p.scenario == Scenario::Room, !p.room.is_empty(), "{q:?}");
+                    assert!((2..=MAX_MEMBERS).contains(&p.members));
                     // Small schedules only: the check is of the shape, not of the size.
                     let small = Params {
                         n: p.n.min(64),

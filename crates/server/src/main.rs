@@ -519,7 +519,7 @@ fn main() {
         open: Default::default(),
         shutdown,
         live: Default::default(),
-        sessions: Default::default(),
+        realtime: Default::default(),
     });
     let sh_end = shared.clone();
     let rt = tokio::runtime::Builder::new_current_thread()

@@ -15,6 +15,13 @@
 //!   long polling send upstream this way);
 //! - `/rt/ws?...`: WebSocket, by HTTP/1.1 Upgrade or HTTP/2 extended
 //!   CONNECT (RFC 8441), messages both ways as text frames.
+//!
+//! The `room` scenario (`scenario=room&room=R&members=M`) is a chat room
+//! shared by `M` clients: the room starts when the last member has joined
+//! (every member's stream opens then), each member sends `n` messages, and
+//! the server relays each one, as it came, to every other member over that
+//! member's mechanism; a member is done once it has had `(M - 1) * n`.
+//! [`Room`] is the room's state, time passed in.
 
 /// Most messages one stream may schedule.
 pub const MAX_MESSAGES: u32 = 100_000;
@@ -22,6 +29,8 @@ pub const MAX_MESSAGES: u32 = 100_000;
 pub const MAX_SIZE: usize = 1 << 20;
 /// The longest mean interval between messages (idle connections close at the server's idle timeout).
 pub const MAX_INTERVAL_MS: f64 = 20_000.0;
+/// The most members a chat room may have.
+pub const MAX_MEMBERS: u32 = 1000;
 
 /// Which directions carry messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,12 +41,14 @@ pub enum Scenario {
     Client,
     /// Both ways.
     Chat,
+    /// A chat room: every member's messages relayed to every other member.
+    Room,
 }
 
 impl Scenario {
-    /// Whether the server sends messages.
+    /// Whether the server sends messages of its own (on its schedule).
     pub fn down(self) -> bool {
-        self != Scenario::Client
+        matches!(self, Scenario::Server | Scenario::Chat)
     }
 }
 
@@ -64,6 +75,10 @@ pub struct Params {
     pub after: i64,
     /// Long polling: this request opens the session (`open=1`).
     pub open: bool,
+    /// The chat room (scenario `room`; empty otherwise).
+    pub room: String,
+    /// The chat room's members, all of whom must join before it starts.
+    pub members: u32,
 }
 
 impl Default for Params {
@@ -78,6 +93,8 @@ impl Default for Params {
             seed: 1,
             after: -1,
             open: false,
+            room: String::new(),
+            members: 2,
         }
     }
 }
@@ -97,6 +114,14 @@ fn bad(key: &str, why: impl Into<String>) -> QueryError {
     }
 }
 
+/// A session or room name: 1 to 64 letters, digits or '-'.
+fn name(key: &str, v: &str) -> Result<String, QueryError> {
+    if v.is_empty() || v.len() > 64 || !v.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') {
+        return Err(bad(key, "1 to 64 letters, digits or '-'"));
+    }
+    Ok(v.into())
+}
+
 impl Params {
     /// Parse `a=1&b=2` (no percent-decoding: every value is a number or a
     /// plain token). Unknown keys are ignored (a browser may add its own).
@@ -105,21 +130,22 @@ impl Params {
         for pair in query.split('&').filter(|s| !s.is_empty()) {
             let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
             match k {
-                "session" => {
-                    if v.is_empty()
-                        || v.len() > 64
-                        || !v.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
-                    {
-                        return Err(bad(k, "1 to 64 letters, digits or '-'"));
-                    }
-                    p.session = v.into();
+                "session" => p.session = name(k, v)?,
+                "room" => p.room = name(k, v)?,
+                "members" => {
+                    p.members = v
+                        .parse()
+                        .ok()
+                        .filter(|n| (2..=MAX_MEMBERS).contains(n))
+                        .ok_or_else(|| bad(k, format!("2 to {MAX_MEMBERS}")))?
                 }
                 "scenario" => {
                     p.scenario = match v {
                         "server" => Scenario::Server,
                         "client" => Scenario::Client,
                         "chat" => Scenario::Chat,
-                        _ => return Err(bad(k, "server, client or chat")),
+                        "room" => Scenario::Room,
+                        _ => return Err(bad(k, "server, client, chat or room")),
                     }
                 }
                 "n" => {
@@ -162,7 +188,18 @@ impl Params {
                 _ => {}
             }
         }
+        if (p.scenario == Scenario::Room) == p.room.is_empty() {
+            return Err(bad(
+                "room",
+                "a room needs scenario=room, and scenario=room a room",
+            ));
+        }
         Ok(p)
+    }
+
+    /// How many messages a member of this room is relayed: every other member's.
+    pub fn relays(&self) -> usize {
+        (self.members as usize - 1) * self.n as usize
     }
 }
 
@@ -287,6 +324,104 @@ impl Upstream {
     }
 }
 
+/// A member's message as the room relays it: who sent it, its number, and
+/// the message as it came (the receiver reads the sender's stamp in it).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Relay {
+    pub from: String,
+    pub seq: u64,
+    pub body: bytes::Bytes,
+}
+
+/// Why a room refused a member's request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum RoomError {
+    /// Every place is taken (by other sessions).
+    #[error("the room is full")]
+    Full,
+    /// The request's `members` or `n` differ from the room's.
+    #[error("the room has other members or messages")]
+    Mismatch,
+    /// The session never joined.
+    #[error("not a member of the room")]
+    NotMember,
+    /// A message before every member had joined.
+    #[error("the room has not started")]
+    NotStarted,
+}
+
+/// A chat room: who has joined, when it started (the last member's join),
+/// and what has been relayed to each member, in the order relayed.
+#[derive(Debug, Clone)]
+pub struct Room {
+    members: usize,
+    n: u32,
+    joined: Vec<String>,
+    start_ns: Option<u64>,
+    inbox: Vec<Vec<Relay>>,
+}
+
+impl Room {
+    /// An empty room for the request's `members` and `n`.
+    pub fn new(p: &Params) -> Room {
+        Room {
+            members: p.members as usize,
+            n: p.n,
+            joined: Vec::new(),
+            start_ns: None,
+            inbox: Vec::new(),
+        }
+    }
+
+    fn member(&self, session: &str) -> Option<usize> {
+        self.joined.iter().position(|s| s == session)
+    }
+
+    /// `session` joins at `now_ns` (again: no change). The room's start once
+    /// every member is in, None before.
+    pub fn join(&mut self, p: &Params, now_ns: u64) -> Result<Option<u64>, RoomError> {
+        if p.members as usize != self.members || p.n != self.n {
+            return Err(RoomError::Mismatch);
+        }
+        if self.member(&p.session).is_none() {
+            if self.joined.len() == self.members {
+                return Err(RoomError::Full);
+            }
+            self.joined.push(p.session.clone());
+            self.inbox.push(Vec::new());
+            if self.joined.len() == self.members {
+                self.start_ns = Some(now_ns);
+            }
+        }
+        Ok(self.start_ns)
+    }
+
+    /// Relay `from`'s message to every other member; how many it went to.
+    pub fn post(&mut self, from: &str, seq: u64, body: bytes::Bytes) -> Result<usize, RoomError> {
+        let k = self.member(from).ok_or(RoomError::NotMember)?;
+        if self.start_ns.is_none() {
+            return Err(RoomError::NotStarted);
+        }
+        let relay = Relay {
+            from: from.into(),
+            seq,
+            body,
+        };
+        for (j, inbox) in self.inbox.iter_mut().enumerate() {
+            if j != k {
+                inbox.push(relay.clone());
+            }
+        }
+        Ok(self.members - 1)
+    }
+
+    /// What has been relayed to `session` from position `from` on.
+    pub fn pending(&self, session: &str, from: usize) -> Result<&[Relay], RoomError> {
+        let inbox = &self.inbox[self.member(session).ok_or(RoomError::NotMember)?];
+        Ok(&inbox[from.min(inbox.len())..])
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -313,6 +448,64 @@ mod tests {
         ] {
             assert_eq!(Params::parse(q).unwrap_err().key, key, "{q}");
         }
+    }
+
+    #[test]
+    fn a_room_needs_its_scenario_and_a_name() {
+        let p = Params::parse("session=a&scenario=room&room=r-1&members=5&n=3").unwrap();
+        assert_eq!(
+            (p.scenario, p.room.as_str(), p.members),
+            (Scenario::Room, "r-1", 5)
+        );
+        assert_eq!(p.relays(), 12);
+        assert!(Schedule::new(&p).is_empty()); // the server sends nothing of its own
+        for q in ["scenario=room", "room=r", "scenario=chat&room=r"] {
+            assert_eq!(Params::parse(q).unwrap_err().key, "room", "{q}");
+        }
+        for q in ["members=1", "members=1001", "members=x"] {
+            assert_eq!(Params::parse(q).unwrap_err().key, "members", "{q}");
+        }
+    }
+
+    #[test]
+    fn a_room_starts_with_its_last_member_and_relays_to_every_other() {
+        let q = |s: &str| {
+            Params::parse(&format!("session={s}&scenario=room&room=r&members=3&n=2")).unwrap()
+        };
+        let mut room = Room::new(&q("a"));
+        assert_eq!(room.join(&q("a"), 10), Ok(None));
+        assert_eq!(room.post("a", 0, "x".into()), Err(RoomError::NotStarted));
+        assert_eq!(room.join(&q("b"), 20), Ok(None));
+        assert_eq!(room.join(&q("a"), 25), Ok(None)); // again: nothing changes
+        assert_eq!(room.join(&q("c"), 30), Ok(Some(30)));
+        assert_eq!(room.join(&q("d"), 40), Err(RoomError::Full));
+        assert_eq!(room.join(&q("b"), 50), Ok(Some(30)));
+        let other = Params::parse("session=e&scenario=room&room=r&members=4&n=2").unwrap();
+        assert_eq!(room.join(&other, 60), Err(RoomError::Mismatch));
+        assert_eq!(room.post("a", 0, "a0".into()), Ok(2));
+        assert_eq!(room.post("c", 0, "c0".into()), Ok(2));
+        assert_eq!(room.post("a", 1, "a1".into()), Ok(2));
+        assert_eq!(room.post("z", 0, "z0".into()), Err(RoomError::NotMember));
+        let seen = |s: &str, from: usize| -> Vec<(String, u64)> {
+            room.pending(s, from)
+                .unwrap()
+                .iter()
+                .map(|r| (r.from.clone(), r.seq))
+                .collect()
+        };
+        // Each member has the others' messages, in the order relayed, never its own.
+        assert_eq!(seen("a", 0), vec![("c".into(), 0)]);
+        assert_eq!(
+            seen("b", 0),
+            vec![("a".into(), 0), ("c".into(), 0), ("a".into(), 1)]
+        );
+        assert_eq!(seen("b", 2), vec![("a".into(), 1)]);
+        assert_eq!(seen("b", 9), vec![]);
+        assert_eq!(
+            room.pending("b", 0).unwrap()[1].body,
+            bytes::Bytes::from("c0")
+        );
+        assert_eq!(room.pending("z", 0), Err(RoomError::NotMember));
     }
 
     #[test]

@@ -9,11 +9,13 @@
 //! with, going down, when the message was due (`t_due_unix_ns`) and when it
 //! was handed to the connection (`t_write_unix_ns`); coming up, the
 //! client's stamp (`t_send_ms`) and when the server had the whole message
-//! (`t_recv_unix_ns`). Event streams are neither compressed nor buffered:
-//! each message is its own write.
+//! (`t_recv_unix_ns`); relayed in a chat room, one line per receiver
+//! (`"dir":"relay"`, the receiver's `session`, the sender's `from` and
+//! `seq`, `t_write_unix_ns`). Event streams are neither compressed nor
+//! buffered: each message is its own write.
 
 use crate::log::{unix_ns, JsonLines};
-use crate::realtime::{message, Params, Schedule, Upstream};
+use crate::realtime::{message, Params, Relay, Room, RoomError, Scenario, Schedule, Upstream};
 use crate::tcp::{FileBody, Shared};
 use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
@@ -25,9 +27,89 @@ use std::time::Duration;
 use tokio_tungstenite::tungstenite::protocol::{Message, Role};
 use tokio_tungstenite::WebSocketStream;
 
-/// Long-polling sessions: when each opened, by session name.
+/// The real-time endpoints' state: long-polling sessions (when each
+/// opened) and chat rooms, by name; `changed` wakes every member waiting
+/// on a room whenever one changes.
 #[derive(Default)]
-pub struct Sessions(std::sync::Mutex<std::collections::HashMap<String, u64>>);
+pub struct RtState {
+    sessions: std::sync::Mutex<std::collections::HashMap<String, u64>>,
+    rooms: std::sync::Mutex<std::collections::HashMap<String, Room>>,
+    changed: tokio::sync::Notify,
+}
+
+impl RtState {
+    /// Join `p`'s room and wait until it starts (every member in), at
+    /// most until `deadline` (unix ns). The room's start.
+    async fn join(&self, p: &Params, deadline: u64) -> Result<u64, String> {
+        loop {
+            let changed = self.changed.notified();
+            {
+                let mut rooms = self.rooms.lock().expect("rooms");
+                let room = rooms.entry(p.room.clone()).or_insert_with(|| Room::new(p));
+                let started = room.join(p, unix_ns()).map_err(|e| e.to_string())?;
+                if let Some(t0) = started {
+                    drop(rooms);
+                    self.changed.notify_waiters();
+                    return Ok(t0);
+                }
+            }
+            if unix_ns() >= deadline {
+                return Err("the room never filled".into());
+            }
+            tokio::select! {
+                _ = changed => {}
+                _ = until(deadline) => {}
+            }
+        }
+    }
+
+    /// Relay a member's message to the rest of its room.
+    fn post(&self, p: &Params, up: &Upstream, body: Bytes) -> Result<(), RoomError> {
+        let mut rooms = self.rooms.lock().expect("rooms");
+        let room = rooms.get_mut(&p.room).ok_or(RoomError::NotMember)?;
+        room.post(&p.session, up.seq, body)?;
+        drop(rooms);
+        self.changed.notify_waiters();
+        Ok(())
+    }
+
+    /// The next relays for a member from position `from`, waiting for one
+    /// until `deadline`: empty once it has had all (or at the deadline).
+    async fn relays(
+        &self,
+        p: &Params,
+        from: usize,
+        deadline: u64,
+    ) -> Result<Vec<Relay>, RoomError> {
+        loop {
+            let changed = self.changed.notified();
+            {
+                let rooms = self.rooms.lock().expect("rooms");
+                let room = rooms.get(&p.room).ok_or(RoomError::NotMember)?;
+                let got = room.pending(&p.session, from)?;
+                if !got.is_empty() || from >= p.relays() || unix_ns() >= deadline {
+                    return Ok(got.to_vec());
+                }
+            }
+            tokio::select! {
+                _ = changed => {}
+                _ = until(deadline) => {}
+            }
+        }
+    }
+}
+
+/// When a scenario's streams give up: its schedule's length and two minutes more.
+fn deadline(p: &Params, t0: u64) -> u64 {
+    t0 + ((p.n as f64 * p.interval_ms + 120_000.0) * 1e6) as u64
+}
+
+fn log_relay(access: &JsonLines, mech: &str, p: &Params, conn: &str, r: &Relay) {
+    access.write(&serde_json::json!({
+        "type": "message", "mech": mech, "session": p.session, "conn": conn, "dir": "relay",
+        "from": r.from, "seq": r.seq, "t_write_unix_ns": unix_ns(), "bytes": r.body.len(),
+    }));
+}
 
 /// What the request handler already knows of a request.
 pub struct Req {
@@ -172,17 +254,22 @@ async fn until(t_unix_ns: u64) {
     }
 }
 
-/// Server-Sent Events: an `open` event at once (the stream's start, from
-/// which messages are due), one event per message when due, then `done`.
-/// In the client-update scenario the stream stays open, carrying nothing,
-/// until the client goes (or the schedule's limit).
+/// Server-Sent Events: a `hello` event at once (the stream's start, from
+/// which messages are due; not `open`, which is EventSource's own event),
+/// one event per message when due, then `done`. In the client-update
+/// scenario the stream stays open, carrying nothing, until the client goes
+/// (or the schedule's limit). In a room, `hello` comes when the room
+/// starts, then every relay to this member, then `done`.
 fn sse(sh: &Arc<Shared>, r: &Req, p: Params, entry: serde_json::Value) -> Response<FileBody> {
     let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(16);
-    let (access, conn) = (sh.access.clone(), r.conn.clone());
+    let (access, conn, sh2) = (sh.access.clone(), r.conn.clone(), sh.clone());
     tokio::spawn(async move {
+        if p.scenario == Scenario::Room {
+            return sse_room(&sh2.realtime, &access, &conn, &p, tx).await;
+        }
         let t0 = unix_ns();
         let sched = Schedule::new(&p);
-        let open = format!("event: open\ndata: {{\"t_ms\":{}}}\n\n", t0 as f64 / 1e6);
+        let open = format!("event: hello\ndata: {{\"t_ms\":{}}}\n\n", t0 as f64 / 1e6);
         if tx.send(Bytes::from(open)).await.is_err() {
             return;
         }
@@ -217,6 +304,54 @@ fn sse(sh: &Arc<Shared>, r: &Req, p: Params, entry: serde_json::Value) -> Respon
         .expect("valid response")
 }
 
+/// A room member's event stream: `hello` when the room starts, each relay
+/// as it comes, `done` once the member has had every other's messages.
+async fn sse_room(
+    rt: &RtState,
+    access: &JsonLines,
+    conn: &str,
+    p: &Params,
+    tx: tokio::sync::mpsc::Sender<Bytes>,
+) {
+    let end = deadline(p, unix_ns());
+    let t0 = match rt.join(p, end).await {
+        Ok(t0) => t0,
+        Err(why) => {
+            let _ = tx
+                .send(Bytes::from(format!("event: failed\ndata: {why}\n\n")))
+                .await;
+            return;
+        }
+    };
+    let hello = format!("event: hello\ndata: {{\"t_ms\":{}}}\n\n", t0 as f64 / 1e6);
+    if tx.send(Bytes::from(hello)).await.is_err() {
+        return;
+    }
+    let mut next = 0;
+    while next < p.relays() {
+        let Ok(batch) = rt.relays(p, next, end).await else {
+            return;
+        };
+        if batch.is_empty() {
+            return; // the deadline: the client sees no `done`
+        }
+        for r in batch {
+            log_relay(access, "sse", p, conn, &r);
+            let mut ev = Vec::with_capacity(r.body.len() + 8);
+            ev.extend_from_slice(b"data: ");
+            ev.extend_from_slice(&r.body);
+            ev.extend_from_slice(b"\n\n");
+            if tx.send(Bytes::from(ev)).await.is_err() {
+                return;
+            }
+            next += 1;
+        }
+    }
+    let _ = tx
+        .send(Bytes::from_static(b"event: done\ndata: {}\n\n"))
+        .await;
+}
+
 /// Long polling. The request with `open=1` opens the session and is
 /// answered at once (`{"t_ms": start}`); every poll gets the messages due
 /// after `after` as a JSON array, held until the next is due, and
@@ -235,9 +370,12 @@ async fn poll(
             "session: needed".into(),
         );
     }
+    if p.scenario == Scenario::Room {
+        return poll_room(sh, r, p, entry).await;
+    }
     let sched = Schedule::new(&p);
     let t0 = {
-        let mut s = sh.sessions.0.lock().expect("sessions");
+        let mut s = sh.realtime.sessions.lock().expect("sessions");
         if p.open {
             let now = unix_ns();
             s.insert(p.session.clone(), now);
@@ -282,13 +420,67 @@ async fn poll(
     }
 }
 
+/// Long polling in a room: `open=1` joins and is answered when the room
+/// starts (`{"t_ms": start}`); a poll with `after=K` gets the relays from
+/// position `K + 1` on (a JSON array of the messages as their senders sent
+/// them), held until there is one, and `{"done":true}` once the member has
+/// had every other's messages.
+async fn poll_room(
+    sh: &Arc<Shared>,
+    r: &Req,
+    p: Params,
+    entry: serde_json::Value,
+) -> Response<FileBody> {
+    let rt = &sh.realtime;
+    let end = deadline(&p, unix_ns());
+    if p.open {
+        return match rt.join(&p, end).await {
+            Ok(t0) => json(
+                &sh.access,
+                entry,
+                format!("{{\"t_ms\":{}}}", t0 as f64 / 1e6),
+            ),
+            Err(why) => logged(&sh.access, entry, StatusCode::CONFLICT, why),
+        };
+    }
+    let from = (p.after + 1) as usize;
+    if from >= p.relays() {
+        return json(&sh.access, entry, "{\"done\":true}".into());
+    }
+    match rt.relays(&p, from, end).await {
+        Ok(batch) if !batch.is_empty() => {
+            let mut body = Vec::from(&b"["[..]);
+            for (k, m) in batch.iter().enumerate() {
+                log_relay(&sh.access, "poll", &p, &r.conn, m);
+                if k > 0 {
+                    body.push(b',');
+                }
+                body.extend_from_slice(&m.body);
+            }
+            body.push(b']');
+            json_bytes(&sh.access, entry, Bytes::from(body))
+        }
+        Ok(_) => logged(
+            &sh.access,
+            entry,
+            StatusCode::GATEWAY_TIMEOUT,
+            "nothing relayed before the deadline".into(),
+        ),
+        Err(e) => logged(&sh.access, entry, StatusCode::CONFLICT, e.to_string()),
+    }
+}
+
 fn json(access: &JsonLines, entry: serde_json::Value, body: String) -> Response<FileBody> {
+    json_bytes(access, entry, Bytes::from(body))
+}
+
+fn json_bytes(access: &JsonLines, entry: serde_json::Value, body: Bytes) -> Response<FileBody> {
     Response::builder()
         .header("server", "satbench")
         .header("content-type", "application/json")
         .header("cache-control", "no-store")
         .body(FileBody::mem(
-            Bytes::from(body),
+            body,
             done_logger(access, entry, StatusCode::OK),
         ))
         .expect("valid response")
@@ -324,6 +516,11 @@ async fn send(
         Some(up) => {
             if !up.done {
                 log_up(&sh.access, &mech, &p.session, &r.conn, &up, body.len());
+                if p.scenario == Scenario::Room {
+                    if let Err(e) = sh.realtime.post(&p, &up, body) {
+                        return logged(&sh.access, entry, StatusCode::CONFLICT, e.to_string());
+                    }
+                }
             }
             logged(&sh.access, entry, StatusCode::OK, "ok".into())
         }
@@ -381,11 +578,15 @@ fn websocket(
     };
     entry["websocket"] = (if h2 { "extended-connect" } else { "upgrade" }).into();
     let on_upgrade = hyper::upgrade::on(&mut req);
-    let (access, conn) = (sh.access.clone(), r.conn.clone());
+    let (access, conn, sh2) = (sh.access.clone(), r.conn.clone(), sh.clone());
     tokio::spawn(async move {
         let Ok(io) = on_upgrade.await else { return };
         let ws = WebSocketStream::from_raw_socket(TokioIo::new(io), Role::Server, None).await;
-        run_websocket(ws, p, access, conn).await;
+        if p.scenario == Scenario::Room {
+            run_websocket_room(ws, p, &sh2.realtime, access, conn).await;
+        } else {
+            run_websocket(ws, p, access, conn).await;
+        }
     });
     let mut b = Response::builder().header("server", "satbench");
     b = match accept {
@@ -415,7 +616,7 @@ where
     let (mut tx, mut rx) = ws.split();
     let t0 = unix_ns();
     let sched = Schedule::new(&p);
-    let limit = t0 + ((p.n as f64 * p.interval_ms + 120_000.0) * 1e6) as u64;
+    let limit = deadline(&p, t0);
     let open = format!("{{\"open\":true,\"t_ms\":{}}}", t0 as f64 / 1e6);
     if tx.send(Message::text(open)).await.is_err() {
         return;
@@ -460,6 +661,85 @@ where
                     None => {}
                 }
             }
+        }
+    }
+    let _ = tx.send(Message::Close(None)).await;
+    let _ = tx.close().await;
+}
+
+/// A room member's WebSocket: `{"open":true,"t_ms":start}` when the room
+/// starts; then the member's messages come up (each logged and relayed to
+/// the others) while every other member's go down as they are relayed,
+/// `{"done":true}` after the last; the member's `{"done":true}` is answered
+/// `{"bye":true}`, as outside a room.
+async fn run_websocket_room<S>(
+    ws: WebSocketStream<S>,
+    p: Params,
+    rt: &RtState,
+    access: JsonLines,
+    conn: Arc<str>,
+) where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    let (mut tx, mut rx) = ws.split();
+    let end = deadline(&p, unix_ns());
+    let t0 = match rt.join(&p, end).await {
+        Ok(t0) => t0,
+        Err(why) => {
+            let _ = tx
+                .send(Message::text(format!("{{\"failed\":{why:?}}}")))
+                .await;
+            return;
+        }
+    };
+    let open = format!("{{\"open\":true,\"t_ms\":{}}}", t0 as f64 / 1e6);
+    if tx.send(Message::text(open)).await.is_err() {
+        return;
+    }
+    let (mut next, mut client_done) = (0, false);
+    while !(client_done && next >= p.relays()) {
+        tokio::select! {
+            got = rt.relays(&p, next, end), if next < p.relays() => {
+                let Ok(batch) = got else { return };
+                if batch.is_empty() {
+                    return; // the deadline
+                }
+                for r in batch {
+                    log_relay(&access, "ws", &p, &conn, &r);
+                    let text = String::from_utf8_lossy(&r.body).into_owned();
+                    if tx.send(Message::text(text)).await.is_err() {
+                        return;
+                    }
+                    next += 1;
+                }
+                if next == p.relays() && tx.send(Message::text("{\"done\":true}")).await.is_err() {
+                    return;
+                }
+            }
+            m = rx.next() => {
+                let data = match m {
+                    Some(Ok(Message::Text(t))) => Bytes::from(t.as_str().to_owned()),
+                    Some(Ok(Message::Binary(b))) => b,
+                    Some(Ok(Message::Close(_))) | Some(Err(_)) | None => return,
+                    Some(Ok(_)) => continue,
+                };
+                match Upstream::parse(&data) {
+                    Some(up) if up.done => {
+                        client_done = true;
+                        if tx.send(Message::text("{\"bye\":true}")).await.is_err() {
+                            return;
+                        }
+                    }
+                    Some(up) => {
+                        log_up(&access, "ws", &p.session, &conn, &up, data.len());
+                        if rt.post(&p, &up, data).is_err() {
+                            return;
+                        }
+                    }
+                    None => {}
+                }
+            }
+            _ = until(end) => return,
         }
     }
     let _ = tx.send(Message::Close(None)).await;

@@ -38,8 +38,8 @@ pub struct Shared {
     pub shutdown: tokio::sync::watch::Sender<bool>,
     /// The TCP connections open, for `--max-tcp-conns`.
     pub live: Live,
-    /// The long-polling sessions open.
-    pub sessions: crate::rt_serve::Sessions,
+    /// The real-time endpoints' long-polling sessions and chat rooms.
+    pub realtime: crate::rt_serve::RtState,
 }
 
 /// One open TCP connection as the cap sees it: when it last read or wrote
