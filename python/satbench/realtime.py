@@ -1,6 +1,7 @@
 """Real-time web trials: long polling, Server-Sent Events and WebSocket
-(RFC 6455 over HTTP/1.1, RFC 8441 over HTTP/2) between a browser running
-the ``realtime`` page and satbench-server's ``/rt/`` endpoints.
+(RFC 6455 over HTTP/1.1, RFC 8441 over HTTP/2) between a client, a browser
+running the ``realtime`` page or the loader's light clients
+(``satbench-load --realtime``), and satbench-server's ``/rt/`` endpoints.
 
 A trial sets ``realtime`` (the mechanism) and ``scenario``:
 
@@ -9,28 +10,36 @@ A trial sets ``realtime`` (the mechanism) and ``scenario``:
     client   the client sends them (over the WebSocket, or as POSTs for
              SSE and long polling, which carry nothing upstream)
     chat     both, each on its own schedule
+    room     a chat room of the loader's ``clients`` (two or more): each
+             sends ``messages``, and the server relays every one, as it came,
+             to every other member over that member's mechanism
 
-Every message carries its send stamp: the server's when it was due, the
+Every message carries its send stamp: the server's when it was due, a
 client's when it sent it. All of a testbed's namespaces share the host's
-clock, so a message's one-way latency is exactly its receive stamp minus
-its send stamp: the client's for messages down, the server's log for
-messages up. Each latency is also given in units of the path's base RTT.
+clock, so a message's one-way latency is exactly its receive stamp minus its
+send stamp: the receiving client's for messages down and relayed, the
+server's log for messages up. Each latency is also given in units of the
+path's base RTT.
 
-No message may arrive sooner than its direction's one-way propagation
-delay (the sum of the path's links' minimum delays): one that does is a
-harness error, and the trial fails. A message lost or delivered twice makes
-the trial invalid (TCP delivers every byte once), and so does a mechanism
-that was not what the trial asked for, as the server's log shows it: long
-polling must be repeated polls, SSE one long response, WebSocket an Upgrade
-over HTTP/1.1 or an extended CONNECT over HTTP/2. The server's TCP_NODELAY,
-read back from each connection, must be the trial's ``nodelay``.
+No message may arrive sooner than the propagation delay of the path it
+took (down: the links' forward minimum delays; up: the return ones;
+relayed: both): one that does is a harness error, and the trial fails. A
+message lost or delivered twice makes the trial invalid (TCP delivers every
+byte once), and so does one out of order where the mechanism promises order
+(a WebSocket, an event stream, a poll's answers; the client's POSTs are
+independent requests that may overtake each other: counted as
+``rt_reordered``), and a mechanism that was not what the trial asked for, as
+the server's log shows it: long polling must be repeated polls, SSE one long
+response, WebSocket an Upgrade over HTTP/1.1 or an extended CONNECT over
+HTTP/2. The server's TCP_NODELAY, read back from each connection, must be
+the trial's ``nodelay``.
 """
 
 from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,21 +47,26 @@ from .link.spec import LinkSpec
 from .metrics import nearest_rank
 
 MECHANISMS = ("poll", "sse", "ws")
-SCENARIOS = ("server", "client", "chat")
+SCENARIOS = ("server", "client", "chat", "room")
 ARRIVALS = ("constant", "poisson")
-#: How far below its one-way propagation delay a message may seem to arrive
-#: (the browser's clock is coarsened to 0.1 ms; stamps are rounded to 1 us).
+#: How far below its propagation delay a message may seem to arrive (the
+#: browser's clock is coarsened to 0.1 ms; stamps are rounded to 1 us).
 BOUND_SLACK_MS = 1.0
+#: The server, as a message's sender or receiver.
+SERVER = -1
 
 
 @dataclass(frozen=True)
 class Message:
-    """One message's journey."""
+    """One message's journey: from ``sender`` to ``receiver`` (a client's
+    index, or :data:`SERVER`)."""
 
-    dir: str  # "down" (server to client) or "up"
+    dir: str  # "down" (server to client), "up" (client to server) or "relay" (client to client)
     seq: int
     sent_unix_ms: float
     recv_unix_ms: float | None  # None: never arrived
+    sender: int = SERVER
+    receiver: int = 0
 
     @property
     def latency_ms(self) -> float | None:
@@ -76,70 +90,128 @@ def one_way_ms(links: Mapping[str, LinkSpec]) -> tuple[float, float]:
 
 
 def query(factors: Mapping[str, Any], session: str, seed: int) -> str:
-    """The realtime page's query for a trial's factors."""
-    return (f"?mech={factors['realtime']}&scenario={factors.get('scenario', 'server')}"
-            f"&n={int(factors.get('messages', 100))}&size={int(factors.get('message_bytes', 100))}"
-            f"&interval_ms={float(factors.get('interval_ms', 1000))}&arrivals={factors.get('arrivals', 'constant')}"
-            f"&seed={seed % 2**31}&session={session}")
+    """The scenario's query (the realtime page's, and the loader's): a room is named after the session, and
+    has the loader's clients as its members."""
+    q = (f"?mech={factors['realtime']}&scenario={factors.get('scenario', 'server')}"
+         f"&n={int(factors.get('messages', 100))}&size={int(factors.get('message_bytes', 100))}"
+         f"&interval_ms={float(factors.get('interval_ms', 1000))}&arrivals={factors.get('arrivals', 'constant')}"
+         f"&seed={seed % 2**31}&session={session}")
+    if factors.get("scenario") == "room":
+        q += f"&room={session}&members={int(factors.get('clients', 1))}"
+    return q
 
 
-def judge(factors: Mapping[str, Any], page: dict[str, Any] | None, server_log: list[dict[str, Any]],
-          links: Mapping[str, LinkSpec]) -> Verdict:
-    """The trial's messages and metrics from the client's result and the server's log."""
+def loader_url(factors: Mapping[str, Any], session: str, seed: int, host: str = "server.test") -> str:
+    """The URL the loader runs a scenario with (``satbench-load --realtime``): the endpoints' and the query."""
+    return f"https://{host}/rt/{query(factors, session, seed)}"
+
+
+def client_results(raw: Any) -> list[dict[str, Any] | None] | None:
+    """What each client recorded of its run: the browser's page result, or each of the loader's clients'."""
+    if not isinstance(raw, dict):
+        return None
+    if raw.get("mode") == "realtime":
+        return [c.get("realtime") for c in raw.get("clients") or []] or None
+    return [raw.get("page_result")]
+
+
+def judge(factors: Mapping[str, Any], results: Sequence[dict[str, Any] | None] | None,
+          server_log: list[dict[str, Any]], links: Mapping[str, LinkSpec]) -> Verdict:
+    """The trial's messages and metrics from what its clients recorded and the server's log."""
     mech, scenario = str(factors["realtime"]), str(factors.get("scenario", "server"))
     n = int(factors.get("messages", 100))
-    if not page:
-        return Verdict({}, [], invalid="the realtime page left no result")
-    session = str(page.get("session"))
-    reqs = [e for e in server_log if e.get("type") == "request" and e.get("session") == session]
-    logged = [e for e in server_log if e.get("type") == "message" and e.get("session") == session]
+    if not results or any(not r for r in results):
+        return Verdict({}, [], invalid="the realtime page left no result" if not results or len(results) == 1
+                       else "a client left no result")
+    rs: list[dict[str, Any]] = [r for r in results if r]
+    sessions = [str(r.get("session")) for r in rs]
+    index = {s: k for k, s in enumerate(sessions)}
+    many = len(rs) > 1
+    problems: list[str] = []
     messages: list[Message] = []
-    problems: list[str] = [str(x) for x in page.get("errors") or []]
-    if scenario != "client":
-        got: dict[int, list[dict[str, Any]]] = {}
-        for m in page.get("down") or []:
-            got.setdefault(int(m["seq"]), []).append(m)
-        for seq in range(n):
-            ms = got.get(seq, [])
-            sent = float(ms[0]["t_ms"]) if ms else _due_ms(logged, "down", seq)
-            messages.append(Message("down", seq, sent if sent is not None else math.nan,
-                                    float(ms[0]["recv_ms"]) if ms else None))
-        dup = sum(len(v) - 1 for v in got.values()) + sum(1 for s in got if not 0 <= s < n)
-        order = [int(m["seq"]) for m in page.get("down") or []]
-        if dup:
-            problems.append(f"{dup} messages from the server arrived twice (or were never sent)")
-        if order != sorted(order):
-            problems.append("messages from the server arrived out of order")
-    if scenario != "server":
-        recv: dict[int, list[dict[str, Any]]] = {}
-        for e in logged:
-            if e.get("dir") == "up":
-                recv.setdefault(int(e["seq"]), []).append(e)
-        for m in page.get("up") or []:
-            seq = int(m["seq"])
-            r = recv.get(seq, [])
-            messages.append(Message("up", seq, float(m["t_ms"]), int(r[0]["t_recv_unix_ns"]) / 1e6 if r else None))
-        dup = sum(len(v) - 1 for v in recv.values())
-        if dup:
-            problems.append(f"{dup} messages from the client arrived twice")
-        if len(page.get("up") or []) != n:
-            problems.append(f"the client sent {len(page.get('up') or [])} of {n} messages")
+    reordered = duplicated = 0
+    ordered_up = mech == "ws"  # one stream; SSE and long polling send each message as a POST of its own
+    for k, r in enumerate(rs):
+        who = f"client {k}: " if many else ""
+        problems += [f"{who}{x}" for x in r.get("errors") or []]
+        logged = [e for e in server_log if e.get("type") == "message" and e.get("session") == sessions[k]]
+        reqs = [e for e in server_log if e.get("type") == "request" and e.get("session") == sessions[k]]
+        if scenario in ("server", "chat"):
+            got = _by_key(r.get("down") or [], lambda m: int(m["seq"]))
+            for seq in range(n):
+                ms = got.get(seq, [])
+                sent = float(ms[0]["t_ms"]) if ms else _due_ms(logged, seq)
+                messages.append(Message("down", seq, sent if sent is not None else math.nan,
+                                        float(ms[0]["recv_ms"]) if ms else None, SERVER, k))
+            dup = sum(len(v) - 1 for v in got.values()) + sum(1 for s in got if not 0 <= s < n)
+            if dup:
+                duplicated += dup
+                problems.append(f"{who}{dup} messages from the server arrived twice (or were never sent)")
+            if _inversions([int(m["seq"]) for m in r.get("down") or []]):
+                problems.append(f"{who}messages from the server arrived out of order")
+        if scenario in ("client", "chat", "room"):
+            ups = [e for e in logged if e.get("dir") == "up"]
+            recv = _by_key(ups, lambda e: int(e["seq"]))
+            for m in r.get("up") or []:
+                seq = int(m["seq"])
+                got_up = recv.get(seq, [])
+                messages.append(Message("up", seq, float(m["t_ms"]),
+                                        int(got_up[0]["t_recv_unix_ns"]) / 1e6 if got_up else None, k, SERVER))
+            dup = sum(len(v) - 1 for v in recv.values())
+            if dup:
+                duplicated += dup
+                problems.append(f"{who}{dup} messages from the client arrived twice")
+            if len(r.get("up") or []) != n:
+                problems.append(f"{who}the client sent {len(r.get('up') or [])} of {n} messages")
+            inv = _inversions([int(e["seq"]) for e in ups])
+            if inv and ordered_up:
+                problems.append(f"{who}messages from the client arrived out of order on one WebSocket")
+            reordered += inv
+        if scenario == "room":
+            relays = r.get("down") or []
+            unknown = [m for m in relays if m.get("from") not in index or m.get("from") == sessions[k]]
+            if unknown:
+                problems.append(f"{who}{len(unknown)} relayed messages from no other member")
+            for j, sender in enumerate(rs):
+                if j == k:
+                    continue
+                mine = [m for m in relays if m.get("from") == sessions[j]]
+                got = _by_key(mine, lambda m: int(m["seq"]))
+                sent_at = {int(m["seq"]): float(m["t_ms"]) for m in sender.get("up") or []}
+                for seq in range(n):
+                    ms = got.get(seq, [])
+                    messages.append(Message("relay", seq, sent_at.get(seq, math.nan),
+                                            float(ms[0]["recv_ms"]) if ms else None, j, k))
+                dup = sum(len(v) - 1 for v in got.values()) + sum(1 for s in got if s not in sent_at)
+                if dup:
+                    duplicated += dup
+                    problems.append(f"{who}{dup} messages relayed from client {j} arrived twice (or were never sent)")
+                # The room relays each sender's messages in the order it had them, over an ordered stream:
+                # out of order here only if the sender's own messages overtook each other (POSTs).
+                inv = _inversions([int(m["seq"]) for m in mine])
+                if inv and ordered_up:
+                    problems.append(f"{who}messages relayed from client {j} arrived out of order")
+                reordered += inv
+        problems += [f"{who}{x}" for x in _mechanism(mech, scenario, str(factors.get("protocol")), reqs, n)]
     lost = sum(1 for m in messages if m.recv_unix_ms is None)
     if lost:
-        problems.append(f"{lost} of {len(messages)} messages never arrived")
-    problems += _mechanism(mech, scenario, str(factors.get("protocol")), reqs, n)
+        problems.insert(0, f"{lost} of {len(messages)} messages never arrived")
     rtt = sum(s.base_rtt_ms for s in links.values())
-    metrics = _metrics(page, messages, rtt, lost, scenario, logged)
-    verdict = Verdict(metrics, messages, invalid="; ".join(problems) or None,
-                      env={"session": session, "requests": len(reqs),
-                           "websocket": sorted({str(r["websocket"]) for r in reqs if r.get("websocket")}) or None})
+    metrics = _metrics(rs, messages, rtt, server_log, sessions)
+    metrics.update({"rt_lost": float(lost), "rt_duplicated": float(duplicated), "rt_reordered": float(reordered),
+                    "rt_clients": float(len(rs))})
+    every = [r for s in sessions for r in server_log if r.get("type") == "request" and r.get("session") == s]
+    verdict = Verdict(metrics, messages, invalid="; ".join(problems[:5]) or None,
+                      env={"session": sessions[0] if not many else sessions,
+                           "requests": len(every),
+                           "websocket": sorted({str(r["websocket"]) for r in every if r.get("websocket")}) or None})
     down_ms, up_ms = one_way_ms(links)
+    floor = {"down": down_ms, "up": up_ms, "relay": up_ms + down_ms}
     for m in messages:
-        floor = down_ms if m.dir == "down" else up_ms
         lat = m.latency_ms
-        if lat is not None and lat < floor - BOUND_SLACK_MS:
-            verdict.failed = (f"harness error: message {m.dir} {m.seq} took {lat:.2f} ms, below the one-way "
-                              f"propagation delay {floor:.1f} ms")
+        if lat is not None and lat < floor[m.dir] - BOUND_SLACK_MS:
+            verdict.failed = (f"harness error: message {m.dir} {m.seq} took {lat:.2f} ms, below the propagation "
+                              f"delay of its path {floor[m.dir]:.1f} ms")
             break
     return verdict
 
@@ -150,10 +222,27 @@ def wire_per_message(metrics: Mapping[str, float | None]) -> dict[str, float | N
     return {"rt_wire_bytes_per_message": wire / n} if n and wire is not None else {}
 
 
-def _due_ms(logged: list[dict[str, Any]], direction: str, seq: int) -> float | None:
+def _by_key(items: list[dict[str, Any]], key: Any) -> dict[int, list[dict[str, Any]]]:
+    out: dict[int, list[dict[str, Any]]] = {}
+    for x in items:
+        out.setdefault(key(x), []).append(x)
+    return out
+
+
+def _inversions(seqs: list[int]) -> int:
+    """How many messages arrived after one with a higher number (0: in order)."""
+    top, n = -1, 0
+    for s in seqs:
+        if s < top:
+            n += 1
+        top = max(top, s)
+    return n
+
+
+def _due_ms(logged: list[dict[str, Any]], seq: int) -> float | None:
     """When the server had message ``seq`` due, from its log (for one the client never got)."""
     for e in logged:
-        if e.get("dir") == direction and e.get("seq") == seq and e.get("t_due_unix_ns") is not None:
+        if e.get("dir") == "down" and e.get("seq") == seq and e.get("t_due_unix_ns") is not None:
             return int(e["t_due_unix_ns"]) / 1e6
     return None
 
@@ -181,25 +270,36 @@ def _mechanism(mech: str, scenario: str, protocol: str, reqs: list[dict[str, Any
     return []
 
 
-def _metrics(page: dict[str, Any], messages: list[Message], rtt: float, lost: int, scenario: str,
-             logged: list[dict[str, Any]]) -> dict[str, float | None]:
-    lat = [x for m in messages if (x := m.latency_ms) is not None and not math.isnan(x)]
-    start, opened = page.get("start_ms"), page.get("open_ms")
-    first: float | None = None
-    if opened is not None:
-        if scenario != "client":
-            downs = [float(m["recv_ms"]) for m in page.get("down") or []]
-            first = min(downs) - float(opened) if downs else None
-        else:
-            ups = [int(e["t_recv_unix_ns"]) / 1e6 for e in logged if e.get("dir") == "up"]
-            first = min(ups) - float(opened) if ups else None
+def _median(xs: list[float]) -> float | None:
+    return statistics.median(xs) if xs else None
+
+
+def _metrics(rs: list[dict[str, Any]], messages: list[Message], rtt: float, server_log: list[dict[str, Any]],
+             sessions: list[str]) -> dict[str, float | None]:
+    """Per trial: the set-up time and the time to the first update (medians over its clients), and each
+    direction's latency: median, 95th percentile (nearest rank) and maximum, in ms and in RTTs."""
+    setups, firsts = [], []
+    for k, r in enumerate(rs):
+        start, opened = r.get("start_ms"), r.get("open_ms")
+        if opened is None:
+            continue
+        if start is not None:
+            setups.append(float(opened) - float(start))
+        downs = [float(m["recv_ms"]) for m in r.get("down") or []]
+        if not downs and r.get("scenario") == "client":  # the first of the client's messages the server had
+            downs = [int(e["t_recv_unix_ns"]) / 1e6 for e in server_log
+                     if e.get("type") == "message" and e.get("dir") == "up" and e.get("session") == sessions[k]]
+        if downs:
+            firsts.append(min(downs) - float(opened))
     out: dict[str, float | None] = {
-        "rt_messages": float(len(messages)), "rt_lost": float(lost), "rt_path_rtt_ms": rtt or None,
-        "rt_setup_ms": float(opened) - float(start) if opened is not None and start is not None else None,
-        "rt_first_update_ms": first,
+        "rt_messages": float(len(messages)), "rt_path_rtt_ms": rtt or None,
+        "rt_setup_ms": _median(setups), "rt_first_update_ms": _median(firsts),
     }
-    for name, xs in (("", lat), ("_down", [x for m in messages if m.dir == "down" and (x := m.latency_ms) is not None]),
-                     ("_up", [x for m in messages if m.dir == "up" and (x := m.latency_ms) is not None])):
+    if len(rs) > 1:
+        out["rt_setup_max_ms"] = max(setups, default=None)
+    for name, d in (("", None), ("_down", "down"), ("_up", "up"), ("_relay", "relay")):
+        xs = [x for m in messages if (d is None or m.dir == d) and (x := m.latency_ms) is not None
+              and not math.isnan(x)]
         if not xs:
             continue
         med, p95, mx = statistics.median(xs), nearest_rank(xs, 0.95), max(xs)

@@ -13,6 +13,10 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from satbench.results.report import write_report
+
 from ..helpers import run_cli, satbench_leftovers
 
 GEO_ONE_WAY_MS = 265.0  # the geo profile: 530 ms base RTT, symmetric
@@ -31,7 +35,7 @@ def _run(tmp_path: Path, name: str, factors: str, timeout: int = 600) -> list[di
         for tid, f, status, reason, env, art in con.execute(
                 "SELECT id, factors, status, reason, env, artefacts FROM trials ORDER BY id"):
             out.append({"factors": json.loads(f), "status": status, "reason": reason, "env": json.loads(env),
-                        "art": Path(art),
+                        "art": Path(art), "db": db, "id": tid,
                         "m": dict(con.execute("SELECT name, value FROM metrics WHERE trial_id = ?", (tid,))),
                         "messages": con.execute("SELECT dir, seq, sent_unix_ms, recv_unix_ms, latency_ms FROM "
                                                 "messages WHERE trial_id = ? ORDER BY dir, seq", (tid,)).fetchall()})
@@ -92,7 +96,7 @@ def test_nagle_delays_small_server_messages_sent_back_to_back(tmp_path: Path) ->
     by = {t["factors"]["nodelay"]: t for t in trials}
     for nodelay, t in by.items():
         assert t["status"] == "valid", t["reason"]
-        assert t["m"]["nodelay"] == float(nodelay)  # read back from the server's sockets
+        assert t["m"]["server_nodelay"] == float(nodelay)  # read back from the server's sockets
         conns = [e for e in _log(t["art"]) if e.get("type") == "connection"]
         assert {e["nodelay"] for e in conns} == {nodelay}
     on, off = by[True]["m"], by[False]["m"]
@@ -100,6 +104,49 @@ def test_nagle_delays_small_server_messages_sent_back_to_back(tmp_path: Path) ->
     assert on["rt_latency_max_ms"] < 265 + 100
     # With Nagle, the burst waits behind the stream's first small segment for its ACK: a round trip more.
     assert off["rt_latency_max_ms"] > on["rt_latency_max_ms"] + 0.8 * 530, (on, off)
+    # The report keeps Nagle on and off apart (the factor, not the server's read-back metric, names them).
+    html = write_report(trials[0]["db"], tmp_path / "report").read_text()
+    section = html[html.index("<h3>Real-time web</h3>"):]
+    for nodelay in ("True", "False"):
+        assert f"nodelay={nodelay}" in section[:section.index("</table>")], nodelay
+
+
+def test_the_loader_runs_many_users_in_a_chat_room(tmp_path: Path) -> None:
+    """Five light clients of one loader in one room, per mechanism and protocol: every member's messages
+    reach every other member once and in order, never sooner than up and down the satellite, through the
+    server's relay (its log shows one relay per receiver)."""
+    trials = _run(tmp_path, "room", 'client = "loader"\nclients = 5\nprotocol = ["h1", "h2"]\n'
+                                    'realtime = ["poll", "sse", "ws"]\nscenario = "room"\nmessages = 4\n'
+                                    'interval_ms = 400\narrivals = "poisson"\n')
+    assert len(trials) == 6
+    for t in trials:
+        f, m = t["factors"], t["m"]
+        assert t["status"] == "valid", (f["protocol"], f["realtime"], t["reason"])
+        assert m["rt_clients"] == 5 and m["rt_lost"] == 0 and m["rt_duplicated"] == 0
+        con = sqlite3.connect(t["db"])
+        try:
+            rows = con.execute("SELECT dir, sender, receiver, seq, latency_ms, latency_rtt FROM messages "
+                               "WHERE trial_id = ?", (t["id"],)).fetchall()
+        finally:
+            con.close()
+        relays = [r for r in rows if r[0] == "relay"]
+        # 4 messages of each of 5 members, each to the 4 others; every one went up and down the satellite.
+        assert len(relays) == 80 and len([r for r in rows if r[0] == "up"]) == 20
+        assert {(s, r) for _, s, r, *_ in relays} == {(s, r) for s in range(5) for r in range(5) if s != r}
+        assert min(lat for *_, lat, _ in relays) >= 2 * GEO_ONE_WAY_MS - 1.0
+        assert all(rtt == pytest.approx(lat / 530) for *_, lat, rtt in relays)
+        assert m["rt_latency_relay_median_rtt"] >= 1.0 - 0.01
+        log = _log(t["art"])
+        relayed = [e for e in log if e.get("type") == "message" and e["dir"] == "relay"]
+        assert len(relayed) == 80 and all(e["from"] != e["session"] for e in relayed)
+        sessions = {e["session"] for e in log if e.get("type") == "request" and e.get("realtime") == f["realtime"]}
+        assert len(sessions) == 5, sessions
+        if f["realtime"] == "ws":
+            ws = [e for e in log if e.get("type") == "request" and e.get("realtime") == "ws"]
+            assert {e["websocket"] for e in ws} == {"extended-connect" if f["protocol"] == "h2" else "upgrade"}
+    html = write_report(trials[0]["db"], tmp_path / "report").read_text()
+    assert html.count("client to client (room)") == 6 and html.count("client to server") == 6
+    assert satbench_leftovers() == []
 
 
 def test_firefox_runs_the_scenario_too(tmp_path: Path) -> None:
@@ -115,8 +162,12 @@ def test_real_time_factors_that_cannot_run_are_refused(tmp_path: Path) -> None:
     exp = tmp_path / "bad.toml"
     for rest, key, why in (('page = "flags"\nclient = "chromium"\nprotocol = "h2"\nrealtime = "ws"', "realtime",
                             'page = "realtime"'),
-                           ('page = "realtime"\nclient = "loader"\nprotocol = "h2"\nrealtime = "ws"', "realtime",
+                           ('page = "realtime"\nclient = "curl"\nprotocol = "h2"\nrealtime = "ws"', "realtime",
                             "in a browser"),
+                           ('page = "realtime"\nclient = "chromium"\nprotocol = "h2"\nrealtime = "ws"\n'
+                            'scenario = "room"', "scenario", "the loader's clients"),
+                           ('page = "realtime"\nclient = "loader"\nprotocol = "h2"\nrealtime = "ws"\n'
+                            'scenario = "room"', "scenario", "clients >= 2"),
                            ('page = "realtime"\nclient = "chromium"\nprotocol = "h3"\nrealtime = "sse"', "realtime",
                             "h1 or h2"),
                            ('page = "realtime"\nclient = "chromium"\nprotocol = "h2"', "page", "set realtime"),

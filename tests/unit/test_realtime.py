@@ -10,7 +10,7 @@ import pytest
 
 from satbench import load_profile
 from satbench.link.spec import LinkSpec, resolve
-from satbench.realtime import judge, one_way_ms, query
+from satbench.realtime import client_results, judge, loader_url, one_way_ms, query
 
 T0 = 1_795_000_000_000.0  # unix ms
 
@@ -20,10 +20,11 @@ def geo() -> dict[str, LinkSpec]:
     return {"link": resolve(load_profile("geo"))}  # 265 ms each way
 
 
-def page(down: list[tuple[int, float, float]], up: list[tuple[int, float]], **kw: Any) -> dict[str, Any]:
-    return {"session": "s1", "start_ms": T0, "open_ms": T0 + 530, "errors": [],
-            "down": [{"seq": s, "t_ms": t, "recv_ms": r} for s, t, r in down],
-            "up": [{"seq": s, "t_ms": t} for s, t in up], **kw}
+def page(down: list[tuple[int, float, float]], up: list[tuple[int, float]], **kw: Any) -> list[dict[str, Any]]:
+    """A browser's result (the one client of a trial)."""
+    return [{"session": "s1", "start_ms": T0, "open_ms": T0 + 530, "errors": [],
+             "down": [{"seq": s, "t_ms": t, "recv_ms": r} for s, t, r in down],
+             "up": [{"seq": s, "t_ms": t} for s, t in up], **kw}]
 
 
 def ws_log(ups: list[tuple[int, float, float]], how: str = "extended-connect", proto: str = "h2") -> list[dict[str, Any]]:
@@ -85,7 +86,7 @@ def test_a_message_faster_than_light_fails_the_trial(geo: dict[str, LinkSpec]) -
     f = {"realtime": "sse", "scenario": "server", "messages": 1, "protocol": "h2"}
     log = [{"type": "request", "session": "s1", "realtime": "sse", "proto": "h2"}]
     v = judge(f, page([(0, T0, T0 + 200)], []), log, geo)
-    assert v.failed == "harness error: message down 0 took 200.00 ms, below the one-way propagation delay 265.0 ms"
+    assert v.failed == "harness error: message down 0 took 200.00 ms, below the propagation delay of its path 265.0 ms"
     assert judge(f, page([(0, T0, T0 + 264.5)], []), log, geo).failed is None  # within the clock's slack
     assert judge(f, None, log, geo).invalid == "the realtime page left no result"
 
@@ -94,3 +95,67 @@ def test_the_page_query_carries_the_scenario() -> None:
     q = query({"realtime": "sse", "scenario": "chat", "messages": 5, "message_bytes": 200, "interval_ms": 0,
                "arrivals": "poisson"}, session="abc", seed=2**40 + 7)
     assert q == "?mech=sse&scenario=chat&n=5&size=200&interval_ms=0.0&arrivals=poisson&seed=7&session=abc"
+
+
+def test_the_loader_query_names_the_room_after_the_trial() -> None:
+    f = {"realtime": "ws", "scenario": "room", "messages": 3, "clients": 5}
+    assert loader_url(f, session="k1", seed=3) == ("https://server.test/rt/?mech=ws&scenario=room&n=3&size=100"
+                                                    "&interval_ms=1000.0&arrivals=constant&seed=3&session=k1"
+                                                    "&room=k1&members=5")
+    raw = {"mode": "realtime", "clients": [{"realtime": {"session": "k1-0"}}, {"realtime": {"session": "k1-1"}}]}
+    assert client_results(raw) == [{"session": "k1-0"}, {"session": "k1-1"}]
+    assert client_results({"page_result": {"session": "k1"}}) == [{"session": "k1"}]
+    assert client_results(None) is None
+
+
+def room_log(members: int, n: int, mech: str = "ws", arrival: list[tuple[int, int, float]] | None = None
+             ) -> list[dict[str, Any]]:
+    """The server's log of a room: each member's opening request, and its messages up as the server had them."""
+    log: list[dict[str, Any]] = [{"type": "request", "session": f"r-{k}", "realtime": mech, "proto": "h2",
+                                  "websocket": "extended-connect" if mech == "ws" else None} for k in range(members)]
+    if mech != "ws":
+        log += [{"type": "request", "session": f"r-{k}", "realtime": "send", "proto": "h2"}
+                for k in range(members) for _ in range(n)]
+    for k, seq, recv in arrival if arrival is not None else [(k, s, T0 + 100 * s + 270) for k in range(members)
+                                                             for s in range(n)]:
+        log.append({"type": "message", "session": f"r-{k}", "dir": "up", "seq": seq, "t_recv_unix_ns": int(recv * 1e6)})
+    return log
+
+
+def room(members: int, n: int, relay_ms: float = 535.0, skip: tuple[int, int, int] | None = None
+         ) -> list[dict[str, Any]]:
+    """What each of a room's members recorded: its messages sent at T0 + 100 seq, every other member's had
+    relay_ms later (but ``skip``: receiver, sender, seq never came)."""
+    out = []
+    for k in range(members):
+        down = [{"seq": s, "t_ms": T0 + 100 * s, "recv_ms": T0 + 100 * s + relay_ms, "from": f"r-{j}"}
+                for j in range(members) if j != k for s in range(n) if (k, j, s) != skip]
+        out.append({"session": f"r-{k}", "scenario": "room", "start_ms": T0 - 600, "open_ms": T0 - 50,
+                    "errors": [], "down": down, "up": [{"seq": s, "t_ms": T0 + 100 * s} for s in range(n)]})
+    return out
+
+
+def test_a_room_relays_every_message_to_every_other_member(geo: dict[str, LinkSpec]) -> None:
+    f = {"realtime": "ws", "scenario": "room", "messages": 2, "protocol": "h2", "clients": 3}
+    v = judge(f, room(3, 2), room_log(3, 2), geo)
+    assert v.invalid is None and v.failed is None, v.invalid
+    relays = sorted((m.sender, m.receiver, m.seq, m.latency_ms) for m in v.messages if m.dir == "relay")
+    # Each member's two messages reach the two others: 12 relays, 535 ms each (up and down the satellite).
+    assert len(relays) == 12 and {(s, r) for s, r, *_ in relays} == {(s, r) for s in range(3) for r in range(3)
+                                                                     if s != r}
+    assert {lat for *_, lat in relays} == {535.0}
+    assert sum(m.dir == "up" for m in v.messages) == 6
+    assert v.metrics["rt_latency_relay_median_ms"] == 535 and v.metrics["rt_clients"] == 3
+    assert v.metrics["rt_setup_ms"] == 550 and v.metrics["rt_latency_up_max_ms"] == pytest.approx(270, abs=1e-3)
+    # A relay can beat neither leg's propagation delay: up and down, 530 ms here.
+    assert "below the propagation delay of its path 530.0 ms" in str(judge(f, room(3, 2, 520), room_log(3, 2),
+                                                                           geo).failed)
+    lost = judge(f, room(3, 2, skip=(1, 2, 0)), room_log(3, 2), geo)
+    assert lost.invalid == "1 of 18 messages never arrived" and lost.metrics["rt_lost"] == 1
+    # A member's messages overtaking each other: on a WebSocket that is an error; as POSTs, counted.
+    swapped = [(0, 1, T0 + 270), (0, 0, T0 + 280), (1, 0, T0 + 270), (1, 1, T0 + 370), (2, 0, T0 + 270),
+               (2, 1, T0 + 370)]
+    assert "client 0: messages from the client arrived out of order" in str(
+        judge(f, room(3, 2), room_log(3, 2, arrival=swapped), geo).invalid)
+    posts = judge({**f, "realtime": "sse"}, room(3, 2), room_log(3, 2, "sse", arrival=swapped), geo)
+    assert posts.invalid is None and posts.metrics["rt_reordered"] == 1

@@ -54,6 +54,8 @@ class LoadRequest:
     quic_window: int | None = None
     #: Other hosts the page loads from (a sharded page's), besides the URL's.
     origins: tuple[str, ...] = ()
+    #: A real-time scenario's mechanism (poll, sse, ws): the URL's query says the rest.
+    realtime: str | None = None
 
 
 class Client(ABC):

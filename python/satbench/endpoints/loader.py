@@ -23,7 +23,7 @@ from ..model import ClientKind, ClientOutcome, ClientResult, ObjectTiming, Proto
 from . import ca as ca_mod
 from .base import Client, LoadRequest
 
-MODES = ("page", "single", "bulk")
+MODES = ("page", "single", "bulk", "realtime")
 
 
 def loader_binary() -> Path:
@@ -46,6 +46,8 @@ class LoadOptions:
     quic_window: int | None = None
     #: POST this many bytes to the URL (mode "single"; the server's upload sink).
     upload: int | None = None
+    #: Mode "realtime": the mechanism (poll, sse, ws); the URL's query is the scenario.
+    realtime: str | None = None
 
     def validate(self) -> None:
         if self.protocol not in choices(Protocol):
@@ -66,13 +68,19 @@ class LoadOptions:
             raise InputError(f"--quic-window: must be 1024 bytes to 1 TiB, got {self.quic_window}")
         if self.upload is not None and (self.upload < 1 or self.mode != "single"):
             raise InputError(f"--upload: must be at least 1 byte, in single mode, got {self.upload} ({self.mode})")
+        if (self.mode == "realtime") != (self.realtime in ("poll", "sse", "ws")):
+            raise InputError(f"--realtime: poll, sse or ws, in realtime mode, got {self.realtime!r} ({self.mode})")
+        if self.mode == "realtime" and self.protocol == "h3":
+            raise InputError("--realtime: runs over h1 or h2 (the server's HTTP/3 has no real-time endpoints)")
 
     def argv(self, url: str) -> list[str]:
         argv = [str(loader_binary()), url, "--protocol", self.protocol, "--clients", str(self.clients),
                 "--connections", str(self.connections), "--timeout", str(self.timeout_s)]
         if url.startswith("https://"):
             argv += ["--cacert", str(ca_mod.ensure().cert)]
-        if self.mode != "page":
+        if self.mode == "realtime":
+            argv += ["--realtime", str(self.realtime)]
+        elif self.mode != "page":
             argv += [f"--{self.mode}", "--repeat", str(self.repeat)]
         if self.connect_to:
             argv += ["--connect-to", self.connect_to]
@@ -147,8 +155,31 @@ def format_run(r: LoadRun) -> str:
     return "\n".join(lines)
 
 
+def realtime_outcome(d: dict[str, Any]) -> ClientOutcome:
+    """The loader's report of a real-time run: its clients' validity; what
+    they sent and had is judged by :mod:`satbench.realtime` from ``raw``."""
+    cs = d["clients"]
+    clients = [ClientResult(client=c["client"], valid=c["valid"], reason=c["invalid_reason"], plt_ms=None,
+                            fcp_ms=None, lcp_ms=None, ttfb_ms=None, bytes=0, throughput_mbps=None) for c in cs]
+    bad = [c for c in cs if not c["valid"]]
+    out = ClientOutcome(status=TrialStatus.INVALID if bad else TrialStatus.VALID,
+                        reason=f"client {bad[0]['client']}: {bad[0]['invalid_reason']}" if bad else None,
+                        objects=[], clients=clients, raw=d, load_s=d["wall_ms"] / 1e3,
+                        start_unix_ms=d["start_unix_ns"] / 1e6 if d.get("start_unix_ns") else None)
+    protocols = sorted({str(conn.get("protocol")) for c in cs for conn in c["connections"]})
+    out.env = {"realtime": d["mechanism"], "protocols": protocols}
+    want = "h2" if d["protocol"] == "h2" else "http/1.1"
+    if out.status is TrialStatus.VALID and protocols != [want]:
+        out.status, out.reason = TrialStatus.INVALID, f"the loader's connections spoke {protocols}, not {want}"
+    out.metrics = {"connections_opened": sum(len(c["connections"]) for c in cs),
+                   "loader_cpu_s": d["cpu_ms"] / 1e3, "loader_wall_s": d["wall_ms"] / 1e3}
+    return out
+
+
 def outcome(d: dict[str, Any], single: bool) -> ClientOutcome:
     """The loader's report (its JSON output) as the runner's outcome."""
+    if d.get("mode") == "realtime":
+        return realtime_outcome(d)
     cs = d["clients"]
     clients = [ClientResult(client=c["client"], valid=c["valid"], reason=c["invalid_reason"], plt_ms=c["plt_ms"],
                             fcp_ms=c["fcp_ms"], lcp_ms=c["lcp_ms"], ttfb_ms=c["ttfb_ms"],
@@ -198,7 +229,8 @@ class Loader(Client):
         # In a population, the process starts once every client is ready, and waits for the instant.
         start_at = req.release() if req.release is not None else req.start_at
         opts = LoadOptions(protocol=req.protocol.value, clients=req.clients, connections=req.connections,
-                           mode="single" if req.single else "page", timeout_s=req.timeout_s,
+                           mode="realtime" if req.realtime else "single" if req.single else "page",
+                           realtime=req.realtime, timeout_s=req.timeout_s,
                            start_at_ns=None if start_at is None else int(start_at * 1e9),
                            quic_stack=req.quic_stack, quic_window=req.quic_window, upload=req.upload)
         try:

@@ -293,12 +293,17 @@ def _study_a_page(out: Path, structure: str, label: str, seed: int) -> Manifest:
     return _write_index(d, m, name, head, body)
 
 
+def realtime_script() -> bytes:
+    """The browsers' real-time client (``static/rt.js``)."""
+    return (Path(__file__).with_name("static") / "rt.js").read_bytes()
+
+
 def _realtime(out: Path, seed: int) -> Manifest:
     """The real-time web client: a heading (its first paint) and rt.js, which
     runs the scenario its URL's query names."""
     d = out / "realtime"
     d.mkdir(parents=True, exist_ok=True)
-    js = (Path(__file__).with_name("static") / "rt.js").read_bytes()
+    js = realtime_script()
     (d / "rt.js").write_bytes(js)
     m = Manifest(page="realtime", description="the real-time web client (long polling, SSE, WebSocket)",
                  html_bytes=0, seed=seed)
@@ -614,7 +619,7 @@ def _stale(root: Path, page: str) -> bool:
     if page != "realtime":
         return False
     js = root / page / "rt.js"
-    return not js.exists() or js.read_bytes() != (Path(__file__).with_name("static") / "rt.js").read_bytes()
+    return not js.exists() or js.read_bytes() != realtime_script()
 
 
 def prepare(root: Path, names: set[str] | list[str]) -> dict[str, int]:

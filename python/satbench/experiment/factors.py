@@ -93,9 +93,11 @@ CORE: tuple[Factor, ...] = (
            keyed=False),
     Factor("realtime", one_of(("none", *realtime.MECHANISMS)), "none",
            "a real-time web trial's mechanism: long polling (poll), Server-Sent Events (sse) or WebSocket (ws, "
-           "over HTTP/1.1 or, with protocol h2, RFC 8441); needs page = \"realtime\" and a browser", keyed=False),
+           "over HTTP/1.1 or, with protocol h2, RFC 8441); needs page = \"realtime\" and a browser or the loader",
+           keyed=False),
     Factor("scenario", one_of(realtime.SCENARIOS), "server",
-           "a real-time trial's updates: from the server, from the client, or both (chat)", keyed=False),
+           "a real-time trial's updates: from the server, from the client, both (chat), or a chat room of the "
+           "loader's clients, each one's messages relayed to all the others (room)", keyed=False),
     Factor("messages", whole(1, 100_000), 100, "a real-time trial's messages in each direction", keyed=False),
     Factor("message_bytes", whole(60, 1 << 20), 100, "the size of each real-time message", keyed=False),
     Factor("interval_ms", lambda v: None if isinstance(v, (int, float)) and not isinstance(v, bool) and
@@ -139,11 +141,15 @@ def realtime_problem(factors: dict[str, Any]) -> tuple[str, str] | None:
         return None
     if factors.get("page") != "realtime":
         return "realtime", "a real-time trial loads the realtime page: page = \"realtime\""
-    if population.groups(factors) is not None or not ClientKind(str(factors.get("client"))).browser:
-        return "realtime", "the real-time client runs in a browser: client = \"chromium\" or \"firefox\""
+    kind = ClientKind(str(factors.get("client")))
+    if population.groups(factors) is not None or not (kind.browser or kind is ClientKind.LOADER):
+        return "realtime", ("the real-time client runs in a browser (client = \"chromium\" or \"firefox\") or "
+                            "in the loader (client = \"loader\", clients = N light clients)")
     if factors.get("protocol") not in ("h1", "h2"):
         return "realtime", ("real-time trials run over h1 or h2 (the server's HTTP/3 has no real-time "
                             "endpoints, and no browser opens a WebSocket over HTTP/3)")
+    if factors.get("scenario") == "room" and (kind is not ClientKind.LOADER or int(factors.get("clients", 1)) < 2):
+        return "scenario", "a chat room's members are the loader's clients: client = \"loader\", clients >= 2"
     if str(factors.get("server", "satbench")) != "satbench" or int(factors.get("shards", 1)) > 1:
         return "realtime", "the real-time endpoints are satbench-server's, on one host (server = \"satbench\")"
     if factors.get("proxy", "none") != "none":

@@ -308,9 +308,12 @@ class Runner:
         page = str(t.factors["page"])
         mixed = population.groups(t.factors) is not None
         url = pages.url_of(page, shards=_shards(t))
-        if t.factors.get("realtime", "none") != "none":
-            url += realtime.query(t.factors, session=t.key, seed=trial_seed(self.order_seed, t.key))
-        return LoadRequest(url=url, origins=pages.shard_hosts(_shards(t)),
+        rt = t.factors.get("realtime", "none")
+        if rt != "none":
+            seed = trial_seed(self.order_seed, t.key)
+            url = (realtime.loader_url(t.factors, session=t.key, seed=seed) if not t.client.browser
+                   else url + realtime.query(t.factors, session=t.key, seed=seed))
+        return LoadRequest(url=url, realtime=None if rt == "none" else str(rt), origins=pages.shard_hosts(_shards(t)),
                            protocol=Protocol.H2 if mixed else t.protocol, host=tb.client,
                            timeout_s=self.exp.timeout_s, clients=1 if mixed else int(t.factors["clients"]),
                            connections=int(t.factors["connections"]),
@@ -354,14 +357,15 @@ class Runner:
         """A real-time trial's messages and metrics (satbench.realtime), and
         the server's TCP_NODELAY as read back from its connections."""
         summary = rec.server_summary
-        page = (outcome.raw or {}).get("page_result") if isinstance(outcome.raw, dict) else None
-        v = realtime.judge(t.factors, page, (summary.realtime_log if summary else None) or [], t.links)
+        v = realtime.judge(t.factors, realtime.client_results(outcome.raw),
+                           (summary.realtime_log if summary else None) or [], t.links)
         rec.metrics.update(v.metrics)
         rec.messages = v.messages
         rec.env["realtime"] = v.env
         want = bool(t.factors.get("nodelay", True))
         seen = summary.nodelay if summary else None
-        rec.metrics["nodelay"] = float(seen == [True]) if seen else None
+        # What the server's connections read back (1: TCP_NODELAY on all; 0: off on all), beside the factor.
+        rec.metrics["server_nodelay"] = None if not seen or len(seen) > 1 else float(seen == [True])
         if rec.status is not TrialStatus.VALID:
             return
         if v.failed:

@@ -112,9 +112,11 @@ class Results:
             "JOIN experiments e ON e.id = t.experiment_id" + where, self.db, params=args)
 
     def messages(self, experiment: str | None = None) -> pd.DataFrame:
-        """Real-time trials' messages: direction, number, stamps, one-way latency (empty before schema 4)."""
+        """Real-time trials' messages: direction, sender and receiver (a client's index, -1 for the server),
+        number, stamps, one-way latency in ms and in RTTs (empty before schema 4)."""
         if not self.db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'messages'").fetchone():
-            return pd.DataFrame(columns=["trial_id", "dir", "seq", "sent_unix_ms", "recv_unix_ms", "latency_ms"])
+            return pd.DataFrame(columns=["trial_id", "dir", "sender", "receiver", "seq", "sent_unix_ms",
+                                         "recv_unix_ms", "latency_ms", "latency_rtt"])
         where, args = self._where(experiment)
         return pd.read_sql_query(
             "SELECT g.* FROM messages g JOIN trials t ON t.id = g.trial_id "

@@ -465,15 +465,17 @@ def _connections_section(valid: Any, varied: list[str], figs: "_Figures") -> str
 
 
 #: What a real-time trial's messages are grouped by, where it varies.
-REALTIME_BY = ("realtime", "scenario", "nodelay", "protocol", "client", "arrivals", "link", "access")
+REALTIME_BY = ("realtime", "scenario", "nodelay", "protocol", "client", "clients", "arrivals", "link", "access")
 REALTIME_NAMES = {"poll": "long polling", "sse": "Server-Sent Events", "ws": "WebSocket"}
+#: A message's direction, as the report says it.
+DIRECTIONS = {"down": "server to client", "up": "client to server", "relay": "client to client (room)"}
 
 
 def _realtime_section(r: Results, name: str, valid: Any, varied: list[str], figs: "_Figures") -> str:
     """Real-time trials: every message's one-way latency, pooled per
-    combination of mechanism, scenario, Nagle and the other varied factors,
-    in ms and in units of the path's base RTT; and its distribution per
-    mechanism, one panel per scenario, Nagle on against off."""
+    combination of mechanism, scenario, Nagle and the other varied factors
+    and per direction, in ms and in units of the path's base RTT; and its
+    distribution per mechanism, one panel per scenario, Nagle on against off."""
     if "realtime" not in valid.columns or "rt_messages" not in valid.columns:
         return ""
     rt = valid[valid["realtime"].fillna("none") != "none"]
@@ -481,28 +483,28 @@ def _realtime_section(r: Results, name: str, valid: Any, varied: list[str], figs
     if rt.empty or msgs.empty:
         return ""
     by = [c for c in REALTIME_BY if c in rt.columns and (c in varied or c in ("realtime", "scenario", "nodelay"))]
-    if "rt_path_rtt_ms" not in rt.columns:  # trials stored before it was: from a latency and its RTT units
-        rt = rt.assign(rt_path_rtt_ms=rt["rt_latency_median_ms"] / rt["rt_latency_median_rtt"])
-    cols = ["trial_id", *by, "rt_setup_ms", "rt_first_update_ms", "rt_path_rtt_ms"]
+    cols = ["trial_id", *by, "rt_setup_ms", "rt_first_update_ms"]
     m = msgs.merge(rt[[c for c in cols if c in rt.columns]], on="trial_id")
     m = m[m["latency_ms"].notna()].copy()
-    m["rtt"] = m["latency_ms"] / m["rt_path_rtt_ms"].where(m["rt_path_rtt_ms"] > 0)
+    m["rtt"] = m["latency_rtt"]
     rows = []
-    for cell, g in m.groupby(by, dropna=False):
+    for cell, g in m.groupby([*by, "dir"], dropna=False):
         cell = cell if isinstance(cell, tuple) else (cell,)
-        lat, rtts = g["latency_ms"], g["rtt"]
+        lat, rtts = g["latency_ms"].tolist(), g["rtt"].dropna().tolist()
         t = rt.loc[rt["trial_id"].isin(g["trial_id"].unique())]
-        rows.append([" ".join(f"{k}={v}" for k, v in zip(by, cell)), t["trial_id"].nunique(), len(g),
-                     float(t["rt_setup_ms"].median()), float(t["rt_first_update_ms"].median()),
-                     float(lat.median()), float(lat.quantile(0.95)), float(lat.max()),
-                     float(rtts.median()), float(rtts.quantile(0.95)), float(rtts.max())])
+        rows.append([" ".join(f"{k}={v}" for k, v in zip(by, cell[:-1])), DIRECTIONS.get(str(cell[-1]), cell[-1]),
+                     t["trial_id"].nunique(), len(g), float(t["rt_setup_ms"].median()),
+                     float(t["rt_first_update_ms"].median()),
+                     statistics.median(lat), nearest_rank(lat, 0.95), max(lat),
+                     *((statistics.median(rtts), nearest_rank(rtts, 0.95), max(rtts)) if rtts else ("-",) * 3)])
     out = ("<h3>Real-time web</h3><p class='note'>Every message's one-way latency (its receive stamp minus its "
-           "send stamp on the host's one clock: for messages from the server, from when it was due), pooled over "
-           "the trials of each combination, in ms and in units of the path's base RTT; set-up is the client's "
-           "time to an open channel (an opened long-polling session, an event stream's response, a WebSocket's "
-           "open), first update the time from then to the first message.</p>"
-           + _table(rows, ["combination", "trials", "messages", "set-up (ms)", "first update (ms)", "median (ms)",
-                           "p95 (ms)", "max (ms)", "median (RTT)", "p95 (RTT)", "max (RTT)"]))
+           "send stamp on the host's one clock: for messages from the server, from when it was due; for a room's, "
+           "from when their sender sent them), pooled over the trials of each combination and direction, in ms "
+           "and in units of the path's base RTT (95th percentiles by nearest rank); set-up is the client's time "
+           "to an open channel (an opened long-polling session, an event stream's response, a WebSocket's open; "
+           "the median over a trial's clients), first update the time from then to the first message.</p>"
+           + _table(rows, ["combination", "direction", "trials", "messages", "set-up (ms)", "first update (ms)",
+                           "median (ms)", "p95 (ms)", "max (ms)", "median (RTT)", "p95 (RTT)", "max (RTT)"]))
     scenarios = _levels(m["scenario"]) if "scenario" in m else ["all"]
     fig, axes = plt.subplots(1, len(scenarios), figsize=(4.8 * len(scenarios), 3.4), squeeze=False)
     for ax, sc in zip(axes[0], scenarios):

@@ -9,8 +9,10 @@ The version is SQLite's ``user_version``:
   migrated trial's old key.
 - 3: mixed client populations: each client's group, kind, host, real start
   (unix ms), connections and normalised throughput (``clients``).
-- 4: real-time web trials: every message's direction, number, send and
-  receive stamps (unix ms) and one-way latency (``messages``).
+- 4: real-time web trials: every message's direction (down, up, or relayed
+  from client to client in a chat room), its sender and receiver (a client's
+  index, -1 for the server), number, send and receive stamps (unix ms), and
+  one-way latency in ms and in units of the path's base RTT (``messages``).
 
 :func:`migrate` brings a database up to :data:`VERSION` in one transaction;
 a database from a newer satbench is refused rather than guessed at.
@@ -29,10 +31,12 @@ VERSION = 4
 MESSAGES = """
 CREATE TABLE IF NOT EXISTS messages (
     trial_id INTEGER NOT NULL REFERENCES trials(id) ON DELETE CASCADE,
-    dir TEXT NOT NULL CHECK (dir IN ('down', 'up')),
+    dir TEXT NOT NULL CHECK (dir IN ('down', 'up', 'relay')),
+    sender INTEGER NOT NULL,
+    receiver INTEGER NOT NULL,
     seq INTEGER NOT NULL,
-    sent_unix_ms REAL, recv_unix_ms REAL, latency_ms REAL,
-    PRIMARY KEY (trial_id, dir, seq)
+    sent_unix_ms REAL, recv_unix_ms REAL, latency_ms REAL, latency_rtt REAL,
+    PRIMARY KEY (trial_id, sender, receiver, seq)
 );
 """
 
@@ -98,10 +102,12 @@ CREATE TABLE IF NOT EXISTS clients (
 );
 CREATE TABLE IF NOT EXISTS messages (
     trial_id INTEGER NOT NULL REFERENCES trials(id) ON DELETE CASCADE,
-    dir TEXT NOT NULL CHECK (dir IN ('down', 'up')),
+    dir TEXT NOT NULL CHECK (dir IN ('down', 'up', 'relay')),
+    sender INTEGER NOT NULL,
+    receiver INTEGER NOT NULL,
     seq INTEGER NOT NULL,
-    sent_unix_ms REAL, recv_unix_ms REAL, latency_ms REAL,
-    PRIMARY KEY (trial_id, dir, seq)
+    sent_unix_ms REAL, recv_unix_ms REAL, latency_ms REAL, latency_rtt REAL,
+    PRIMARY KEY (trial_id, sender, receiver, seq)
 );
 CREATE INDEX IF NOT EXISTS objects_trial ON objects(trial_id);
 """

@@ -194,8 +194,10 @@ class Store:
                 [(tid, c.client, int(c.valid), c.reason, c.plt_ms, c.fcp_ms, c.lcp_ms, c.ttfb_ms, c.bytes,
                   c.throughput_mbps, c.group, c.kind, c.host, c.start_unix_ms, c.connections,
                   c.normalised_throughput) for c in r.clients])
+            rtt = r.metrics.get("rt_path_rtt_ms")
             self.db.executemany(
-                "INSERT INTO messages (trial_id, dir, seq, sent_unix_ms, recv_unix_ms, latency_ms) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                [(tid, m.dir, m.seq, m.sent_unix_ms, m.recv_unix_ms, m.latency_ms) for m in r.messages])
+                "INSERT INTO messages (trial_id, dir, sender, receiver, seq, sent_unix_ms, recv_unix_ms, latency_ms, "
+                "latency_rtt) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [(tid, m.dir, m.sender, m.receiver, m.seq, m.sent_unix_ms, m.recv_unix_ms, m.latency_ms,
+                  m.latency_ms / rtt if m.latency_ms is not None and rtt else None) for m in r.messages])
         return tid

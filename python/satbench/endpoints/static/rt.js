@@ -1,6 +1,9 @@
 // satbench's real-time web client: runs one scenario over one mechanism
 // (long polling, Server-Sent Events or WebSocket) against satbench-server's
 // /rt/ endpoints and leaves what happened in window.__satbench_result.
+// In a chat room (scenario=room&room=R&members=M) the messages coming down
+// are the other members' (each names its sender, "from"), relayed by the
+// server; the client expects (M - 1) * n of them.
 // While it runs, window.__satbench_hold is true: the driver waits for it.
 //
 // Times are unix ms from the page's own high-resolution clock
@@ -18,14 +21,19 @@
   const arrivals = q.get("arrivals") || "constant";
   const seed = parseInt(q.get("seed") || "1", 10);
   const session = q.get("session") || ("s" + Math.floor(Math.random() * 1e9));
+  const room = q.get("room") || "";
+  const members = parseInt(q.get("members") || "2", 10);
   const now = () => performance.timeOrigin + performance.now();
   const R = {mech, scenario, n, size, interval_ms: interval, arrivals, session, start_ms: now(), open_ms: null,
              server_open_ms: null, down: [], up: [], errors: [], done_ms: null};
   window.__satbench_hold = true;
   const wantDown = scenario !== "client", wantUp = scenario !== "server";
+  // How many messages come down: the server's, or in a room every other member's.
+  const expectDown = scenario === "room" ? (members - 1) * n : n;
+  const seen = new Set();
   let downDone = !wantDown, upDone = !wantUp, closers = [];
   const qs = `session=${session}&scenario=${scenario}&n=${n}&size=${size}&interval_ms=${interval}` +
-             `&arrivals=${arrivals}&seed=${seed}`;
+             `&arrivals=${arrivals}&seed=${seed}` + (room ? `&room=${room}&members=${members}` : "");
 
   function finish() {
     if (!(downDone && upDone) || R.done_ms !== null) return;
@@ -38,48 +46,57 @@
   function fail(what) { R.errors.push(what); downDone = upDone = true; finish(); }
 
   function onDown(m, t) {
-    R.down.push({seq: m.seq, t_ms: m.t_ms, recv_ms: t});
-    if (R.down.length >= n) { downDone = true; finish(); }
+    const d = {seq: m.seq, t_ms: m.t_ms, recv_ms: t};
+    if (m.from !== undefined) d.from = m.from;
+    R.down.push(d);
+    seen.add((m.from || "") + "/" + m.seq);  // a copy counts once (and makes the trial invalid)
+    if (seen.size >= expectDown) { downDone = true; finish(); }
   }
-  function onDownText(text) {
+  function onDownText(text, started) {
     const t = now();
     const m = JSON.parse(text);
-    if (m.open) { R.server_open_ms = m.t_ms; return; }
+    if (m.open) { R.server_open_ms = m.t_ms; started(); return; }
+    if (m.failed) { fail("the server: " + m.failed); return; }
     if (m.done) { downDone = true; finish(); return; }
     onDown(m, t);
   }
 
   // The client's messages: the same arrivals as the server's (a seeded
-  // Poisson process of its own, or a constant interval), from the opening.
+  // Poisson process of its own, or a constant interval), from the opening
+  // (in a room, from the room's start, when the server says so).
   let rng = (seed ^ 0x5bd1e995) >>> 0 || 1;
   function unit() { rng ^= rng << 13; rng >>>= 0; rng ^= rng >>> 17; rng ^= rng << 5; rng >>>= 0; return rng / 4294967296; }
   function upMessage(seq) {
     const t = now();
-    const head = `{"seq":${seq},"dir":"up","t_ms":${t},"pad":"`;
+    const head = `{"seq":${seq},"dir":"up","from":"${session}","t_ms":${t},"pad":"`;
     const s = head + ".".repeat(Math.max(0, size - head.length - 2)) + '"}';
     R.up.push({seq, t_ms: t});
     return s;
   }
   function runUp(send, allSent) {
-    if (!wantUp) return;
+    if (!wantUp || R.sched_ms !== undefined) return;
+    R.sched_ms = now();
     let due = 0, pending = [];
     for (let k = 0; k < n; k++) {
       due += arrivals === "poisson" ? -interval * Math.log(1 - unit()) : interval;
-      const at = R.open_ms + due;
+      const at = R.sched_ms + due;
       pending.push(new Promise((resolve) => setTimeout(() => resolve(send(upMessage(k))), Math.max(0, at - now()))));
     }
     Promise.all(pending).then(() => allSent()).catch((e) => fail("upstream: " + e));
   }
   function post(body) {
-    return fetch(`/rt/send?session=${session}&mech=${mech}`, {method: "POST", body, cache: "no-store"})
+    return fetch(`/rt/send?${qs}&mech=${mech}`, {method: "POST", body, cache: "no-store"})
       .then((r) => { if (!r.ok) throw new Error("send answered " + r.status); });
   }
 
   function sse() {
     const es = new EventSource("/rt/sse?" + qs);
     closers.push(() => es.close());
-    es.onopen = () => { if (R.open_ms === null) { R.open_ms = now(); runUp(post, () => { upDone = true; finish(); }); } };
-    es.addEventListener("open", (e) => { R.server_open_ms = JSON.parse(e.data).t_ms; });
+    const start = () => runUp(post, () => { upDone = true; finish(); });
+    es.onopen = () => { if (R.open_ms === null) { R.open_ms = now(); if (!room) start(); } };
+    // The stream's start (the room's, in a room) comes as "hello": "open" is EventSource's own event.
+    es.addEventListener("hello", (e) => { R.server_open_ms = JSON.parse(e.data).t_ms; start(); });
+    es.addEventListener("failed", (e) => { fail("the server: " + e.data); es.close(); });
     es.onmessage = (e) => onDown(JSON.parse(e.data), now());
     es.addEventListener("done", () => { downDone = true; es.close(); finish(); });
     es.onerror = () => { if (!downDone) fail("EventSource error (readyState " + es.readyState + ")"); };
@@ -91,6 +108,7 @@
     R.open_ms = now();
     R.server_open_ms = opened.t_ms;
     runUp(post, () => { upDone = true; finish(); });
+    // The last message had: the server's by its number; in a room, by its place among the relays.
     let after = -1;
     while (!downDone) {
       const r = await fetch(base + "&after=" + after, {cache: "no-store"});
@@ -98,7 +116,7 @@
       if (!r.ok) { fail("poll answered " + r.status); return; }
       const body = await r.json();
       if (Array.isArray(body)) {
-        for (const m of body) { onDown(m, t); after = Math.max(after, m.seq); }
+        for (const m of body) { onDown(m, t); after = room ? after + 1 : Math.max(after, m.seq); }
       } else if (body.done) {
         downDone = true; finish();
       }
@@ -116,15 +134,16 @@
       if (downDone && upSent && !doneSent) { doneSent = true; sock.send('{"done":true}'); }
     }
     closers.push(() => sock.close(1000));
+    const start = () => runUp((s) => sock.send(s), () => { upSent = true; maybeDone(); });
     sock.onopen = () => {
       R.open_ms = now();
-      runUp((s) => sock.send(s), () => { upSent = true; maybeDone(); });
+      if (!room) start();
       maybeDone();
     };
     sock.onmessage = (e) => {
       const m = JSON.parse(e.data);
       if (m.bye) { upDone = true; finish(); return; }
-      onDownText(e.data);
+      onDownText(e.data, room ? start : () => {});
       maybeDone();
     };
     sock.onerror = () => fail("WebSocket error");
