@@ -381,6 +381,10 @@ def _load_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--bulk", action="store_true", help="fetch only URL, printing progress on stderr")
     g.add_argument("--upload", metavar="SIZE",
                    help="POST SIZE incompressible bytes to URL (satbench-server's sink: https://server.test/upload)")
+    g.add_argument("--realtime", choices=("poll", "sse", "ws"),
+                   help="run the real-time scenario URL's query names against satbench-server's /rt/ endpoints, "
+                        "e.g. 'https://server.test/rt/?scenario=room&room=r&members=10&n=20&session=s' with "
+                        "--clients 10 (h1 or h2)")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds per client (default 120)")
     p.add_argument("--quic-stack", choices=("quiche", "quinn"), default="quiche",
                    help="the QUIC stack for HTTP/3 (default quiche)")
@@ -391,11 +395,11 @@ def _load_args(p: argparse.ArgumentParser) -> None:
 
 def _load(a: argparse.Namespace, _: list[str]) -> int:
     _check_url(a.url)
-    mode = "bulk" if a.bulk else "single" if a.single or a.upload else "page"
+    mode = "realtime" if a.realtime else "bulk" if a.bulk else "single" if a.single or a.upload else "page"
     upload = None if a.upload is None else pages.parse_size(a.upload)
     r = load(a.url, LoadOptions(protocol=a.protocol, clients=a.clients, connections=a.connections, mode=mode,
                                 timeout_s=a.timeout, quic_stack=a.quic_stack, quic_window=a.quic_window,
-                                upload=upload),
+                                upload=upload, realtime=a.realtime),
              stderr=sys.stderr)
     print(json.dumps(r.to_json()) if a.json else format_run(r))
     return 0 if r.valid else 3

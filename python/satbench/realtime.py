@@ -3,6 +3,10 @@
 running the ``realtime`` page or the loader's light clients
 (``satbench-load --realtime``), and satbench-server's ``/rt/`` endpoints.
 
+The mechanisms: long polling (``poll``), Server-Sent Events (``sse``),
+WebSocket (``ws``) over HTTP/1.1 or HTTP/2, and WebTransport (``wt``) over
+HTTP/3 (satbench-server's quinn stack; a browser).
+
 A trial sets ``realtime`` (the mechanism) and ``scenario``:
 
     server   the server sends ``messages`` updates (``message_bytes`` each,
@@ -26,13 +30,14 @@ took (down: the links' forward minimum delays; up: the return ones;
 relayed: both): one that does is a harness error, and the trial fails. A
 message lost or delivered twice makes the trial invalid (TCP delivers every
 byte once), and so does one out of order where the mechanism promises order
-(a WebSocket, an event stream, a poll's answers; the client's POSTs are
-independent requests that may overtake each other: counted as
+(a WebSocket, a WebTransport stream, an event stream, a poll's answers; the
+client's POSTs are independent requests that may overtake each other: counted as
 ``rt_reordered``), and a mechanism that was not what the trial asked for, as
 the server's log shows it: long polling must be repeated polls, SSE one long
 response, WebSocket an Upgrade over HTTP/1.1 or an extended CONNECT over
-HTTP/2. The server's TCP_NODELAY, read back from each connection, must be
-the trial's ``nodelay``.
+HTTP/2, WebTransport one session by extended CONNECT over HTTP/3. The
+server's TCP_NODELAY, read back from each connection, must be the trial's
+``nodelay`` (over TCP).
 """
 
 from __future__ import annotations
@@ -46,7 +51,7 @@ from typing import Any
 from .link.spec import LinkSpec
 from .metrics import nearest_rank
 
-MECHANISMS = ("poll", "sse", "ws")
+MECHANISMS = ("poll", "sse", "ws", "wt")
 SCENARIOS = ("server", "client", "chat", "room")
 ARRIVALS = ("constant", "poisson")
 #: How far below its propagation delay a message may seem to arrive (the
@@ -130,7 +135,7 @@ def judge(factors: Mapping[str, Any], results: Sequence[dict[str, Any] | None] |
     problems: list[str] = []
     messages: list[Message] = []
     reordered = duplicated = 0
-    ordered_up = mech == "ws"  # one stream; SSE and long polling send each message as a POST of its own
+    ordered_up = mech in ("ws", "wt")  # one stream; SSE and long polling send each message as a POST of its own
     for k, r in enumerate(rs):
         who = f"client {k}: " if many else ""
         problems += [f"{who}{x}" for x in r.get("errors") or []]
@@ -204,7 +209,9 @@ def judge(factors: Mapping[str, Any], results: Sequence[dict[str, Any] | None] |
     verdict = Verdict(metrics, messages, invalid="; ".join(problems[:5]) or None,
                       env={"session": sessions[0] if not many else sessions,
                            "requests": len(every),
-                           "websocket": sorted({str(r["websocket"]) for r in every if r.get("websocket")}) or None})
+                           "websocket": sorted({str(r["websocket"]) for r in every if r.get("websocket")}) or None,
+                           "webtransport": sorted({str(r["webtransport"]) for r in every
+                                                   if r.get("webtransport")}) or None})
     down_ms, up_ms = one_way_ms(links)
     floor = {"down": down_ms, "up": up_ms, "relay": up_ms + down_ms}
     for m in messages:
@@ -250,7 +257,7 @@ def _due_ms(logged: list[dict[str, Any]], seq: int) -> float | None:
 def _mechanism(mech: str, scenario: str, protocol: str, reqs: list[dict[str, Any]], n: int) -> list[str]:
     """Why the server's log says the mechanism was not what the trial asked for."""
     kinds = [r.get("realtime") for r in reqs]
-    sends = n if scenario != "server" and mech != "ws" else 0
+    sends = n if scenario != "server" and mech not in ("ws", "wt") else 0
     if kinds.count("send") != sends:
         return [f"the client's messages came as {kinds.count('send')} POSTs, not {sends}"]
     polls = 2 if scenario != "client" else 1  # the opening, and (with updates to fetch) at least one poll
@@ -264,7 +271,13 @@ def _mechanism(mech: str, scenario: str, protocol: str, reqs: list[dict[str, Any
         if len(ws) != 1 or ws[0].get("websocket") != want:
             got = ", ".join(str(r.get("websocket")) for r in ws) or "none"
             return [f"the WebSocket should have opened by {want} over {protocol}; the server saw: {got}"]
-    wrong = sorted({str(r.get("proto")) for r in reqs} - {"h2" if protocol == "h2" else "http/1.1"})
+    if mech == "wt":
+        wt = [r for r in reqs if r.get("realtime") == "wt"]
+        if len(wt) != 1 or wt[0].get("webtransport") != "extended-connect" or wt[0].get("status") != 200:
+            return [f"WebTransport should have opened one session by extended CONNECT over h3; the server saw "
+                    f"{len(wt)} session requests"]
+    wire = {"h2": "h2", "h3": "h3"}.get(protocol, "http/1.1")
+    wrong = sorted({str(r.get("proto")) for r in reqs} - {wire})
     if wrong:
         return [f"real-time requests came over {', '.join(wrong)}, not {protocol}"]
     return []

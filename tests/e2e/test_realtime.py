@@ -149,6 +149,32 @@ def test_the_loader_runs_many_users_in_a_chat_room(tmp_path: Path) -> None:
     assert satbench_leftovers() == []
 
 
+def test_webtransport_over_http3_in_both_browsers(tmp_path: Path) -> None:
+    """realtime = "wt": a WebTransport session (extended CONNECT over HTTP/3, satbench-server's quinn
+    stack) and one bidirectional stream carrying the chat both ways, in Chromium and Firefox."""
+    trials = _run(tmp_path, "wt", 'client = ["chromium", "firefox"]\nprotocol = "h3"\nquic_stack = "quinn"\n'
+                                  'realtime = "wt"\nscenario = "chat"\nmessages = 10\ninterval_ms = 300\n')
+    assert len(trials) == 2
+    for t in trials:
+        m, msgs = t["m"], t["messages"]
+        assert t["status"] == "valid", (t["factors"]["client"], t["reason"])
+        assert [(d, s) for d, s, *_ in msgs] == [("down", k) for k in range(10)] + [("up", k) for k in range(10)]
+        assert min(lat for *_, lat in msgs) >= GEO_ONE_WAY_MS - 1.0
+        assert t["env"]["realtime"]["webtransport"] == ["extended-connect"]
+        log = _log(t["art"])
+        [wt] = [e for e in log if e.get("type") == "request" and e.get("realtime") == "wt"]
+        assert (wt["method"], wt["proto"], wt["status"]) == ("CONNECT", "h3", 200)
+        # Every message on the session's connection, over QUIC; none as a POST.
+        msg_conns = {e["conn"] for e in log if e.get("type") == "message"}
+        assert msg_conns == {wt["conn"]}
+        [conn] = [e for e in log if e.get("type") == "connection" and e["conn"] == wt["conn"]]
+        assert conn["transport"] == "quic" and conn["quic_stack"] == "quinn"
+        assert not [e for e in log if e.get("realtime") == "send"]
+        # A session costs a QUIC handshake and the CONNECT's round trip at least.
+        assert m["rt_setup_ms"] >= 2 * 530 - 5
+    assert satbench_leftovers() == []
+
+
 def test_firefox_runs_the_scenario_too(tmp_path: Path) -> None:
     [t] = _run(tmp_path, "ff", 'client = "firefox"\nprotocol = "h2"\nrealtime = "ws"\nscenario = "server"\n'
                                'messages = 5\ninterval_ms = 200\n')
@@ -170,6 +196,10 @@ def test_real_time_factors_that_cannot_run_are_refused(tmp_path: Path) -> None:
                             'scenario = "room"', "scenario", "clients >= 2"),
                            ('page = "realtime"\nclient = "chromium"\nprotocol = "h3"\nrealtime = "sse"', "realtime",
                             "h1 or h2"),
+                           ('page = "realtime"\nclient = "chromium"\nprotocol = "h2"\nrealtime = "wt"', "realtime",
+                            "quic_stack = \"quinn\""),
+                           ('page = "realtime"\nclient = "loader"\nprotocol = "h3"\nrealtime = "wt"', "realtime",
+                            "WebTransport runs in a browser"),
                            ('page = "realtime"\nclient = "chromium"\nprotocol = "h2"', "page", "set realtime"),
                            ('page = "realtime"\nclient = "chromium"\nprotocol = "h2"\nrealtime = "comet"', "realtime",
                             "must be one of none, poll, sse, ws"),

@@ -7,7 +7,7 @@
 //!     [--tfo] [--no-nodelay] [--no-resumption] [--no-0rtt] [--sndbuf BYTES] [--rcvbuf BYTES]
 //!     [--quic-stack quiche|quinn] [--quic-initcwnd PACKETS] [--no-pacing]
 //!     [--quic-max-data BYTES] [--quic-max-stream-data BYTES] [--idle-timeout-s S]
-//!     [--max-tcp-conns N] [--max-quic-conns N] [--header-read-timeout-s S]
+//!     [--max-tcp-conns N] [--max-quic-conns N] [--header-read-timeout-s S] [--webtransport]
 //! ```
 //! - port 80: HTTP/1.1 in cleartext;
 //! - port 443/TCP: TLS 1.3 with ALPN h2 and http/1.1, advertising HTTP/3 (Alt-Svc);
@@ -79,6 +79,7 @@ mod quic;
 mod quic_quinn;
 mod realtime;
 mod rt_serve;
+mod rt_wt;
 mod tcp;
 mod tcpinfo;
 
@@ -150,6 +151,8 @@ pub struct Options {
     pub header_read_timeout_s: Option<u64>,
     /// TCP_NODELAY on every TCP connection (`--no-nodelay`: Nagle's algorithm on).
     pub nodelay: bool,
+    /// `--webtransport`: WebTransport over HTTP/3 (quinn only), the real-time endpoint `/rt/wt` (`rt_wt.rs`).
+    pub webtransport: bool,
 }
 
 impl Options {
@@ -213,6 +216,7 @@ impl Default for Options {
             max_quic_conns: DEFAULT_MAX_QUIC_CONNS,
             header_read_timeout_s: None,
             nodelay: true,
+            webtransport: false,
         }
     }
 }
@@ -247,6 +251,8 @@ pub enum ArgError {
     /// A setting quinn has no way to apply.
     #[error("{0}")]
     NotWithQuinn(&'static str),
+    #[error("--webtransport needs --quic-stack quinn (quiche's HTTP/3 has no WebTransport)")]
+    WebTransportNeedsQuinn,
     /// A count or a timeout of 0.
     #[error("{0}: must be at least 1")]
     Zero(&'static str),
@@ -345,6 +351,7 @@ where
             Long("qlog-dir") => o.qlog_dir = Some(p.value()?.string()?),
             Long("tfo") => o.tfo = true,
             Long("no-nodelay") => o.nodelay = false,
+            Long("webtransport") => o.webtransport = true,
             Long("no-resumption") => o.resumption = false,
             Long("no-0rtt") => o.zero_rtt = false,
             Long("no-pacing") => o.pacing = false,
@@ -370,6 +377,9 @@ where
         return Err(ArgError::NotWithQuinn(
             "--no-pacing: quinn always paces (quinn-proto has no switch for its pacer)",
         ));
+    }
+    if o.webtransport && o.quic_stack != QuicStack::Quinn {
+        return Err(ArgError::WebTransportNeedsQuinn);
     }
     if o.cert.is_some() != o.key.is_some() {
         return Err(ArgError::CertWithoutKey);
@@ -651,6 +661,12 @@ mod tests {
             err(&["--root", "/", "--no-pacing", "--quic-stack", "quinn"]),
             "--no-pacing: quinn always paces (quinn-proto has no switch for its pacer)"
         );
+        assert_eq!(
+            err(&["--root", "/", "--webtransport"]),
+            "--webtransport needs --quic-stack quinn (quiche's HTTP/3 has no WebTransport)"
+        );
+        let o = parse(["--root", "/", "--quic-stack", "quinn", "--webtransport"]).unwrap();
+        assert!(o.webtransport);
         assert_eq!(
             err(&["--root", "/", "--quic-max-data", "0"]),
             "--quic-max-data: must be 1 to 4611686018427387903 bytes, got 0"

@@ -250,6 +250,8 @@ pub fn send_window(o: &Options) -> u64 {
 struct Shared {
     opts: Options,
     root: Arc<Root>,
+    /// WebTransport's real-time sessions and rooms (`--webtransport`).
+    realtime: crate::rt_serve::RtState,
     access: JsonLines,
     quic_info: JsonLines,
     crypto: Arc<quinn::crypto::rustls::QuicServerConfig>,
@@ -368,6 +370,7 @@ impl Server {
             shared: Arc::new(Shared {
                 opts: opts.clone(),
                 root,
+                realtime: Default::default(),
                 access,
                 quic_info,
                 crypto,
@@ -586,8 +589,16 @@ async fn serve(
         probe.clone(),
         state.clone(),
     ));
-    let mut h3 = match h3::server::builder()
-        .max_field_section_size(crate::quic::H3_MAX_FIELD_SECTION_BYTES)
+    let mut builder = h3::server::builder();
+    builder.max_field_section_size(crate::quic::H3_MAX_FIELD_SECTION_BYTES);
+    if sh.opts.webtransport {
+        builder
+            .enable_webtransport(true)
+            .enable_extended_connect(true)
+            .enable_datagram(true)
+            .max_webtransport_sessions(1);
+    }
+    let h3 = match builder
         .build::<_, Bytes>(h3_quinn::Connection::new(conn.clone()))
         .await
     {
@@ -597,9 +608,41 @@ async fn serve(
             None
         }
     };
-    if let Some(h3) = h3.as_mut() {
-        while let Ok(Some(resolver)) = h3.accept().await {
-            tokio::spawn(respond(sh.clone(), state.clone(), id.clone(), resolver));
+    if let Some(mut h3) = h3 {
+        // A WebTransport CONNECT comes back from its request's task: its
+        // session then takes the connection over.
+        let (wt_tx, mut wt_rx) = tokio::sync::mpsc::channel(1);
+        let wt_tx = sh.opts.webtransport.then_some(wt_tx);
+        loop {
+            let next = tokio::select! {
+                r = h3.accept() => match r {
+                    Ok(Some(resolver)) => Ok(resolver),
+                    _ => break,
+                },
+                Some(wt) = wt_rx.recv() => Err(wt),
+            };
+            match next {
+                Ok(resolver) => {
+                    let (sh, state, id, wt) =
+                        (sh.clone(), state.clone(), id.clone(), wt_tx.clone());
+                    tokio::spawn(respond(sh, state, id, resolver, wt));
+                }
+                Err((req, stream)) => {
+                    let cc = sh.opts.cc_name();
+                    let cc = (crate::quic::cc_family(cc), cc_impl(cc).to_string());
+                    crate::rt_wt::serve(
+                        sh.access.clone(),
+                        &sh.realtime,
+                        id.clone(),
+                        cc,
+                        req,
+                        stream,
+                        h3,
+                    )
+                    .await;
+                    break;
+                }
+            }
         }
     }
     let error = conn.closed().await;
@@ -696,10 +739,17 @@ async fn respond(
     state: Arc<ConnState>,
     id: String,
     resolver: h3::server::RequestResolver<h3_quinn::Connection, Bytes>,
+    wt: Option<tokio::sync::mpsc::Sender<(hyper::http::Request<()>, crate::rt_wt::Stream)>>,
 ) {
     let Ok((req, mut stream)) = resolver.resolve_request().await else {
         return;
     };
+    if crate::rt_wt::is_connect(&req) {
+        if let Some(wt) = wt {
+            let _ = wt.send((req, stream)).await;
+            return;
+        }
+    }
     let t_request = unix_ns();
     state.requests.fetch_add(1, Ordering::Relaxed);
     state.active.fetch_add(1, Ordering::Relaxed);

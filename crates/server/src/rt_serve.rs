@@ -609,69 +609,42 @@ fn websocket(
     .expect("valid response")
 }
 
+/// A WebSocket as a channel of text messages: text (or binary) frames in,
+/// text frames out; a close frame or an error ends it.
+fn ws_channel<S>(
+    ws: WebSocketStream<S>,
+) -> (
+    impl futures_util::Sink<String, Error = String> + Unpin,
+    impl futures_util::Stream<Item = Result<String, String>> + Unpin,
+)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    let (tx, rx) = ws.split();
+    let tx = Box::pin(
+        tx.sink_map_err(|e| e.to_string())
+            .with(|m: String| std::future::ready(Ok::<_, String>(Message::text(m)))),
+    );
+    let rx = Box::pin(rx.filter_map(|m| {
+        std::future::ready(match m {
+            Ok(Message::Text(t)) => Some(Ok(t.as_str().to_owned())),
+            Ok(Message::Binary(b)) => Some(Ok(String::from_utf8_lossy(&b).into_owned())),
+            Ok(Message::Close(_)) => Some(Err("closed".to_string())),
+            Ok(_) => None,
+            Err(e) => Some(Err(e.to_string())),
+        })
+    }));
+    (tx, rx)
+}
+
 async fn run_websocket<S>(ws: WebSocketStream<S>, p: Params, access: JsonLines, conn: Arc<str>)
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
-    let (mut tx, mut rx) = ws.split();
-    let t0 = unix_ns();
-    let sched = Schedule::new(&p);
-    let limit = deadline(&p, t0);
-    let open = format!("{{\"open\":true,\"t_ms\":{}}}", t0 as f64 / 1e6);
-    if tx.send(Message::text(open)).await.is_err() {
-        return;
-    }
-    // One loop, in order: the schedule's messages when due, and the
-    // client's as they come. The client ends with {"done":true} once it has
-    // sent all of its own and had all of the server's; it is answered
-    // {"bye":true}, which tells it every message it sent was logged.
-    let (mut seq, mut client_done) = (0, false);
-    while !(client_done && seq >= sched.len()) {
-        let due = sched.due(seq).map(|d| t0 + d).unwrap_or(limit);
-        tokio::select! {
-            _ = until(due) => {
-                if seq >= sched.len() {
-                    break; // the limit: the client never said it was done
-                }
-                let m = message(seq as u64, due, p.size);
-                log_down(&access, "ws", &p, &conn, seq, due, m.len());
-                if tx.send(Message::text(m)).await.is_err() {
-                    return;
-                }
-                seq += 1;
-                if seq == sched.len() && tx.send(Message::text("{\"done\":true}")).await.is_err() {
-                    return;
-                }
-            }
-            m = rx.next() => {
-                let data = match m {
-                    Some(Ok(Message::Text(t))) => Bytes::from(t.as_str().to_owned()),
-                    Some(Ok(Message::Binary(b))) => b,
-                    Some(Ok(Message::Close(_))) | Some(Err(_)) | None => return,
-                    Some(Ok(_)) => continue,
-                };
-                match Upstream::parse(&data) {
-                    Some(up) if up.done => {
-                        client_done = true;
-                        if tx.send(Message::text("{\"bye\":true}")).await.is_err() {
-                            return;
-                        }
-                    }
-                    Some(up) => log_up(&access, "ws", &p.session, &conn, &up, data.len()),
-                    None => {}
-                }
-            }
-        }
-    }
-    let _ = tx.send(Message::Close(None)).await;
-    let _ = tx.close().await;
+    let (mut tx, mut rx) = ws_channel(ws);
+    run_channel(&mut tx, &mut rx, "ws", p, access, conn).await
 }
 
-/// A room member's WebSocket: `{"open":true,"t_ms":start}` when the room
-/// starts; then the member's messages come up (each logged and relayed to
-/// the others) while every other member's go down as they are relayed,
-/// `{"done":true}` after the last; the member's `{"done":true}` is answered
-/// `{"bye":true}`, as outside a room.
 async fn run_websocket_room<S>(
     ws: WebSocketStream<S>,
     p: Params,
@@ -681,19 +654,99 @@ async fn run_websocket_room<S>(
 ) where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
-    let (mut tx, mut rx) = ws.split();
+    let (mut tx, mut rx) = ws_channel(ws);
+    run_channel_room(&mut tx, &mut rx, "ws", p, rt, access, conn).await
+}
+
+/// A scenario over a channel of messages both ways (a WebSocket's frames,
+/// a WebTransport stream's lines), in one loop, in order: the schedule's
+/// messages when due (after `{"open":true,"t_ms":start}`, and
+/// `{"done":true}` after the last), and the client's as they come. The
+/// client ends with `{"done":true}` once it has sent all of its own and had
+/// all of the server's; it is answered `{"bye":true}`, which tells it every
+/// message it sent was logged. The channel's sending side is closed at the
+/// end; its receiving side stays the caller's.
+pub async fn run_channel<T, R>(
+    tx: &mut T,
+    rx: &mut R,
+    mech: &'static str,
+    p: Params,
+    access: JsonLines,
+    conn: Arc<str>,
+) where
+    T: futures_util::Sink<String, Error = String> + Unpin,
+    R: futures_util::Stream<Item = Result<String, String>> + Unpin,
+{
+    let t0 = unix_ns();
+    let sched = Schedule::new(&p);
+    let limit = deadline(&p, t0);
+    let open = format!("{{\"open\":true,\"t_ms\":{}}}", t0 as f64 / 1e6);
+    if tx.send(open).await.is_err() {
+        return;
+    }
+    let (mut seq, mut client_done) = (0, false);
+    while !(client_done && seq >= sched.len()) {
+        let due = sched.due(seq).map(|d| t0 + d).unwrap_or(limit);
+        tokio::select! {
+            _ = until(due) => {
+                if seq >= sched.len() {
+                    break; // the limit: the client never said it was done
+                }
+                let m = message(seq as u64, due, p.size);
+                log_down(&access, mech, &p, &conn, seq, due, m.len());
+                if tx.send(m).await.is_err() {
+                    return;
+                }
+                seq += 1;
+                if seq == sched.len() && tx.send("{\"done\":true}".into()).await.is_err() {
+                    return;
+                }
+            }
+            m = rx.next() => {
+                let Some(Ok(data)) = m else { return };
+                match Upstream::parse(data.as_bytes()) {
+                    Some(up) if up.done => {
+                        client_done = true;
+                        if tx.send("{\"bye\":true}".into()).await.is_err() {
+                            return;
+                        }
+                    }
+                    Some(up) => log_up(&access, mech, &p.session, &conn, &up, data.len()),
+                    None => {}
+                }
+            }
+        }
+    }
+    let _ = tx.close().await;
+}
+
+/// A room member's channel: `{"open":true,"t_ms":start}` when the room
+/// starts; then the member's messages come up (each logged and relayed to
+/// the others) while every other member's go down as they are relayed,
+/// `{"done":true}` after the last; the member's `{"done":true}` is answered
+/// `{"bye":true}`, as outside a room.
+pub async fn run_channel_room<T, R>(
+    tx: &mut T,
+    rx: &mut R,
+    mech: &'static str,
+    p: Params,
+    rt: &RtState,
+    access: JsonLines,
+    conn: Arc<str>,
+) where
+    T: futures_util::Sink<String, Error = String> + Unpin,
+    R: futures_util::Stream<Item = Result<String, String>> + Unpin,
+{
     let end = deadline(&p, unix_ns());
     let t0 = match rt.join(&p, end).await {
         Ok(t0) => t0,
         Err(why) => {
-            let _ = tx
-                .send(Message::text(format!("{{\"failed\":{why:?}}}")))
-                .await;
+            let _ = tx.send(format!("{{\"failed\":{why:?}}}")).await;
             return;
         }
     };
     let open = format!("{{\"open\":true,\"t_ms\":{}}}", t0 as f64 / 1e6);
-    if tx.send(Message::text(open)).await.is_err() {
+    if tx.send(open).await.is_err() {
         return;
     }
     let (mut next, mut client_done) = (0, false);
@@ -705,34 +758,28 @@ async fn run_websocket_room<S>(
                     return; // the deadline
                 }
                 for r in batch {
-                    log_relay(&access, "ws", &p, &conn, &r);
-                    let text = String::from_utf8_lossy(&r.body).into_owned();
-                    if tx.send(Message::text(text)).await.is_err() {
+                    log_relay(&access, mech, &p, &conn, &r);
+                    if tx.send(String::from_utf8_lossy(&r.body).into_owned()).await.is_err() {
                         return;
                     }
                     next += 1;
                 }
-                if next == p.relays() && tx.send(Message::text("{\"done\":true}")).await.is_err() {
+                if next == p.relays() && tx.send("{\"done\":true}".into()).await.is_err() {
                     return;
                 }
             }
             m = rx.next() => {
-                let data = match m {
-                    Some(Ok(Message::Text(t))) => Bytes::from(t.as_str().to_owned()),
-                    Some(Ok(Message::Binary(b))) => b,
-                    Some(Ok(Message::Close(_))) | Some(Err(_)) | None => return,
-                    Some(Ok(_)) => continue,
-                };
-                match Upstream::parse(&data) {
+                let Some(Ok(data)) = m else { return };
+                match Upstream::parse(data.as_bytes()) {
                     Some(up) if up.done => {
                         client_done = true;
-                        if tx.send(Message::text("{\"bye\":true}")).await.is_err() {
+                        if tx.send("{\"bye\":true}".into()).await.is_err() {
                             return;
                         }
                     }
                     Some(up) => {
-                        log_up(&access, "ws", &p.session, &conn, &up, data.len());
-                        if rt.post(&p, &up, data).is_err() {
+                        log_up(&access, mech, &p.session, &conn, &up, data.len());
+                        if rt.post(&p, &up, Bytes::from(data)).is_err() {
                             return;
                         }
                     }
@@ -742,6 +789,5 @@ async fn run_websocket_room<S>(
             _ = until(end) => return,
         }
     }
-    let _ = tx.send(Message::Close(None)).await;
     let _ = tx.close().await;
 }

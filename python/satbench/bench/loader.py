@@ -10,6 +10,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from .. import realtime
 from ..endpoints import pages
 from ..endpoints.loader import LoadOptions
 from ..endpoints.options import ServerOptions
@@ -24,9 +25,14 @@ BEAM_TARGET_CORE_FRACTION = 0.20
 BEAM_CLIENTS = 100
 
 
+#: A chat room of that many users, each sending this many messages (Poisson, 1 s apart on average).
+ROOM_CLIENTS, ROOM_MESSAGES = 100, 20
+
+
 def run(quick: bool = False) -> dict[str, Any]:
     out = loader_bench(page="uniform-500k" if quick else "uniform-2m")
     out["beam"] = beam_bench(clients=30 if quick else BEAM_CLIENTS)
+    out["room"] = room_bench(clients=30 if quick else ROOM_CLIENTS, messages=5 if quick else ROOM_MESSAGES)
     return out
 
 
@@ -78,6 +84,54 @@ def beam_bench(*, clients: int = BEAM_CLIENTS, page: str = "uniform-100k") -> di
             "target_core_fraction": BEAM_TARGET_CORE_FRACTION, "protocols": results}
 
 
+def room_bench(*, clients: int = ROOM_CLIENTS, messages: int = ROOM_MESSAGES) -> dict[str, Any]:
+    """Many real-time users: ``clients`` loader clients in one chat room over the GEO link (HTTP/2), per
+    mechanism: every member's messages relayed by satbench-server to all the others."""
+    results: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="satbench-bench-") as tmp:
+        root = Path(tmp) / "pages"
+        pages.generate(root, ["blank"])
+        with Testbed(TestbedSpec(link=profile.load("geo"), seed=1)) as tb:
+            with SatbenchServer(root, Path(tmp) / "logs", ServerOptions(), cc="cubic", telemetry=False,
+                                host=tb.server):
+                for mech in ("poll", "sse", "ws"):
+                    f = {"realtime": mech, "scenario": "room", "messages": messages, "interval_ms": 1000,
+                         "arrivals": "poisson", "clients": clients}
+                    url = realtime.loader_url(f, session=f"bench-{mech}", seed=1)
+                    argv = LoadOptions(protocol="h2", clients=clients, timeout_s=600, mode="realtime",
+                                       realtime=mech).argv(url)
+                    p = tb.client.run(argv, capture_output=True, text=True, timeout=660)
+                    if p.returncode != 0:
+                        results[mech] = {"error": p.stderr.strip()[-300:] or f"exit {p.returncode}", "meets": False}
+                        continue
+                    d = json.loads(p.stdout)
+                    lat = [m["recv_ms"] - m["t_ms"] for c in d["clients"] for m in c["realtime"]["down"]]
+                    cpu_s, wall_s = d["cpu_ms"] / 1e3, d["wall_ms"] / 1e3
+                    results[mech] = {"valid_clients": d["valid_n"], "relays": len(lat), "cpu_s": cpu_s,
+                                     "wall_s": wall_s, "core_fraction": cpu_s / wall_s,
+                                     "latency_median_ms": statistics.median(lat) if lat else None,
+                                     "meets": d["valid_n"] == clients
+                                     and len(lat) == clients * (clients - 1) * messages
+                                     and cpu_s / wall_s <= BEAM_TARGET_CORE_FRACTION, "error": None}
+    return {"clients": clients, "messages": messages, "link": "geo (10 Mbit/s, 530 ms RTT), HTTP/2",
+            "target_core_fraction": BEAM_TARGET_CORE_FRACTION, "mechanisms": results}
+
+
+def _room_lines(r: dict[str, Any]) -> list[str]:
+    lines = [f"  a chat room: {r['clients']} clients, {r['messages']} messages each relayed to all the others, "
+             f"over {r['link']}"]
+    for mech, x in r["mechanisms"].items():
+        if x.get("error"):
+            lines.append(f"    {mech}: ERROR {x['error']}")
+            continue
+        mark = "meets target" if x["meets"] else "MISSES target"
+        lines.append(f"    {mech}: {x['valid_clients']} valid, {x['relays']} relayed messages had, {x['cpu_s']:.2f} "
+                     f"CPU-s in {x['wall_s']:.1f} s = {100 * x['core_fraction']:.1f} % of a core, median latency "
+                     f"{x['latency_median_ms']:.0f} ms  [{mark}: every message, <= "
+                     f"{100 * r['target_core_fraction']:g} % of a core]")
+    return lines
+
+
 def _lines(r: dict[str, Any]) -> list[str]:
     lines = []
     for proto, x in r["protocols"].items():
@@ -99,4 +153,6 @@ def format_report(r: dict[str, Any]) -> str:
         b = r["beam"]
         lines += [f"  a satellite beam: {b['clients']} clients load {b['page']} at once over {b['link']}",
                   *["  " + x for x in _lines(b)]]
+    if "room" in r:
+        lines += _room_lines(r["room"])
     return "\n".join(lines)

@@ -136,6 +136,9 @@ def format_run(r: LoadRun) -> str:
     def ms(v: float | None) -> str:
         return "-" if v is None else f"{v:.0f} ms"
 
+    if r.raw.get("mode") == "realtime":
+        return format_realtime(r)
+
     lines = [f"{r.url} over {r.raw.get('protocol')}: {sum(c['valid'] for c in r.clients)} of {len(r.clients)} "
              f"clients valid; {r.cpu_s:.2f} CPU-s in {r.wall_s:.2f} s "
              f"({100 * r.cpu_s / max(r.wall_s, 1e-9):.1f} % of a core)"]
@@ -174,6 +177,23 @@ def realtime_outcome(d: dict[str, Any]) -> ClientOutcome:
     out.metrics = {"connections_opened": sum(len(c["connections"]) for c in cs),
                    "loader_cpu_s": d["cpu_ms"] / 1e3, "loader_wall_s": d["wall_ms"] / 1e3}
     return out
+
+
+def format_realtime(r: LoadRun) -> str:
+    """A real-time run: per client, its messages each way and their latency (stamps on the one clock)."""
+    lines = [f"{r.url} over {r.raw.get('protocol')} by {r.raw.get('mechanism')}: "
+             f"{sum(c['valid'] for c in r.clients)} of {len(r.clients)} clients valid; {r.cpu_s:.2f} CPU-s in "
+             f"{r.wall_s:.2f} s"]
+    for c in r.clients:
+        rt = c["realtime"]
+        lat = sorted(m["recv_ms"] - m["t_ms"] for m in rt["down"])
+        setup = None if rt.get("open_ms") is None else rt["open_ms"] - rt["start_ms"]
+        state = "valid" if c["valid"] else f"INVALID: {c['invalid_reason']}"
+        down = (f"latency median {statistics.median(lat):.1f} ms, max {lat[-1]:.1f} ms" if lat else "")
+        lines.append(f"  client {c['client']} ({rt['session']}): {state}; set-up "
+                     f"{'-' if setup is None else f'{setup:.0f} ms'}; {len(rt['up'])} sent, {len(rt['down'])} "
+                     f"had{'; ' + down if down else ''}; {len(c['connections'])} connections")
+    return "\n".join(lines)
 
 
 def outcome(d: dict[str, Any], single: bool) -> ClientOutcome:

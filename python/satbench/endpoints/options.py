@@ -52,6 +52,8 @@ class ServerOptions:
     quic_max_stream_data: int | None = option(None, "the QUIC stream flow-control window the server advertises "
                                                     "(fixed; default: the stack's own)", metavar="BYTES",
                                                hi=1 << 40)
+    webtransport: bool = option(False, "WebTransport over HTTP/3 (quinn stack): the real-time endpoint /rt/wt "
+                                       "(the experiment factor is realtime = \"wt\")", experiment=False)
     keylog: bool = option(False, "write TLS keys (SSLKEYLOGFILE format) to the log folder", experiment=False,
                           binary=False)
 
@@ -63,6 +65,8 @@ class ServerOptions:
                 raise InputError(f"{flag_of(f)}: {problem}")
         if self.quic_stack == "quinn" and not self.pacing:
             raise InputError("--no-pacing: quinn always paces (quinn-proto has no switch for its pacer)")
+        if self.webtransport and self.quic_stack != "quinn":
+            raise InputError("--webtransport: needs --quic-stack quinn (quiche's HTTP/3 has no WebTransport)")
 
     def given(self) -> dict[str, Any]:
         """The options that differ from their defaults."""

@@ -92,8 +92,9 @@ CORE: tuple[Factor, ...] = (
            "whose host s1.test names too; s2.test ... are server hosts of their own): 1 is no sharding",
            keyed=False),
     Factor("realtime", one_of(("none", *realtime.MECHANISMS)), "none",
-           "a real-time web trial's mechanism: long polling (poll), Server-Sent Events (sse) or WebSocket (ws, "
-           "over HTTP/1.1 or, with protocol h2, RFC 8441); needs page = \"realtime\" and a browser or the loader",
+           "a real-time web trial's mechanism: long polling (poll), Server-Sent Events (sse), WebSocket (ws, "
+           "over HTTP/1.1 or, with protocol h2, RFC 8441), or WebTransport (wt: HTTP/3, quic_stack quinn, a "
+           "browser); needs page = \"realtime\" and a browser or the loader",
            keyed=False),
     Factor("scenario", one_of(realtime.SCENARIOS), "server",
            "a real-time trial's updates: from the server, from the client, both (chat), or a chat room of the "
@@ -145,9 +146,15 @@ def realtime_problem(factors: dict[str, Any]) -> tuple[str, str] | None:
     if population.groups(factors) is not None or not (kind.browser or kind is ClientKind.LOADER):
         return "realtime", ("the real-time client runs in a browser (client = \"chromium\" or \"firefox\") or "
                             "in the loader (client = \"loader\", clients = N light clients)")
-    if factors.get("protocol") not in ("h1", "h2"):
-        return "realtime", ("real-time trials run over h1 or h2 (the server's HTTP/3 has no real-time "
-                            "endpoints, and no browser opens a WebSocket over HTTP/3)")
+    if rt == "wt":
+        if not kind.browser:
+            return "realtime", "WebTransport runs in a browser (client = \"chromium\" or \"firefox\")"
+        if factors.get("protocol") != "h3" or factors.get("quic_stack", "quiche") != "quinn":
+            return "realtime", ("WebTransport is HTTP/3's, on the server's quinn stack: protocol = \"h3\", "
+                                "quic_stack = \"quinn\"")
+    elif factors.get("protocol") not in ("h1", "h2"):
+        return "realtime", ("poll, sse and ws run over h1 or h2 (the server's HTTP/3 has only WebTransport, "
+                            "and no browser opens a WebSocket over HTTP/3): realtime = \"wt\" for HTTP/3")
     if factors.get("scenario") == "room" and (kind is not ClientKind.LOADER or int(factors.get("clients", 1)) < 2):
         return "scenario", "a chat room's members are the loader's clients: client = \"loader\", clients >= 2"
     if str(factors.get("server", "satbench")) != "satbench" or int(factors.get("shards", 1)) > 1:

@@ -1,5 +1,5 @@
 // satbench's real-time web client: runs one scenario over one mechanism
-// (long polling, Server-Sent Events or WebSocket) against satbench-server's
+// (long polling, Server-Sent Events, WebSocket or WebTransport) against satbench-server's
 // /rt/ endpoints and leaves what happened in window.__satbench_result.
 // In a chat room (scenario=room&room=R&members=M) the messages coming down
 // are the other members' (each names its sender, "from"), relayed by the
@@ -150,10 +150,53 @@
     sock.onclose = (e) => { if (R.done_ms === null) fail("WebSocket closed early (" + e.code + ")"); };
   }
 
+  async function wt() {
+    // WebTransport over HTTP/3: a session (extended CONNECT), then one
+    // bidirectional stream carrying the messages both ways as lines of
+    // JSON, with the WebSocket's protocol (open, done, bye). The client
+    // writes a first line at once: a QUIC stream reaches the server only
+    // with its first bytes.
+    const t = new WebTransport(`https://${location.host}/rt/wt?${qs}`);
+    closers.push(() => t.close());
+    await t.ready;
+    R.open_ms = now();
+    const stream = await t.createBidirectionalStream();
+    const writer = stream.writable.getWriter();
+    const enc = new TextEncoder();
+    let chain = writer.write(enc.encode('{"hello":true}\n'));
+    const send = (m) => { chain = chain.then(() => writer.write(enc.encode(m + "\n"))); return chain; };
+    let upSent = !wantUp, doneSent = false;
+    upDone = false;
+    function maybeDone() {
+      if (downDone && upSent && !doneSent) { doneSent = true; send('{"done":true}'); }
+    }
+    const start = () => runUp(send, () => { upSent = true; maybeDone(); });
+    if (!room) start();
+    maybeDone();
+    const reader = stream.readable.pipeThrough(new TextDecoderStream()).getReader();
+    let buf = "";
+    while (R.done_ms === null) {
+      const {value, done} = await reader.read();
+      if (done) { if (R.done_ms === null) fail("the WebTransport stream ended early"); return; }
+      buf += value;
+      let nl;
+      while ((nl = buf.indexOf("\n")) >= 0) {
+        const line = buf.slice(0, nl);
+        buf = buf.slice(nl + 1);
+        if (!line) continue;
+        const m = JSON.parse(line);
+        if (m.bye) { upDone = true; finish(); return; }
+        onDownText(line, room ? start : () => {});
+        maybeDone();
+      }
+    }
+  }
+
   try {
     if (mech === "sse") sse();
     else if (mech === "poll") poll().catch((e) => fail("poll: " + e));
     else if (mech === "ws") ws();
+    else if (mech === "wt") wt().catch((e) => fail("WebTransport: " + e));
     else fail("unknown mechanism " + mech);
   } catch (e) {
     fail(String(e));
