@@ -466,7 +466,7 @@ def _connections_section(valid: Any, varied: list[str], figs: "_Figures") -> str
 
 #: What a real-time trial's messages are grouped by, where it varies.
 REALTIME_BY = ("realtime", "scenario", "nodelay", "protocol", "client", "clients", "arrivals", "link", "access")
-REALTIME_NAMES = {"poll": "long polling", "sse": "Server-Sent Events", "ws": "WebSocket"}
+REALTIME_NAMES = {"poll": "long polling", "sse": "Server-Sent Events", "ws": "WebSocket", "wt": "WebTransport"}
 #: A message's direction, as the report says it.
 DIRECTIONS = {"down": "server to client", "up": "client to server", "relay": "client to client (room)"}
 
@@ -509,6 +509,9 @@ def _realtime_section(r: Results, name: str, valid: Any, varied: list[str], figs
     fig, axes = plt.subplots(1, len(scenarios), figsize=(4.8 * len(scenarios), 3.4), squeeze=False)
     for ax, sc in zip(axes[0], scenarios):
         d = m[m["scenario"] == sc] if "scenario" in m else m
+        # The updates a user sees: from the server, or relayed from another member (the client's own, in
+        # the client-update scenario).
+        d = d[d["dir"].isin(("up",) if sc == "client" else ("down", "relay"))]
         keys = ["realtime", "nodelay"] if "nodelay" in d.columns else ["realtime"]
         for key, g in d.groupby(keys, dropna=False):
             mech, nd = (*key, True)[:2] if isinstance(key, tuple) else (key, True)
@@ -525,8 +528,9 @@ def _realtime_section(r: Results, name: str, valid: Any, varied: list[str], figs
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7)
     fig.tight_layout()
-    out += figs.add(fig, "realtime-latency", "One-way latency per message by mechanism, per scenario "
-                    "(dashed: Nagle's algorithm on at the server)")
+    out += figs.add(fig, "realtime-latency", "One-way latency of the updates by mechanism, per scenario: to "
+                    "the client (from the server, or in a room from another member through it), or in the client-"
+                    "update scenario to the server (dashed: Nagle's algorithm on at the server)")
     return out
 
 
