@@ -86,33 +86,39 @@ def beam_bench(*, clients: int = BEAM_CLIENTS, page: str = "uniform-100k") -> di
 
 def room_bench(*, clients: int = ROOM_CLIENTS, messages: int = ROOM_MESSAGES) -> dict[str, Any]:
     """Many real-time users: ``clients`` loader clients in one chat room over the GEO link (HTTP/2), per
-    mechanism: every member's messages relayed by satbench-server to all the others."""
+    mechanism, each on a fresh testbed: every member's messages relayed by satbench-server to all the
+    others; with the satellite link's own count of what it carried towards the clients."""
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="satbench-bench-") as tmp:
         root = Path(tmp) / "pages"
         pages.generate(root, ["blank"])
-        with Testbed(TestbedSpec(link=profile.load("geo"), seed=1)) as tb:
-            with SatbenchServer(root, Path(tmp) / "logs", ServerOptions(), cc="cubic", telemetry=False,
-                                host=tb.server):
-                for mech in ("poll", "sse", "ws"):
+        for mech in ("poll", "sse", "ws"):
+            tb = Testbed(TestbedSpec(link=profile.load("geo"), seed=1))
+            with tb:
+                with SatbenchServer(root, Path(tmp) / "logs", ServerOptions(), cc="cubic", telemetry=False,
+                                    host=tb.server):
                     f = {"realtime": mech, "scenario": "room", "messages": messages, "interval_ms": 1000,
                          "arrivals": "poisson", "clients": clients}
                     url = realtime.loader_url(f, session=f"bench-{mech}", seed=1)
                     argv = LoadOptions(protocol="h2", clients=clients, timeout_s=600, mode="realtime",
                                        realtime=mech).argv(url)
                     p = tb.client.run(argv, capture_output=True, text=True, timeout=660)
-                    if p.returncode != 0:
-                        results[mech] = {"error": p.stderr.strip()[-300:] or f"exit {p.returncode}", "meets": False}
-                        continue
-                    d = json.loads(p.stdout)
-                    lat = [m["recv_ms"] - m["t_ms"] for c in d["clients"] for m in c["realtime"]["down"]]
-                    cpu_s, wall_s = d["cpu_ms"] / 1e3, d["wall_ms"] / 1e3
-                    results[mech] = {"valid_clients": d["valid_n"], "relays": len(lat), "cpu_s": cpu_s,
-                                     "wall_s": wall_s, "core_fraction": cpu_s / wall_s,
-                                     "latency_median_ms": statistics.median(lat) if lat else None,
-                                     "meets": d["valid_n"] == clients
-                                     and len(lat) == clients * (clients - 1) * messages
-                                     and cpu_s / wall_s <= BEAM_TARGET_CORE_FRACTION, "error": None}
+            if p.returncode != 0:
+                results[mech] = {"error": p.stderr.strip()[-300:] or f"exit {p.returncode}", "meets": False}
+                continue
+            d = json.loads(p.stdout)
+            lat = [m["recv_ms"] - m["t_ms"] for c in d["clients"] for m in c["realtime"]["down"]]
+            cpu_s, wall_s = d["cpu_ms"] / 1e3, d["wall_ms"] / 1e3
+            link = tb.link_counters
+            fwd = link.forward if link is not None else None
+            results[mech] = {"valid_clients": d["valid_n"], "relays": len(lat), "cpu_s": cpu_s, "wall_s": wall_s,
+                             "core_fraction": cpu_s / wall_s,
+                             "latency_median_ms": statistics.median(lat) if lat else None,
+                             "forward_bytes": fwd.delivered.bytes if fwd else None,
+                             "forward_packets": fwd.delivered.packets if fwd else None,
+                             "forward_drops": fwd.dropped_packets if fwd else None,
+                             "meets": d["valid_n"] == clients and len(lat) == clients * (clients - 1) * messages
+                             and cpu_s / wall_s <= BEAM_TARGET_CORE_FRACTION, "error": None}
     return {"clients": clients, "messages": messages, "link": "geo (10 Mbit/s, 530 ms RTT), HTTP/2",
             "target_core_fraction": BEAM_TARGET_CORE_FRACTION, "mechanisms": results}
 
@@ -125,9 +131,13 @@ def _room_lines(r: dict[str, Any]) -> list[str]:
             lines.append(f"    {mech}: ERROR {x['error']}")
             continue
         mark = "meets target" if x["meets"] else "MISSES target"
+        wire = ("" if x.get("forward_bytes") is None else
+                f"; towards the clients the link carried {x['forward_bytes'] / 1e6:.1f} MB in "
+                f"{x['forward_packets']} packets ({x['forward_bytes'] / max(x['relays'], 1):.0f} bytes per relayed "
+                f"message), dropped {x['forward_drops']}")
         lines.append(f"    {mech}: {x['valid_clients']} valid, {x['relays']} relayed messages had, {x['cpu_s']:.2f} "
                      f"CPU-s in {x['wall_s']:.1f} s = {100 * x['core_fraction']:.1f} % of a core, median latency "
-                     f"{x['latency_median_ms']:.0f} ms  [{mark}: every message, <= "
+                     f"{x['latency_median_ms']:.0f} ms{wire}  [{mark}: every message, <= "
                      f"{100 * r['target_core_fraction']:g} % of a core]")
     return lines
 
