@@ -31,9 +31,10 @@ relayed: both): one that does is a harness error, and the trial fails. A
 message lost or delivered twice makes the trial invalid (TCP delivers every
 byte once), and so does one out of order where the mechanism promises order
 (a WebSocket, a WebTransport stream, an event stream, a poll's answers; the
-client's POSTs are independent requests that may overtake each other: counted as
-``rt_reordered``), and a mechanism that was not what the trial asked for, as
-the server's log shows it: long polling must be repeated polls, SSE one long
+client's POSTs are independent requests that may overtake each other:
+counted as ``rt_reordered_up`` and, relayed in a room,
+``rt_reordered_relay``), and a mechanism that was not what the trial asked
+for, as the server's log shows it: long polling must be repeated polls, SSE one long
 response, WebSocket an Upgrade over HTTP/1.1 or an extended CONNECT over
 HTTP/2, WebTransport one session by extended CONNECT over HTTP/3. The
 server's TCP_NODELAY, read back from each connection, must be the trial's
@@ -44,12 +45,13 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from .link.spec import LinkSpec
 from .metrics import nearest_rank
+from .model import ClientKind
 
 MECHANISMS = ("poll", "sse", "ws", "wt")
 SCENARIOS = ("server", "client", "chat", "room")
@@ -129,12 +131,15 @@ def judge(factors: Mapping[str, Any], results: Sequence[dict[str, Any] | None] |
         return Verdict({}, [], invalid="the realtime page left no result" if not results or len(results) == 1
                        else "a client left no result")
     rs: list[dict[str, Any]] = [r for r in results if r]
+    want = 1 if ClientKind(str(factors.get("client", "loader"))).browser else int(factors.get("clients", 1))
+    if len(rs) != want:
+        return Verdict({}, [], invalid=f"{len(rs)} of {want} clients reported")
     sessions = [str(r.get("session")) for r in rs]
     index = {s: k for k, s in enumerate(sessions)}
     many = len(rs) > 1
     problems: list[str] = []
     messages: list[Message] = []
-    reordered = duplicated = 0
+    reordered_up = reordered_relay = duplicated = 0
     ordered_up = mech in ("ws", "wt")  # one stream; SSE and long polling send each message as a POST of its own
     for k, r in enumerate(rs):
         who = f"client {k}: " if many else ""
@@ -170,8 +175,8 @@ def judge(factors: Mapping[str, Any], results: Sequence[dict[str, Any] | None] |
                 problems.append(f"{who}the client sent {len(r.get('up') or [])} of {n} messages")
             inv = _inversions([int(e["seq"]) for e in ups])
             if inv and ordered_up:
-                problems.append(f"{who}messages from the client arrived out of order on one WebSocket")
-            reordered += inv
+                problems.append(f"{who}messages from the client arrived out of order on one stream")
+            reordered_up += inv
         if scenario == "room":
             relays = r.get("down") or []
             unknown = [m for m in relays if m.get("from") not in index or m.get("from") == sessions[k]]
@@ -196,15 +201,17 @@ def judge(factors: Mapping[str, Any], results: Sequence[dict[str, Any] | None] |
                 inv = _inversions([int(m["seq"]) for m in mine])
                 if inv and ordered_up:
                     problems.append(f"{who}messages relayed from client {j} arrived out of order")
-                reordered += inv
+                reordered_relay += inv
         problems += [f"{who}{x}" for x in _mechanism(mech, scenario, str(factors.get("protocol")), reqs, n)]
     lost = sum(1 for m in messages if m.recv_unix_ms is None)
     if lost:
         problems.insert(0, f"{lost} of {len(messages)} messages never arrived")
     rtt = sum(s.base_rtt_ms for s in links.values())
     metrics = _metrics(rs, messages, rtt, server_log, sessions)
-    metrics.update({"rt_lost": float(lost), "rt_duplicated": float(duplicated), "rt_reordered": float(reordered),
-                    "rt_clients": float(len(rs))})
+    metrics.update({"rt_lost": float(lost), "rt_duplicated": float(duplicated),
+                    "rt_reordered_up": float(reordered_up), "rt_clients": float(len(rs))})
+    if scenario == "room":
+        metrics["rt_reordered_relay"] = float(reordered_relay)
     every = [r for s in sessions for r in server_log if r.get("type") == "request" and r.get("session") == s]
     verdict = Verdict(metrics, messages, invalid="; ".join(problems[:5]) or None,
                       env={"session": sessions[0] if not many else sessions,
@@ -229,7 +236,7 @@ def wire_per_message(metrics: Mapping[str, float | None]) -> dict[str, float | N
     return {"rt_wire_bytes_per_message": wire / n} if n and wire is not None else {}
 
 
-def _by_key(items: list[dict[str, Any]], key: Any) -> dict[int, list[dict[str, Any]]]:
+def _by_key(items: list[dict[str, Any]], key: Callable[[dict[str, Any]], int]) -> dict[int, list[dict[str, Any]]]:
     out: dict[int, list[dict[str, Any]]] = {}
     for x in items:
         out.setdefault(key(x), []).append(x)

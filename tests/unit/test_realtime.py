@@ -158,4 +158,30 @@ def test_a_room_relays_every_message_to_every_other_member(geo: dict[str, LinkSp
     assert "client 0: messages from the client arrived out of order" in str(
         judge(f, room(3, 2), room_log(3, 2, arrival=swapped), geo).invalid)
     posts = judge({**f, "realtime": "sse"}, room(3, 2), room_log(3, 2, "sse", arrival=swapped), geo)
-    assert posts.invalid is None and posts.metrics["rt_reordered"] == 1
+    assert posts.invalid is None and posts.metrics["rt_reordered_up"] == 1
+
+
+def test_a_room_counts_copies_strangers_and_missing_members(geo: dict[str, LinkSpec]) -> None:
+    f = {"realtime": "sse", "scenario": "room", "messages": 2, "protocol": "h2", "clients": 3}
+    members = room(3, 2)
+    twice = [dict(m) for m in members]
+    twice[0] = {**twice[0], "down": [*twice[0]["down"], dict(twice[0]["down"][0])]}
+    v = judge(f, twice, room_log(3, 2, "sse"), geo)
+    assert v.metrics["rt_duplicated"] == 1 and "client 0: 1 messages relayed from client 1 arrived twice" in str(
+        v.invalid)
+    own = [dict(m) for m in members]
+    own[2] = {**own[2], "down": [*own[2]["down"], {"seq": 0, "t_ms": T0, "recv_ms": T0 + 600, "from": "r-2"}]}
+    assert "client 2: 1 relayed messages from no other member" in str(judge(f, own, room_log(3, 2, "sse"), geo).invalid)
+    # A member that left no record: its relays would never be expected, so the trial cannot be judged.
+    assert judge(f, members[:2], room_log(3, 2, "sse"), geo).invalid == "2 of 3 clients reported"
+
+
+def test_webtransport_is_one_session_over_http3(geo: dict[str, LinkSpec]) -> None:
+    f = {"realtime": "wt", "scenario": "server", "messages": 1, "protocol": "h3"}
+    one = page([(0, T0, T0 + 270)], [])
+    session = [{"type": "request", "session": "s1", "realtime": "wt", "webtransport": "extended-connect",
+                "proto": "h3", "status": 200}]
+    v = judge(f, one, session, geo)
+    assert v.invalid is None and v.env is not None and v.env["webtransport"] == ["extended-connect"]
+    assert "WebTransport should have opened one session" in str(judge(f, one, session * 2, geo).invalid)
+    assert "over h2, not h3" in str(judge(f, one, [{**session[0], "proto": "h2"}], geo).invalid)

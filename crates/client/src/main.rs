@@ -175,7 +175,7 @@ enum ArgError {
     UploadWithoutSingle,
     #[error("--realtime: poll, sse or ws, not {0:?}")]
     BadRealtime(String),
-    #[error("--realtime runs over h1 or h2 (the server's HTTP/3 has no real-time endpoints)")]
+    #[error("--realtime runs over h1 or h2 (over HTTP/3 the server has WebTransport only, which the loader does not speak)")]
     RealtimeOverH3,
     #[error("--realtime runs a scenario, not --single, --bulk or --upload")]
     RealtimeWithSingle,
@@ -592,7 +592,7 @@ mod tests {
         );
         assert_eq!(
             err(&["u", "--protocol", "h3", "--realtime", "ws"]),
-            "--realtime runs over h1 or h2 (the server's HTTP/3 has no real-time endpoints)"
+            "--realtime runs over h1 or h2 (over HTTP/3 the server has WebTransport only, which the loader does not speak)"
         );
         assert_eq!(
             err(&["u", "--protocol", "h2", "--realtime", "ws", "--single"]),

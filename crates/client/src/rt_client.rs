@@ -507,12 +507,12 @@ impl Client {
         let (mut sink, mut stream) = ws.split();
         let (tx, mut rx) = mpsc::unbounded_channel::<String>();
         let (mut go, started) = Go::new(!self.in_room());
+        // Queued at once, in order (the futures only report it): the stream keeps that order.
         let sending = self.upstream(started, move |m| {
-            let tx = tx.clone();
-            async move {
+            std::future::ready(
                 tx.send(m)
-                    .map_err(|_| String::from("the WebSocket closed before a message was sent"))
-            }
+                    .map_err(|_| String::from("the WebSocket closed before a message was sent")),
+            )
         });
         tokio::pin!(sending);
         let (mut up_sent, mut down_done, mut done_sent) =

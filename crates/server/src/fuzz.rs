@@ -220,7 +220,8 @@ async fn exchange(sh: Arc<Shared>, input: &[u8], seen: Seen) -> Vec<u8> {
                 .path_and_query()
                 .map(|p| p.as_str().to_string())
                 .unwrap_or_else(|| "/".into());
-            let r = handle(req, sh, "f1".into(), false, "cubic".into()).await;
+            let conn_use = Arc::new(crate::tcp::ConnUse::default());
+            let r = handle(req, sh, "f1".into(), false, "cubic".into(), conn_use).await;
             if let Ok(resp) = &r {
                 seen.lock().unwrap().push((m, t, resp.status().as_u16()));
             }

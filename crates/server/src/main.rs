@@ -492,6 +492,8 @@ fn main() {
     let http = (opts.http_port != 0).then(|| bind(opts.http_port));
     let https = tls.as_ref().map(|_| bind(opts.https_port));
     let stop = Arc::new(AtomicBool::new(false));
+    // The real-time endpoints' sessions and rooms, one for both servers.
+    let realtime = Arc::new(rt_serve::RtState::default());
     let quic = if opts.h3 {
         let files = Arc::new(files::Root::new(root.path()).expect("root"));
         let st = stop.clone();
@@ -502,8 +504,10 @@ fn main() {
                 Box::new(move || s.run(st))
             }
             QuicStack::Quinn => {
-                let s = quic_quinn::Server::new(&opts, files, access.clone(), quic_info.clone())
-                    .unwrap_or_else(|e| usage(&e.to_string()));
+                let rt = realtime.clone();
+                let s =
+                    quic_quinn::Server::new(&opts, files, access.clone(), quic_info.clone(), rt)
+                        .unwrap_or_else(|e| usage(&e.to_string()));
                 Box::new(move || s.run(st))
             }
         };
@@ -529,7 +533,7 @@ fn main() {
         open: Default::default(),
         shutdown,
         live: Default::default(),
-        realtime: Default::default(),
+        realtime,
     });
     let sh_end = shared.clone();
     let rt = tokio::runtime::Builder::new_current_thread()

@@ -250,8 +250,8 @@ pub fn send_window(o: &Options) -> u64 {
 struct Shared {
     opts: Options,
     root: Arc<Root>,
-    /// WebTransport's real-time sessions and rooms (`--webtransport`).
-    realtime: crate::rt_serve::RtState,
+    /// The real-time sessions and rooms, shared with the TCP server (`--webtransport`).
+    realtime: Arc<crate::rt_serve::RtState>,
     access: JsonLines,
     quic_info: JsonLines,
     crypto: Arc<quinn::crypto::rustls::QuicServerConfig>,
@@ -311,6 +311,7 @@ impl Server {
         root: Arc<Root>,
         access: JsonLines,
         quic_info: JsonLines,
+        realtime: Arc<crate::rt_serve::RtState>,
     ) -> Result<Server, QuinnError> {
         let addr: SocketAddr = format!("{}:{}", opts.bind, opts.https_port)
             .parse()
@@ -370,7 +371,7 @@ impl Server {
             shared: Arc::new(Shared {
                 opts: opts.clone(),
                 root,
-                realtime: Default::default(),
+                realtime,
                 access,
                 quic_info,
                 crypto,

@@ -7,7 +7,8 @@
 //! the mechanism, and `"session"`), one line per message:
 //! `{"type":"message","mech","session","conn","dir":"down"|"up","seq",...}`
 //! with, going down, when the message was due (`t_due_unix_ns`) and when it
-//! was handed to the connection (`t_write_unix_ns`); coming up, the
+//! was written (`t_write_unix_ns`: handed to the connection; for SSE, to the
+//! response's body, a queue of 16 events); coming up, the
 //! client's stamp (`t_send_ms`) and when the server had the whole message
 //! (`t_recv_unix_ns`); relayed in a chat room, one line per receiver
 //! (`"dir":"relay"`, the receiver's `session`, the sender's `from` and
@@ -104,6 +105,30 @@ fn deadline(p: &Params, t0: u64) -> u64 {
     t0 + ((p.n as f64 * p.interval_ms + 120_000.0) * 1e6) as u64
 }
 
+/// How often an event stream with nothing to send writes a comment line, so
+/// that no idle timeout (the server's own: 30 s by default) ends it while
+/// its client sends over other connections.
+const SSE_HEARTBEAT: Duration = Duration::from_secs(10);
+
+/// An SSE comment: ignored by every client, it keeps the stream busy.
+const SSE_COMMENT: &[u8] = b": keep-alive\n\n";
+
+/// The message that starts a stream (or a room) at `t0`: `{"t_ms":T}`, or on a
+/// WebSocket or WebTransport stream `{"open":true,"t_ms":T}`.
+fn start_message(t0: u64, open: bool) -> String {
+    let t = t0 as f64 / 1e6;
+    if open {
+        format!("{{\"open\":true,\"t_ms\":{t}}}")
+    } else {
+        format!("{{\"t_ms\":{t}}}")
+    }
+}
+
+/// The SSE event that starts a stream: `hello` (not `open`, EventSource's own event).
+fn hello_event(t0: u64) -> String {
+    format!("event: hello\ndata: {}\n\n", start_message(t0, false))
+}
+
 fn log_relay(access: &JsonLines, mech: &str, p: &Params, conn: &str, r: &Relay) {
     access.write(&serde_json::json!({
         "type": "message", "mech": mech, "session": p.session, "conn": conn, "dir": "relay",
@@ -119,6 +144,8 @@ pub struct Req {
     pub cc: Arc<str>,
     pub authority: Option<String>,
     pub t_request: u64,
+    /// What the real-time streams hold of their connection.
+    pub conn_use: Arc<crate::tcp::ConnUse>,
 }
 
 /// Whether a request path is one of the real-time endpoints.
@@ -176,7 +203,10 @@ pub async fn respond(
     entry["session"] = params.session.clone().into();
     match mech {
         "sse" if req.method() == Method::GET => Ok(sse(&sh, &r, params, entry)),
-        "poll" if req.method() == Method::GET => Ok(poll(&sh, &r, params, entry).await),
+        "poll" if req.method() == Method::GET => {
+            let _open = r.conn_use.stream();
+            Ok(poll(&sh, &r, params, entry).await)
+        }
         "send" if req.method() == Method::POST => Ok(send(&sh, &r, req, params, entry).await),
         "ws" if is_connect || req.method() == Method::GET => {
             Ok(websocket(&sh, &r, req, params, entry))
@@ -263,14 +293,15 @@ async fn until(t_unix_ns: u64) {
 fn sse(sh: &Arc<Shared>, r: &Req, p: Params, entry: serde_json::Value) -> Response<FileBody> {
     let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(16);
     let (access, conn, sh2) = (sh.access.clone(), r.conn.clone(), sh.clone());
+    let open = r.conn_use.stream();
     tokio::spawn(async move {
+        let _open = open;
         if p.scenario == Scenario::Room {
             return sse_room(&sh2.realtime, &access, &conn, &p, tx).await;
         }
         let t0 = unix_ns();
         let sched = Schedule::new(&p);
-        let open = format!("event: hello\ndata: {{\"t_ms\":{}}}\n\n", t0 as f64 / 1e6);
-        if tx.send(Bytes::from(open)).await.is_err() {
+        if tx.send(Bytes::from(hello_event(t0))).await.is_err() {
             return;
         }
         for seq in 0..sched.len() {
@@ -288,9 +319,14 @@ fn sse(sh: &Arc<Shared>, r: &Req, p: Params, entry: serde_json::Value) -> Respon
                 .send(Bytes::from_static(b"event: done\ndata: {}\n\n"))
                 .await;
         } else {
-            // Nothing to send: held open until the client closes it.
-            let limit = p.n as f64 * p.interval_ms + 60_000.0;
-            tokio::time::sleep(Duration::from_millis(limit as u64)).await;
+            // Nothing to send: held open (a comment now and then) until the client closes it.
+            let limit = t0 + ((p.n as f64 * p.interval_ms + 60_000.0) * 1e6) as u64;
+            while unix_ns() < limit {
+                tokio::time::sleep(SSE_HEARTBEAT).await;
+                if tx.send(Bytes::from_static(SSE_COMMENT)).await.is_err() {
+                    return;
+                }
+            }
         }
     });
     Response::builder()
@@ -323,17 +359,23 @@ async fn sse_room(
             return;
         }
     };
-    let hello = format!("event: hello\ndata: {{\"t_ms\":{}}}\n\n", t0 as f64 / 1e6);
-    if tx.send(Bytes::from(hello)).await.is_err() {
+    if tx.send(Bytes::from(hello_event(t0))).await.is_err() {
         return;
     }
     let mut next = 0;
     while next < p.relays() {
-        let Ok(batch) = rt.relays(p, next, end).await else {
+        let beat = (unix_ns() + SSE_HEARTBEAT.as_nanos() as u64).min(end);
+        let Ok(batch) = rt.relays(p, next, beat).await else {
             return;
         };
         if batch.is_empty() {
-            return; // the deadline: the client sees no `done`
+            if unix_ns() >= end {
+                return; // the deadline: the client sees no `done`
+            }
+            if tx.send(Bytes::from_static(SSE_COMMENT)).await.is_err() {
+                return;
+            }
+            continue;
         }
         for r in batch {
             log_relay(access, "sse", p, conn, &r);
@@ -380,8 +422,7 @@ async fn poll(
             let now = unix_ns();
             s.insert(p.session.clone(), now);
             drop(s);
-            let body = format!("{{\"t_ms\":{}}}", now as f64 / 1e6);
-            return json(&sh.access, entry, body);
+            return json(&sh.access, entry, start_message(now, false));
         }
         match s.get(&p.session) {
             Some(t) => *t,
@@ -435,11 +476,7 @@ async fn poll_room(
     let end = deadline(&p, unix_ns());
     if p.open {
         return match rt.join(&p, end).await {
-            Ok(t0) => json(
-                &sh.access,
-                entry,
-                format!("{{\"t_ms\":{}}}", t0 as f64 / 1e6),
-            ),
+            Ok(t0) => json(&sh.access, entry, start_message(t0, false)),
             Err(why) => logged(&sh.access, entry, StatusCode::CONFLICT, why),
         };
     }
@@ -579,7 +616,10 @@ fn websocket(
     entry["websocket"] = (if h2 { "extended-connect" } else { "upgrade" }).into();
     let on_upgrade = hyper::upgrade::on(&mut req);
     let (access, conn, sh2) = (sh.access.clone(), r.conn.clone(), sh.clone());
+    let permit = (!h2).then(|| r.conn_use.upgrades.clone().try_acquire_owned().ok());
+    let open = r.conn_use.stream();
     tokio::spawn(async move {
+        let _connection_in_use = (permit, open);
         let Ok(io) = on_upgrade.await else { return };
         let ws = WebSocketStream::from_raw_socket(TokioIo::new(io), Role::Server, None).await;
         if p.scenario == Scenario::Room {
@@ -680,8 +720,7 @@ pub async fn run_channel<T, R>(
     let t0 = unix_ns();
     let sched = Schedule::new(&p);
     let limit = deadline(&p, t0);
-    let open = format!("{{\"open\":true,\"t_ms\":{}}}", t0 as f64 / 1e6);
-    if tx.send(open).await.is_err() {
+    if tx.send(start_message(t0, true)).await.is_err() {
         return;
     }
     let (mut seq, mut client_done) = (0, false);
@@ -745,8 +784,7 @@ pub async fn run_channel_room<T, R>(
             return;
         }
     };
-    let open = format!("{{\"open\":true,\"t_ms\":{}}}", t0 as f64 / 1e6);
-    if tx.send(open).await.is_err() {
+    if tx.send(start_message(t0, true)).await.is_err() {
         return;
     }
     let (mut next, mut client_done) = (0, false);

@@ -12,7 +12,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use std::io::Read;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -38,8 +38,9 @@ pub struct Shared {
     pub shutdown: tokio::sync::watch::Sender<bool>,
     /// The TCP connections open, for `--max-tcp-conns`.
     pub live: Live,
-    /// The real-time endpoints' long-polling sessions and chat rooms.
-    pub realtime: crate::rt_serve::RtState,
+    /// The real-time endpoints' long-polling sessions and chat rooms (shared
+    /// with the QUIC server's WebTransport, so that one room takes both).
+    pub realtime: Arc<crate::rt_serve::RtState>,
 }
 
 /// One open TCP connection as the cap sees it: when it last read or wrote
@@ -278,6 +279,7 @@ pub(crate) async fn handle(
     conn: Arc<str>,
     tls: bool,
     cc: Arc<str>,
+    conn_use: Arc<ConnUse>,
 ) -> Result<Response<FileBody>, std::io::Error> {
     let t_request = unix_ns();
     let method = req.method().clone();
@@ -296,6 +298,7 @@ pub(crate) async fn handle(
             cc,
             authority,
             t_request,
+            conn_use,
         };
         return crate::rt_serve::respond(req, sh, r).await;
     }
@@ -558,15 +561,55 @@ impl<T: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for Tracked<T> {
     }
 }
 
-/// Resolves once nothing was read or written for `idle`.
-async fn idle_watch(last: Arc<AtomicU64>, idle: Duration) {
+/// What a connection's real-time streams hold of it (`rt_serve.rs`).
+#[derive(Debug)]
+pub struct ConnUse {
+    /// One permit, which an HTTP/1.1 WebSocket's task holds: the connection
+    /// outlives hyper's serving future (its slot, sampler and log line stay)
+    /// until the WebSocket is done.
+    pub upgrades: Arc<tokio::sync::Semaphore>,
+    /// Real-time streams open on it (an event stream, a held poll, a
+    /// WebSocket): a connection with one is not idle, however quiet.
+    streams: Arc<AtomicUsize>,
+}
+
+impl Default for ConnUse {
+    fn default() -> ConnUse {
+        ConnUse {
+            upgrades: Arc::new(tokio::sync::Semaphore::new(1)),
+            streams: Arc::default(),
+        }
+    }
+}
+
+impl ConnUse {
+    /// A real-time stream opens; it closes when the returned guard is dropped.
+    pub fn stream(&self) -> StreamOpen {
+        self.streams.fetch_add(1, Ordering::Relaxed);
+        StreamOpen(self.streams.clone())
+    }
+}
+
+/// An open real-time stream (see [`ConnUse::stream`]).
+#[derive(Debug)]
+pub struct StreamOpen(Arc<AtomicUsize>);
+
+impl Drop for StreamOpen {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Resolves once nothing was read or written for `idle` while no real-time
+/// stream was open.
+async fn idle_watch(last: Arc<AtomicU64>, idle: Duration, streams: Arc<AtomicUsize>) {
     let idle_ms = idle.as_millis() as u64;
     loop {
         let quiet = now_ms().saturating_sub(last.load(Ordering::Relaxed));
-        if quiet >= idle_ms {
+        if quiet >= idle_ms && streams.load(Ordering::Relaxed) == 0 {
             return;
         }
-        tokio::time::sleep(Duration::from_millis((idle_ms - quiet).max(10))).await;
+        tokio::time::sleep(Duration::from_millis(idle_ms.saturating_sub(quiet).max(10))).await;
     }
 }
 
@@ -633,6 +676,8 @@ async fn serve_conn(sh: Arc<Shared>, stream: TcpStream, tls: Option<tokio_rustls
     );
     let builder = http_builder(&sh.opts);
     let (c2, s2, c3) = (conn.clone(), sh.clone(), cc.clone());
+    let conn_use = Arc::new(ConnUse::default());
+    let u2 = conn_use.clone();
     let idle = Duration::from_secs(sh.opts.idle_timeout_s);
     // Connections idle for longer than the idle timeout (including ones that
     // never send a byte) are closed: the serving future is dropped.
@@ -641,14 +686,14 @@ async fn serve_conn(sh: Arc<Shared>, stream: TcpStream, tls: Option<tokio_rustls
         inner: stream,
         last: last.clone(),
     };
-    let watch = idle_watch(last, idle);
+    let watch = idle_watch(last, idle, conn_use.streams.clone());
     tokio::pin!(watch);
     let handshake = sh.opts.header_read_timeout();
     let work = async {
         match tls {
             None => {
                 let svc = hyper::service::service_fn(move |r| {
-                    handle(r, s2.clone(), c2.clone(), false, c3.clone())
+                    handle(r, s2.clone(), c2.clone(), false, c3.clone(), u2.clone())
                 });
                 tokio::select! {
                     r = builder.serve_connection_with_upgrades(TokioIo::new(stream), svc) => {
@@ -676,7 +721,7 @@ async fn serve_conn(sh: Arc<Shared>, stream: TcpStream, tls: Option<tokio_rustls
                         r["tls_handshake"] = kind.into();
                     }
                     let svc = hyper::service::service_fn(move |r| {
-                        handle(r, s2.clone(), c2.clone(), true, c3.clone())
+                        handle(r, s2.clone(), c2.clone(), true, c3.clone(), u2.clone())
                     });
                     tokio::select! {
                         r = builder.serve_connection_with_upgrades(TokioIo::new(s), svc) => {
@@ -695,6 +740,11 @@ async fn serve_conn(sh: Arc<Shared>, stream: TcpStream, tls: Option<tokio_rustls
         r = work => r,
         _ = evicted.notified() => Err(ConnError::Evicted),
     };
+    // Until an upgraded WebSocket on this connection is done (or evicted).
+    tokio::select! {
+        _ = conn_use.upgrades.acquire() => {}
+        _ = evicted.notified() => {}
+    }
     drop(slot);
     let _ = stop_tx.send(());
     let error = result.err().map(|e| e.to_string());

@@ -71,7 +71,8 @@ class LoadOptions:
         if (self.mode == "realtime") != (self.realtime in ("poll", "sse", "ws")):
             raise InputError(f"--realtime: poll, sse or ws, in realtime mode, got {self.realtime!r} ({self.mode})")
         if self.mode == "realtime" and self.protocol == "h3":
-            raise InputError("--realtime: runs over h1 or h2 (the server's HTTP/3 has no real-time endpoints)")
+            raise InputError("--realtime: runs over h1 or h2 (over HTTP/3 the server has WebTransport only, which "
+                             "the loader does not speak)")
 
     def argv(self, url: str) -> list[str]:
         argv = [str(loader_binary()), url, "--protocol", self.protocol, "--clients", str(self.clients),

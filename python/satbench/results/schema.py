@@ -100,17 +100,8 @@ CREATE TABLE IF NOT EXISTS clients (
     grp TEXT, kind TEXT, host TEXT, start_unix_ms REAL, connections INTEGER, normalised_throughput REAL,
     PRIMARY KEY (trial_id, client)
 );
-CREATE TABLE IF NOT EXISTS messages (
-    trial_id INTEGER NOT NULL REFERENCES trials(id) ON DELETE CASCADE,
-    dir TEXT NOT NULL CHECK (dir IN ('down', 'up', 'relay')),
-    sender INTEGER NOT NULL,
-    receiver INTEGER NOT NULL,
-    seq INTEGER NOT NULL,
-    sent_unix_ms REAL, recv_unix_ms REAL, latency_ms REAL, latency_rtt REAL,
-    PRIMARY KEY (trial_id, sender, receiver, seq)
-);
 CREATE INDEX IF NOT EXISTS objects_trial ON objects(trial_id);
-"""
+""" + MESSAGES
 
 
 def version(db: sqlite3.Connection) -> int:

@@ -20,6 +20,7 @@ from typing import Any
 from ..errors import InputError
 from ..link.spec import LinkSpec
 from ..model import ClientResult, ObjectTiming, ServerSummary, TrialStatus
+from ..realtime import Message
 from . import schema
 
 
@@ -48,7 +49,7 @@ class TrialRecord:
     objects: list[ObjectTiming] = field(default_factory=list)
     clients: list[ClientResult] = field(default_factory=list)
     #: A real-time trial's messages (satbench.realtime.Message).
-    messages: list[Any] = field(default_factory=list)
+    messages: list[Message] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

@@ -61,8 +61,8 @@
     onDown(m, t);
   }
 
-  // The client's messages: the same arrivals as the server's (a seeded
-  // Poisson process of its own, or a constant interval), from the opening
+  // The client's messages: a constant interval, or a Poisson process of the
+  // same mean (its own seeded generator, not the server's), from the opening
   // (in a room, from the room's start, when the server says so).
   let rng = (seed ^ 0x5bd1e995) >>> 0 || 1;
   function unit() { rng ^= rng << 13; rng >>>= 0; rng ^= rng >>> 17; rng ^= rng << 5; rng >>>= 0; return rng / 4294967296; }
