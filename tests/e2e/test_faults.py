@@ -40,11 +40,13 @@ def _pids(pattern: str) -> list[int]:
 
 
 def _kill_once(pattern: str, after_s: float, stop: threading.Event, killed: list[int]) -> None:
-    """Kill the first process matching ``pattern`` once it has lived ``after_s``."""
+    """Kill the first process matching ``pattern`` once it has lived ``after_s``: one the study
+    started (not one that was running before, such as a server someone runs by hand)."""
     seen: dict[int, float] = {}
+    before = set(_pids(pattern))
     while not stop.is_set() and not killed:
         now = time.monotonic()
-        for pid in _pids(pattern):
+        for pid in set(_pids(pattern)) - before:
             seen.setdefault(pid, now)
             if now - seen[pid] >= after_s:
                 os.kill(pid, signal.SIGKILL)
