@@ -135,6 +135,11 @@ def judge(factors: Mapping[str, Any], results: Sequence[dict[str, Any] | None] |
     if len(rs) != want:
         return Verdict({}, [], invalid=f"{len(rs)} of {want} clients reported")
     sessions = [str(r.get("session")) for r in rs]
+    of_session: dict[str, list[dict[str, Any]]] = {}
+    for e in server_log:
+        of_session.setdefault(str(e.get("session")), []).append(e)
+    logged_of = [[e for e in of_session.get(s, []) if e.get("type") == "message"] for s in sessions]
+    reqs_of = [[e for e in of_session.get(s, []) if e.get("type") == "request"] for s in sessions]
     index = {s: k for k, s in enumerate(sessions)}
     many = len(rs) > 1
     problems: list[str] = []
@@ -144,8 +149,7 @@ def judge(factors: Mapping[str, Any], results: Sequence[dict[str, Any] | None] |
     for k, r in enumerate(rs):
         who = f"client {k}: " if many else ""
         problems += [f"{who}{x}" for x in r.get("errors") or []]
-        logged = [e for e in server_log if e.get("type") == "message" and e.get("session") == sessions[k]]
-        reqs = [e for e in server_log if e.get("type") == "request" and e.get("session") == sessions[k]]
+        logged, reqs = logged_of[k], reqs_of[k]
         if scenario in ("server", "chat"):
             got = _by_key(r.get("down") or [], lambda m: int(m["seq"]))
             for seq in range(n):
@@ -207,12 +211,12 @@ def judge(factors: Mapping[str, Any], results: Sequence[dict[str, Any] | None] |
     if lost:
         problems.insert(0, f"{lost} of {len(messages)} messages never arrived")
     rtt = sum(s.base_rtt_ms for s in links.values())
-    metrics = _metrics(rs, messages, rtt, server_log, sessions)
+    metrics = _metrics(rs, messages, rtt, logged_of)
     metrics.update({"rt_lost": float(lost), "rt_duplicated": float(duplicated),
                     "rt_reordered_up": float(reordered_up), "rt_clients": float(len(rs))})
     if scenario == "room":
         metrics["rt_reordered_relay"] = float(reordered_relay)
-    every = [r for s in sessions for r in server_log if r.get("type") == "request" and r.get("session") == s]
+    every = [r for reqs in reqs_of for r in reqs]
     verdict = Verdict(metrics, messages, invalid="; ".join(problems[:5]) or None,
                       env={"session": sessions[0] if not many else sessions,
                            "requests": len(every),
@@ -294,8 +298,8 @@ def _median(xs: list[float]) -> float | None:
     return statistics.median(xs) if xs else None
 
 
-def _metrics(rs: list[dict[str, Any]], messages: list[Message], rtt: float, server_log: list[dict[str, Any]],
-             sessions: list[str]) -> dict[str, float | None]:
+def _metrics(rs: list[dict[str, Any]], messages: list[Message], rtt: float,
+             logged_of: list[list[dict[str, Any]]]) -> dict[str, float | None]:
     """Per trial: the set-up time and the time to the first update (medians over its clients), and each
     direction's latency: median, 95th percentile (nearest rank) and maximum, in ms and in RTTs."""
     setups, firsts = [], []
@@ -307,8 +311,7 @@ def _metrics(rs: list[dict[str, Any]], messages: list[Message], rtt: float, serv
             setups.append(float(opened) - float(start))
         downs = [float(m["recv_ms"]) for m in r.get("down") or []]
         if not downs and r.get("scenario") == "client":  # the first of the client's messages the server had
-            downs = [int(e["t_recv_unix_ns"]) / 1e6 for e in server_log
-                     if e.get("type") == "message" and e.get("dir") == "up" and e.get("session") == sessions[k]]
+            downs = [int(e["t_recv_unix_ns"]) / 1e6 for e in logged_of[k] if e.get("dir") == "up"]
         if downs:
             firsts.append(min(downs) - float(opened))
     out: dict[str, float | None] = {

@@ -184,8 +184,14 @@ impl Client {
         Ok(sender)
     }
 
-    async fn h2(&self) -> Result<H2, String> {
-        Ok(self.h2_conn().await?.0)
+    /// A request on the one HTTP/2 connection.
+    async fn h2_send(
+        &self,
+        req: Request<Full<Bytes>>,
+    ) -> Result<Response<hyper::body::Incoming>, String> {
+        let mut s = self.h2_conn().await?.0;
+        s.ready().await.map_err(err)?;
+        s.send_request(req).await.map_err(err)
     }
 
     /// The one HTTP/2 connection: its sender, and whether the server's
@@ -230,9 +236,7 @@ impl Client {
         req: Request<Full<Bytes>>,
     ) -> Result<Response<hyper::body::Incoming>, String> {
         if self.proto == Proto::H2 {
-            let mut s = self.h2().await?;
-            s.ready().await.map_err(err)?;
-            return s.send_request(req).await.map_err(err);
+            return self.h2_send(req).await;
         }
         if down.is_none() {
             *down = Some(self.new_h1().await?);
@@ -264,10 +268,9 @@ impl Client {
             Bytes::from(body),
         )?;
         if self.proto == Proto::H2 {
-            let mut s = self.h2().await?;
-            s.ready().await.map_err(err)?;
-            let resp = s.send_request(req).await.map_err(err)?;
-            return Client::answer(resp, "send").await.map(|_| ());
+            return Client::answer(self.h2_send(req).await?, "send")
+                .await
+                .map(|_| ());
         }
         let _permit = self.permits.acquire().await.map_err(err)?;
         let reuse = self.idle.lock().expect("idle").pop();

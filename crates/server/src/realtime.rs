@@ -114,6 +114,22 @@ fn bad(key: &str, why: impl Into<String>) -> QueryError {
     }
 }
 
+/// A number in `range` (NaN is in none), or why not, naming the key.
+fn within<T>(
+    key: &str,
+    v: &str,
+    range: std::ops::RangeInclusive<T>,
+    unit: &str,
+) -> Result<T, QueryError>
+where
+    T: std::str::FromStr + PartialOrd + std::fmt::Display,
+{
+    v.parse()
+        .ok()
+        .filter(|x| range.contains(x))
+        .ok_or_else(|| bad(key, format!("{} to {}{unit}", range.start(), range.end())))
+}
+
 /// A session or room name: 1 to 64 letters, digits or '-'.
 fn name(key: &str, v: &str) -> Result<String, QueryError> {
     if v.is_empty() || v.len() > 64 || !v.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') {
@@ -132,13 +148,7 @@ impl Params {
             match k {
                 "session" => p.session = name(k, v)?,
                 "room" => p.room = name(k, v)?,
-                "members" => {
-                    p.members = v
-                        .parse()
-                        .ok()
-                        .filter(|n| (2..=MAX_MEMBERS).contains(n))
-                        .ok_or_else(|| bad(k, format!("2 to {MAX_MEMBERS}")))?
-                }
+                "members" => p.members = within(k, v, 2..=MAX_MEMBERS, "")?,
                 "scenario" => {
                     p.scenario = match v {
                         "server" => Scenario::Server,
@@ -148,27 +158,9 @@ impl Params {
                         _ => return Err(bad(k, "server, client, chat or room")),
                     }
                 }
-                "n" => {
-                    p.n = v
-                        .parse()
-                        .ok()
-                        .filter(|n| (1..=MAX_MESSAGES).contains(n))
-                        .ok_or_else(|| bad(k, format!("1 to {MAX_MESSAGES}")))?
-                }
-                "size" => {
-                    p.size = v
-                        .parse()
-                        .ok()
-                        .filter(|n| (1..=MAX_SIZE).contains(n))
-                        .ok_or_else(|| bad(k, format!("1 to {MAX_SIZE} bytes")))?
-                }
-                "interval_ms" => {
-                    p.interval_ms = v
-                        .parse()
-                        .ok()
-                        .filter(|x: &f64| x.is_finite() && (0.0..=MAX_INTERVAL_MS).contains(x))
-                        .ok_or_else(|| bad(k, format!("0 to {MAX_INTERVAL_MS} ms")))?
-                }
+                "n" => p.n = within(k, v, 1..=MAX_MESSAGES, "")?,
+                "size" => p.size = within(k, v, 1..=MAX_SIZE, " bytes")?,
+                "interval_ms" => p.interval_ms = within(k, v, 0.0..=MAX_INTERVAL_MS, " ms")?,
                 "arrivals" => {
                     p.arrivals = match v {
                         "constant" => Arrivals::Constant,

@@ -552,11 +552,16 @@ async fn send(
     match Upstream::parse(&body) {
         Some(up) => {
             if !up.done {
-                log_up(&sh.access, &mech, &p.session, &r.conn, &up, body.len());
-                if p.scenario == Scenario::Room {
-                    if let Err(e) = sh.realtime.post(&p, &up, body) {
-                        return logged(&sh.access, entry, StatusCode::CONFLICT, e.to_string());
-                    }
+                if let Err(e) = arrived(
+                    Some(&sh.realtime),
+                    &sh.access,
+                    &mech,
+                    &p,
+                    &r.conn,
+                    &up,
+                    body,
+                ) {
+                    return logged(&sh.access, entry, StatusCode::CONFLICT, e.to_string());
                 }
             }
             logged(&sh.access, entry, StatusCode::OK, "ok".into())
@@ -698,6 +703,49 @@ async fn run_websocket_room<S>(
     run_channel_room(&mut tx, &mut rx, "ws", p, rt, access, conn).await
 }
 
+/// A client's message, however it came (a POST, a frame, a line): logged
+/// and, in a room (`rt` holds it), relayed to the other members.
+fn arrived(
+    rt: Option<&RtState>,
+    access: &JsonLines,
+    mech: &str,
+    p: &Params,
+    conn: &str,
+    up: &Upstream,
+    body: Bytes,
+) -> Result<(), RoomError> {
+    log_up(access, mech, &p.session, conn, up, body.len());
+    match rt {
+        Some(rt) if p.scenario == Scenario::Room => rt.post(p, up, body),
+        _ => Ok(()),
+    }
+}
+
+/// What came from the client on a channel: its `{"done":true}`, answered
+/// `{"bye":true}` (Some(true)); any other message, [`arrived`] (Some(false));
+/// None once the channel (or the room) is gone.
+async fn from_client<T>(
+    m: Option<Result<String, String>>,
+    tx: &mut T,
+    room: Option<&RtState>,
+    access: &JsonLines,
+    mech: &str,
+    p: &Params,
+    conn: &str,
+) -> Option<bool>
+where
+    T: futures_util::Sink<String, Error = String> + Unpin,
+{
+    let data = m?.ok()?;
+    match Upstream::parse(data.as_bytes()) {
+        Some(up) if up.done => tx.send("{\"bye\":true}".into()).await.ok().map(|_| true),
+        Some(up) => arrived(room, access, mech, p, conn, &up, Bytes::from(data))
+            .ok()
+            .map(|_| false),
+        None => Some(false),
+    }
+}
+
 /// A scenario over a channel of messages both ways (a WebSocket's frames,
 /// a WebTransport stream's lines), in one loop, in order: the schedule's
 /// messages when due (after `{"open":true,"t_ms":start}`, and
@@ -741,19 +789,10 @@ pub async fn run_channel<T, R>(
                     return;
                 }
             }
-            m = rx.next() => {
-                let Some(Ok(data)) = m else { return };
-                match Upstream::parse(data.as_bytes()) {
-                    Some(up) if up.done => {
-                        client_done = true;
-                        if tx.send("{\"bye\":true}".into()).await.is_err() {
-                            return;
-                        }
-                    }
-                    Some(up) => log_up(&access, mech, &p.session, &conn, &up, data.len()),
-                    None => {}
-                }
-            }
+            m = rx.next() => match from_client(m, tx, None, &access, mech, &p, &conn).await {
+                Some(done) => client_done |= done,
+                None => return,
+            },
         }
     }
     let _ = tx.close().await;
@@ -806,24 +845,10 @@ pub async fn run_channel_room<T, R>(
                     return;
                 }
             }
-            m = rx.next() => {
-                let Some(Ok(data)) = m else { return };
-                match Upstream::parse(data.as_bytes()) {
-                    Some(up) if up.done => {
-                        client_done = true;
-                        if tx.send("{\"bye\":true}".into()).await.is_err() {
-                            return;
-                        }
-                    }
-                    Some(up) => {
-                        log_up(&access, mech, &p.session, &conn, &up, data.len());
-                        if rt.post(&p, &up, Bytes::from(data)).is_err() {
-                            return;
-                        }
-                    }
-                    None => {}
-                }
-            }
+            m = rx.next() => match from_client(m, tx, Some(rt), &access, mech, &p, &conn).await {
+                Some(done) => client_done |= done,
+                None => return,
+            },
             _ = until(end) => return,
         }
     }

@@ -123,29 +123,35 @@
     }
   }
 
-  function ws() {
-    // Once it has had every message of the server's and sent all of its own,
-    // the client says {"done":true}; the server's {"bye":true} answers it
-    // after logging everything the client sent (messages travel in order).
-    const sock = new WebSocket(`wss://${location.host}/rt/ws?${qs}`);
+  // A channel of messages both ways, in order (a WebSocket, a WebTransport
+  // stream): once it has had every message coming down and sent all of its
+  // own, the client says {"done":true}; the server's {"bye":true} answers it
+  // after logging everything the client sent. `opened` when the channel is
+  // open; `text` for each message, true once the run is through.
+  function channel(send) {
     let upSent = !wantUp, doneSent = false;
     upDone = false;
-    function maybeDone() {
-      if (downDone && upSent && !doneSent) { doneSent = true; sock.send('{"done":true}'); }
-    }
+    const maybeDone = () => {
+      if (downDone && upSent && !doneSent) { doneSent = true; send('{"done":true}'); }
+    };
+    const start = () => runUp(send, () => { upSent = true; maybeDone(); });
+    return {
+      opened() { if (!room) start(); maybeDone(); },
+      text(t) {
+        if (JSON.parse(t).bye) { upDone = true; finish(); return true; }
+        onDownText(t, room ? start : () => {});
+        maybeDone();
+        return false;
+      },
+    };
+  }
+
+  function ws() {
+    const sock = new WebSocket(`wss://${location.host}/rt/ws?${qs}`);
+    const ch = channel((s) => sock.send(s));
     closers.push(() => sock.close(1000));
-    const start = () => runUp((s) => sock.send(s), () => { upSent = true; maybeDone(); });
-    sock.onopen = () => {
-      R.open_ms = now();
-      if (!room) start();
-      maybeDone();
-    };
-    sock.onmessage = (e) => {
-      const m = JSON.parse(e.data);
-      if (m.bye) { upDone = true; finish(); return; }
-      onDownText(e.data, room ? start : () => {});
-      maybeDone();
-    };
+    sock.onopen = () => { R.open_ms = now(); ch.opened(); };
+    sock.onmessage = (e) => { ch.text(e.data); };
     sock.onerror = () => fail("WebSocket error");
     sock.onclose = (e) => { if (R.done_ms === null) fail("WebSocket closed early (" + e.code + ")"); };
   }
@@ -153,9 +159,8 @@
   async function wt() {
     // WebTransport over HTTP/3: a session (extended CONNECT), then one
     // bidirectional stream carrying the messages both ways as lines of
-    // JSON, with the WebSocket's protocol (open, done, bye). The client
-    // writes a first line at once: a QUIC stream reaches the server only
-    // with its first bytes.
+    // JSON, a channel as a WebSocket is. The client writes a first line at
+    // once: a QUIC stream reaches the server only with its first bytes.
     const t = new WebTransport(`https://${location.host}/rt/wt?${qs}`);
     closers.push(() => t.close());
     await t.ready;
@@ -165,14 +170,8 @@
     const enc = new TextEncoder();
     let chain = writer.write(enc.encode('{"hello":true}\n'));
     const send = (m) => { chain = chain.then(() => writer.write(enc.encode(m + "\n"))); return chain; };
-    let upSent = !wantUp, doneSent = false;
-    upDone = false;
-    function maybeDone() {
-      if (downDone && upSent && !doneSent) { doneSent = true; send('{"done":true}'); }
-    }
-    const start = () => runUp(send, () => { upSent = true; maybeDone(); });
-    if (!room) start();
-    maybeDone();
+    const ch = channel(send);
+    ch.opened();
     const reader = stream.readable.pipeThrough(new TextDecoderStream()).getReader();
     let buf = "";
     while (R.done_ms === null) {
@@ -183,11 +182,7 @@
       while ((nl = buf.indexOf("\n")) >= 0) {
         const line = buf.slice(0, nl);
         buf = buf.slice(nl + 1);
-        if (!line) continue;
-        const m = JSON.parse(line);
-        if (m.bye) { upDone = true; finish(); return; }
-        onDownText(line, room ? start : () => {});
-        maybeDone();
+        if (line && ch.text(line)) return;
       }
     }
   }
