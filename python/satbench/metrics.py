@@ -29,7 +29,7 @@ from .model import ObjectTiming
 NAMES = ("first_object_ms", "largest_object_ms", "last_object_ms")
 
 
-def _page_path(url: str, page_url: str) -> str | None:
+def page_path(url: str, page_url: str) -> str | None:
     """An object's path inside the page ('img1.jpg'), '' for the HTML, None
     if not the page's. Only paths count: a sharded page's objects come from
     other hosts, under the same page folder."""
@@ -45,7 +45,7 @@ def one_client(objects: Iterable[ObjectTiming], page_url: str, sizes: dict[str, 
     html_end: float | None = None
     subs: list[tuple[int, float]] = []  # (bytes, end)
     for o in objects:
-        rel = _page_path(o.url, page_url)
+        rel = page_path(o.url, page_url)
         if rel is None or o.end_ms is None:
             continue
         if rel == "":

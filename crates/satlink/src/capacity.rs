@@ -5,6 +5,7 @@
 
 use crate::schedule::Schedule;
 use crate::time::Instant;
+use serde::Serialize;
 
 /// How long the link takes to put a packet on the wire.
 pub trait Capacity: Send {
@@ -14,6 +15,17 @@ pub trait Capacity: Send {
     fn finish(&mut self, start: Instant, bytes: u32) -> Option<Instant>;
     /// Average rate in bit/s used to size queues given in milliseconds; `None` if unlimited.
     fn nominal_bps(&self) -> Option<f64>;
+    /// The most it ever delivers: no interval of `t` seconds carries more
+    /// than `burst_bytes + bps x t / 8` bytes; `None` if unlimited. What a
+    /// lower bound on a transfer's time may assume of the link.
+    fn peak(&self) -> Option<Peak>;
+}
+
+/// The highest rate of a capacity (see [`Capacity::peak`]).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Peak {
+    pub bps: f64,
+    pub burst_bytes: u64,
 }
 
 /// No serialisation delay at all.
@@ -25,6 +37,9 @@ impl Capacity for Unlimited {
         Some(start)
     }
     fn nominal_bps(&self) -> Option<f64> {
+        None
+    }
+    fn peak(&self) -> Option<Peak> {
         None
     }
 }
@@ -70,6 +85,12 @@ impl Capacity for Rate {
     fn nominal_bps(&self) -> Option<f64> {
         Some(self.bps.mean())
     }
+    fn peak(&self) -> Option<Peak> {
+        Some(Peak {
+            bps: self.bps.max(),
+            burst_bytes: 0,
+        })
+    }
 }
 
 /// A capacity that is switched off in windows (an outage schedule: 1 up,
@@ -105,6 +126,9 @@ impl Capacity for Gated {
     }
     fn nominal_bps(&self) -> Option<f64> {
         self.inner.nominal_bps().map(|b| b * self.up.mean())
+    }
+    fn peak(&self) -> Option<Peak> {
+        self.inner.peak()
     }
 }
 
@@ -269,6 +293,24 @@ impl Trace {
         rep * n + i
     }
 
+    /// The most opportunities that fall in one millisecond.
+    pub fn busiest_ms(&self) -> u64 {
+        let (mut most, mut run) = (0u64, 0u64);
+        for (i, &o) in self.opportunities.iter().enumerate() {
+            run = if i > 0 && self.opportunities[i - 1] == o {
+                run + 1
+            } else {
+                1
+            };
+            most = most.max(run);
+        }
+        // The last offset is the next repetition's offset 0 too.
+        let last = self.period_ms;
+        let at_end = self.opportunities.iter().filter(|&&o| o == last).count() as u64;
+        let at_start = self.opportunities.iter().filter(|&&o| o == 0).count() as u64;
+        most.max(at_end + at_start)
+    }
+
     /// Mean rate of the trace in bit/s.
     pub fn mean_bps(&self) -> f64 {
         self.opportunities.len() as f64 * TRACE_OPPORTUNITY_BYTES as f64 * 8.0
@@ -300,6 +342,17 @@ impl Capacity for Trace {
     }
     fn nominal_bps(&self) -> Option<f64> {
         Some(self.mean_bps())
+    }
+    /// Packets leave at the millisecond of their last opportunity: an
+    /// interval of `t` ms spans at most `t + 1` milliseconds' opportunities,
+    /// and a packet may have used the leftover of one before it.
+    fn peak(&self) -> Option<Peak> {
+        let most = self.busiest_ms();
+        let per_ms = most * TRACE_OPPORTUNITY_BYTES as u64;
+        Some(Peak {
+            bps: per_ms as f64 * 8.0 * 1e3,
+            burst_bytes: per_ms + TRACE_OPPORTUNITY_BYTES as u64,
+        })
     }
 }
 

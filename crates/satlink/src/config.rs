@@ -83,7 +83,7 @@
 //! numbers of the link; a direction with an access adds its
 //! [`DerivedAccess`].
 
-use crate::capacity::{Capacity, Gated, Rate, Trace, Unlimited, TRACE_OPPORTUNITY_BYTES};
+use crate::capacity::{Capacity, Gated, Peak, Rate, Trace, Unlimited, TRACE_OPPORTUNITY_BYTES};
 use crate::delay::{Delay, Jitter};
 use crate::link::Direction;
 use crate::loss::{Bernoulli, BitErrorRate, GilbertElliott, Loss};
@@ -851,15 +851,16 @@ impl DirectionConfig {
     /// direction with an access gets its numbers from [`LinkConfig::derived`].
     pub fn derived(&self, name: &str) -> Result<DerivedDirection, ConfigError> {
         self.validate(name)?;
-        let nominal = self.capacity(name, 0)?.0.nominal_bps();
-        self.derived_at(name, nominal)
+        let (cap, _) = self.capacity(name, 0)?;
+        self.derived_at(name, cap.nominal_bps(), cap.peak())
     }
 
-    /// The numbers, the long-run rate given.
+    /// The numbers, the long-run rate and the peak given.
     fn derived_at(
         &self,
         name: &str,
         mean_bps: Option<f64>,
+        peak: Option<Peak>,
     ) -> Result<DerivedDirection, ConfigError> {
         let (queue_limit_bytes, queue_limit_packets) = match self.limit(mean_bps) {
             Limit::Unlimited => (None, None),
@@ -875,6 +876,8 @@ impl DirectionConfig {
             .product();
         Ok(DerivedDirection {
             mean_bps,
+            peak_bps: peak.map(|p| p.bps),
+            peak_burst_bytes: peak.map_or(0, |p| p.burst_bytes),
             min_delay_ms: base.min() * 1e3,
             max_delay_ms: base.max() * 1e3 + extra * 1e3,
             packet_loss_1500: 1.0 - survive,
@@ -941,6 +944,14 @@ pub struct DerivedDirection {
     /// The capacity's long-run rate in bit/s (a trace: opportunities x 1504
     /// bytes x 8 per period; a schedule: its long-run value); None if unlimited.
     pub mean_bps: Option<f64>,
+    /// The highest rate the direction ever delivers at, in bit/s (a
+    /// schedule's or LEO trace's peak, a Mahimahi trace's busiest
+    /// millisecond, an adaptive carrier's best MODCOD, a return carrier's
+    /// whole rate); None if unlimited. No interval of `t` seconds carries
+    /// more than `peak_burst_bytes + peak_bps x t / 8` bytes: what a lower
+    /// bound on a transfer's time may assume.
+    pub peak_bps: Option<f64>,
+    pub peak_burst_bytes: u64,
     /// Smallest and largest base (propagation) delay, before jitter.
     pub min_delay_ms: f64,
     pub max_delay_ms: f64,
@@ -1066,9 +1077,9 @@ impl LinkConfig {
             |d: &DirectionConfig, name: &str| -> Result<DerivedDirection, ConfigError> {
                 match self.access_derived(name)? {
                     None => d.derived(name),
-                    Some((access, mean)) => {
+                    Some((access, mean, peak)) => {
                         d.validate(name)?;
-                        let mut r = d.derived_at(name, Some(mean))?;
+                        let mut r = d.derived_at(name, Some(mean), Some(peak))?;
                         r.access = Some(access);
                         Ok(r)
                     }
@@ -1419,7 +1430,10 @@ mod tests {
         let f = &c.derived.forward;
         let bps = 3.0 * 1504.0 * 8.0 / 0.004;
         assert_eq!(f.mean_bps, Some(bps));
-        assert_eq!((f.min_delay_ms, f.max_delay_ms), (20.0, 40.0));
+        // The busiest millisecond holds two opportunities (1, 1): 2 x 1504
+        // bytes a millisecond, and that much (plus one leftover) at once.
+        assert_eq!(f.peak_bps, Some(2.0 * 1504.0 * 8.0 * 1e3));
+        assert_eq!(f.peak_burst_bytes, 3 * 1504);
         assert_eq!(f.queue_limit_bytes, Some((bps / 8.0 * 0.1).ceil() as u64));
         let ber = 1.0 - (1.0f64 - 1e-6).powi(12_000);
         let expect = 1.0 - (1.0 - 0.01) * (1.0 - ber) * (1.0 - 0.1);
@@ -1434,6 +1448,8 @@ mod tests {
             (r.mean_bps, r.queue_limit_packets, r.queue_limit_bytes),
             (Some(3e6), Some(50), None)
         );
+        // Its peak is its largest value, not its long-run one.
+        assert_eq!((r.peak_bps, r.peak_burst_bytes), (Some(3e6), 0));
         assert_eq!(r.packet_loss_1500, 0.0);
         assert_eq!(c.derived.base_rtt_ms, 35.0);
         assert_eq!(f.trace_opportunity_bytes, 1504);

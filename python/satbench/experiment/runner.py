@@ -31,13 +31,22 @@ from typing import Any, TypeVar
 from typing import Protocol as Interface
 
 from .. import prereq, realtime
-from ..bound import lower_bound_ms
+from ..bound import CHROMIUM_CONNECTIONS, Bottleneck, Bound, ClientLimits, PageShape, lower_bound
 from ..endpoints import LoadRequest, ServeRequest, client_class, pages, server_class
 from ..endpoints.base import Client, Server
 from ..endpoints.options import ServerOptions, experiment_keys
 from ..errors import SatbenchError, TestbedError
-from ..metrics import object_metrics
-from ..model import ClientKind, ClientOutcome, LinkCounters, Protocol, ServerKind, ServerSummary, TrialStatus
+from ..metrics import object_metrics, page_path
+from ..model import (
+    ClientKind,
+    ClientOutcome,
+    LinkCounters,
+    ObjectTiming,
+    Protocol,
+    ServerKind,
+    ServerSummary,
+    TrialStatus,
+)
 from ..path import PathElement, elements
 from ..results.store import Store, TrialRecord, check_path
 from ..testbed import knobs
@@ -149,6 +158,39 @@ def static_environment(lab: Lab, kinds: set[ClientKind]) -> dict[str, Any]:
 def _shards(t: Trial) -> int:
     """The origin hosts a trial's page is spread over (1: not sharded)."""
     return int(t.factors.get("shards", 1))
+
+
+def trial_bound(t: Trial, pages_root: Path, page_sizes: dict[str, int],
+                objects: list[ObjectTiming] | None = None) -> Bound:
+    """The physical and window bounds of a trial (bound.py) with each
+    client's real limits: HTTP/1.1 connections per origin (Chromium's 6, the
+    factor for Firefox and the loader), the handshake of its protocol; for a
+    population, the least of its groups' bounds. Only the objects every
+    client really fetched count (``objects``: the load's per-object records;
+    None: all of the page's)."""
+    page = str(t.factors["page"])
+    upload = pages.upload_size(page) is not None
+    path = Bottleneck.of(t.links, upload=upload)
+    if page.startswith(("bulk:", "upload:")) or not t.client.fetches_objects:
+        shape = PageShape(page_sizes.get(page, 0))
+    else:
+        fetched: set[str] | None = None
+        if objects:
+            url = pages.url_of(page, shards=_shards(t))
+            per: dict[int, set[str]] = {}
+            for o in objects:
+                if (rel := page_path(o.url, url)) and o.end_ms is not None:
+                    per.setdefault(o.client, set()).add(rel)
+            fetched = set.intersection(*per.values()) if per else set()
+        shape = PageShape.load(pages_root, page, shards=_shards(t), fetched=fetched)
+    groups = population.groups(t.factors) or [population.Group(
+        Protocol(t.factors["protocol"]), 1, t.client, int(t.factors.get("connections", CHROMIUM_CONNECTIONS)))]
+    initcwnd = None if upload else t.factors.get(
+        "server.quic_initcwnd" if t.factors.get("protocol") == "h3" else "server.tcp_initcwnd")
+    bounds = [lower_bound(shape, path, ClientLimits(
+        g.protocol, connections=CHROMIUM_CONNECTIONS if g.kind is ClientKind.CHROMIUM else g.connections,
+        initcwnd=int(initcwnd or 10))) for g in groups]
+    return min(bounds, key=lambda b: b.lower_bound_ms)
 
 
 class _Clock:
@@ -377,28 +419,24 @@ class Runner:
             rec.status, rec.reason = TrialStatus.INVALID, f"the server's TCP_NODELAY read {seen}, not {want}"
 
     def _bound(self, rec: TrialRecord, t: Trial) -> None:
-        """Store the trial's lower bounds (bound.py). A load faster than the
-        physical one is the harness's error: the trial fails saying which
-        number broke it. One faster than the window bound is the sender's
-        doing (a window that grew faster than any standard start-up): kept,
-        and marked (beats_window_bound)."""
-        page = str(t.factors["page"])
-        sizes = pages.object_sizes(self.pages_root, page)
-        html = self.page_sizes.get(page, 0) - sum(sizes.values())
-        if not t.client.fetches_objects:
-            sizes = {}
-        bound = lower_bound_ms(t.factors, t.links, html, list(sizes.values()), browser=t.client.browser)
-        rec.metrics.update(bound)
+        """Store the trial's lower bounds and their terms (bound.py). A load
+        faster than the physical one is the harness's error: the trial fails
+        saying which number broke it. One faster than the window bound is the
+        sender's doing (a window that grew faster than any standard
+        start-up): kept, and marked (beats_window_bound)."""
+        bound = trial_bound(t, self.pages_root, self.page_sizes, rec.objects if rec.objects else None)
+        rec.metrics.update(bound.metrics())
         measured = [(name, v) for name in BOUNDED if (v := rec.metrics.get(name)) is not None]
         if measured:
-            rec.metrics["beats_window_bound"] = float(any(v < bound["window_bound_ms"] for _, v in measured))
+            rec.metrics["beats_window_bound"] = float(any(v < bound.window_bound_ms for _, v in measured))
         if rec.status is not TrialStatus.VALID:  # a failed or invalid load keeps its own reason
             return
         for name, v in measured:
-            if v < bound["lower_bound_ms"] - BOUND_SLACK_MS:
+            if v < bound.lower_bound_ms - BOUND_SLACK_MS:
                 rec.status = TrialStatus.FAILED
                 rec.reason = (f"harness error: {name} {v:.1f} ms is below the physical lower bound "
-                              f"{bound['lower_bound_ms']:.1f} ms")
+                              f"{bound.lower_bound_ms:.1f} ms ({bound.critical}: {bound.rounds:g} round trips "
+                              f"of {bound.rtt_ms:.1f} ms + {bound.serial_ms:.1f} ms of bytes)")
                 return
 
     def _finish(self, rec: TrialRecord, t: Trial, clock: _Clock, art: Path, outcome: ClientOutcome | None

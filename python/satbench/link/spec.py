@@ -32,6 +32,12 @@ class DirectionNumbers:
     """What the emulator derives of one direction."""
 
     mean_bps: float | None  # None: unlimited
+    #: The highest rate it ever delivers at, and the bytes it may deliver at
+    #: once beyond it (a trace's busiest millisecond, a frame): no interval
+    #: of t s carries more than peak_burst_bytes + peak_bps x t / 8 bytes.
+    #: None: unlimited (or a link stored before the emulator derived it).
+    peak_bps: float | None = None
+    peak_burst_bytes: int = 0
     min_delay_ms: float
     max_delay_ms: float
     packet_loss_1500: float  # probability that a 1500-byte packet is lost
@@ -45,6 +51,8 @@ class DirectionNumbers:
     @classmethod
     def parse(cls, d: dict[str, Any]) -> "DirectionNumbers":
         return cls(mean_bps=None if d.get("mean_bps") is None else float(d["mean_bps"]),
+                   peak_bps=None if d.get("peak_bps") is None else float(d["peak_bps"]),
+                   peak_burst_bytes=int(d.get("peak_burst_bytes") or 0),
                    min_delay_ms=float(d["min_delay_ms"]), max_delay_ms=float(d["max_delay_ms"]),
                    packet_loss_1500=float(d["packet_loss_1500"]),
                    queue_limit_bytes=d.get("queue_limit_bytes"), queue_limit_packets=d.get("queue_limit_packets"),

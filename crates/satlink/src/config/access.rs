@@ -1244,7 +1244,7 @@ impl LinkConfig {
     pub(super) fn access_derived(
         &self,
         name: &str,
-    ) -> Result<Option<(DerivedAccess, f64)>, ConfigError> {
+    ) -> Result<Option<(DerivedAccess, f64, Peak)>, ConfigError> {
         let forward = name == "forward";
         let d = if forward { &self.forward } else { &self.ret };
         let Some(access) = &d.access else {
@@ -1310,6 +1310,19 @@ impl LinkConfig {
                 .iter()
                 .map(|t| t.clear_sky_bps)
                 .fold(0.0, f64::max);
+            // Fades only lower a terminal's C/N: its clear-sky MODCOD is its
+            // best. A frame's packets arrive when the frame ends: at most one
+            // frame's data field at once.
+            let frame = terminals
+                .iter()
+                .filter_map(|t| by_name(t.clear_sky_modcod))
+                .map(|m| MODCODS[m].data_field_bytes() as u64)
+                .max()
+                .unwrap_or(0);
+            let peak = Peak {
+                bps: mean,
+                burst_bytes: frame,
+            };
             let loop_delay_max_ms = match access {
                 AccessConfig::Acm { refresh_ms, .. } => {
                     Some(refresh_ms + rt.max().as_secs_f64() * 1e3)
@@ -1328,10 +1341,17 @@ impl LinkConfig {
             } else {
                 DerivedAccess::Ccm(f)
             };
-            return Ok(Some((kind, mean)));
+            return Ok(Some((kind, mean, peak)));
         }
         let p = access.dama_params().expect("dama");
-        let carrier = d.rate_schedule("return", 0)?.mean();
+        let schedule = d.rate_schedule("return", 0)?;
+        let carrier = schedule.mean();
+        // A superframe's slots are spread over it; at most one superframe's
+        // bytes at the carrier's highest rate arrive together.
+        let peak = Peak {
+            bps: schedule.max(),
+            burst_bytes: (schedule.max() * p.superframe.as_secs_f64() / 8.0).ceil() as u64,
+        };
         let sf_ms = p.superframe.as_secs_f64() * 1e3;
         let lat_min = p.latency_frames(rt.min()) as f64;
         let lat_max = p.latency_frames(rt.max()) as f64;
@@ -1360,7 +1380,7 @@ impl LinkConfig {
             ),
             terminals,
         };
-        Ok(Some((DerivedAccess::Dama(r), carrier)))
+        Ok(Some((DerivedAccess::Dama(r), carrier, peak)))
     }
 
     /// Read fade files and hold their points inline instead.
@@ -2002,8 +2022,9 @@ mod tests {
             v["config"]["forward"]["delay"],
             serde_json::json!({"kind": "leo_trace", "interval_ms": 10.0, "values_ms": [30.0, 40.0]})
         );
-        // 4 units of 12 Mbit/s over 4 ms.
+        // 4 units of 12 Mbit/s over 4 ms; two units in its busiest millisecond.
         assert_eq!(c.derived.forward.mean_bps, Some(12e6));
+        assert_eq!(c.derived.forward.peak_bps, Some(24e6));
         assert_eq!(
             (
                 c.derived.forward.min_delay_ms,
@@ -2077,9 +2098,18 @@ mod tests {
         assert_eq!(t["clear_sky_modcod"], "32APSK 9/10");
         let bps = MODCODS[by_name("32APSK 9/10").unwrap()].bps(1e6, false);
         assert_eq!(f["mean_bps"].as_f64(), Some(bps));
+        // No fade raises a terminal above its clear sky: that is its peak, a
+        // frame's data field at once.
+        assert_eq!(f["peak_bps"].as_f64(), Some(bps));
+        let frame = MODCODS[by_name("32APSK 9/10").unwrap()].data_field_bytes();
+        assert_eq!(f["peak_burst_bytes"].as_u64(), Some(frame as u64));
         assert_eq!(f["access"]["occupied_bandwidth_hz"].as_f64(), Some(1.2e6));
         // Refresh 1 s plus a 500 ms round trip.
         assert_eq!(f["access"]["loop_delay_max_ms"].as_f64(), Some(1500.0));
+        // The return carrier's whole rate; one 26.5 ms superframe of it at once.
+        let ret = &v["derived"]["return"];
+        assert_eq!(ret["peak_bps"].as_f64(), Some(2e6));
+        assert_eq!(ret["peak_burst_bytes"].as_u64(), Some(6625));
         let r = &v["derived"]["return"]["access"];
         assert_eq!(r["kind"], "dama");
         assert_eq!(r["slots_per_superframe"], 35);
