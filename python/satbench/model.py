@@ -330,10 +330,9 @@ class ServerSummary:
     qlogs: int | None = None
     #: The QUIC stacks that served (quiche, quinn).
     quic_stacks: list[str] | None = None
-    #: What limited the server's sending, in ms summed over its connections: for QUIC,
-    #: the server's own classification (cwnd, flow_control, pacing, application); for
-    #: TCP, the kernel's (cwnd = busy but not receive-window or send-buffer limited,
-    #: receive_window, sndbuf, application = the rest of the connection's life).
+    #: What limited the server's sending, in ms summed over its connections: the server's
+    #: one classifier for TCP and QUIC (application, cwnd, receive_window, send_buffer,
+    #: pacing; crates/server/src/limits.rs).
     limited_ms: dict[str, float] | None = None
     #: The same, per connection.
     connections_limited: list[dict[str, Any]] | None = None

@@ -117,11 +117,11 @@ def test_a_tiny_window_limits_by_flow_control_a_large_one_by_congestion_control(
         shares = {k[8:-4]: v for k, v in m.items() if k.startswith("limited_") and k.endswith("_pct")}
         if f["quic_window"] == 16384:
             assert t["env"]["client"]["quic_max_data"] == 16384
-            assert shares["flow_control"] > 50, (f, shares)
+            assert shares["receive_window"] > 50, (f, shares)
         else:
             # The congestion controller decides (quinn paces at 5/4 of its window per RTT: its pacer
             # is the window spread out), never flow control.
-            assert shares["flow_control"] < 5, (f, shares)
+            assert shares["receive_window"] < 5, (f, shares)
             assert shares["cwnd"] + shares["pacing"] > 40, (f, shares)
         assert t["server"]["connections_limited"], t["server"]
     tiny = [t["m"]["plt_ms"] for t in ts if t["f"]["quic_window"] == 16384]

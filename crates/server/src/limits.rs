@@ -1,81 +1,96 @@
-//! What limited a QUIC sender, interval by interval: a sans-IO classifier
-//! fed one observation of a connection per sample (every 10 ms, and at
-//! close), the same for quiche and quinn. The stacks only read their
-//! counters into an [`Observation`]; the rule, the flow-control tracking and
-//! the time per class live here, tested in simulated values.
+//! What limited a sender, interval by interval: one sans-IO classifier for
+//! kernel TCP and both QUIC stacks, fed one observation of a connection per
+//! sample (every 10 ms, and at close). The transports only read their
+//! counters (TCP: `TCP_INFO`; quiche and quinn: their own state) into a
+//! [`TcpObservation`] or an [`Observation`]; the rule, the tracking of
+//! flow-control and buffer state, and the time per class live here, tested
+//! on simulated values and on recorded sample sequences.
 //!
-//! # The rule
+//! # The classes and the rule
 //!
 //! The interval since the previous sample is put in one class, judged from
-//! the state at the sample and the counters' change over the interval, in
-//! this order:
+//! the state at the sample and the counters' change over the interval
+//! ([`Sample`]), in this order (the order Linux itself tests them in
+//! `tcp_write_xmit`: the congestion window first, then the peer's window):
 //!
 //! 1. `application`: nothing was pending: no response bytes waiting at the
-//!    application and nothing queued in the transport.
+//!    application and nothing unsent in the transport (a TCP socket that was
+//!    not busy for most of the interval, by its `busy` chrono, counts here).
 //! 2. `cwnd`: `bytes_in_flight + mss >= cwnd` (the window has no room for one
 //!    more full packet).
-//! 3. `flow_control`: data was pending but the peer's credit was exhausted:
-//!    the sender sent DATA_BLOCKED (connection) or STREAM_DATA_BLOCKED
-//!    (stream) in the interval, or had sent one earlier and has made no
-//!    progress since (see [`FcTracker`]). Both stacks send these frames when
-//!    they are blocked (RFC 9000 §4.1); neither exposes the peer's current
-//!    MAX_DATA, so the frames are the signal.
-//! 4. `pacing`: data pending, cwnd and credit available, and a packet held
-//!    for its send time. quiche: this server holds the packet itself until
+//! 3. `receive_window`: the peer's window held the data. TCP: the kernel's
+//!    rwnd-limited chrono ran for most of the interval. QUIC: the sender sent
+//!    DATA_BLOCKED or STREAM_DATA_BLOCKED in the interval, or had sent one
+//!    earlier and has made no progress since ([`FcTracker`]); both stacks
+//!    send these frames when blocked (RFC 9000 §4.1) and neither exposes the
+//!    peer's current MAX_DATA, so the frames are the signal.
+//! 4. `send_buffer`: the application had data the transport would not take.
+//!    TCP: the kernel's sndbuf-limited chrono ran for most of the interval
+//!    (the socket's buffer full of unacknowledged data, nothing unsent). The
+//!    QUIC servers buffer a response at the application and hand it over as
+//!    the stack takes it, with no limit of their own: never seen there.
+//! 5. `pacing`: data pending, room in the window, credit and buffer: the
+//!    pacer held it. quiche: this server holds the packet itself until
 //!    `SendInfo.at`. quinn paces inside quinn-proto and does not expose its
 //!    pacer; it reports to its congestion controller whether it was
-//!    application-limited (nothing to send, not blocked by congestion control
-//!    or pacing), so "not application-limited while the window has room" is
-//!    its pacer holding data.
-//! 5. `application`: data pending at the application but not handed to the
+//!    application-limited (nothing to send, not blocked by congestion
+//!    control or pacing), so "not application-limited while the window has
+//!    room" is its pacer holding data. Linux exposes no pacer state either:
+//!    unsent bytes in the socket while the window has room and neither
+//!    window nor buffer held them is its pacer (BBR's internal pacing, or
+//!    TCP Small Queues) holding them.
+//! 6. `application`: data pending at the application but not handed to the
 //!    transport (the sending loop itself).
-//!
-//! `receive_window` is a TCP-only class (`tcp_info.jsonl`'s chrono counters).
 
 use serde_json::json;
 
 /// The class of an interval.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LimitedBy {
-    Cwnd,
-    FlowControl,
-    Pacing,
     Application,
+    Cwnd,
+    ReceiveWindow,
+    SendBuffer,
+    Pacing,
 }
 
 impl LimitedBy {
-    pub const ALL: [LimitedBy; 4] = [
-        LimitedBy::Cwnd,
-        LimitedBy::FlowControl,
-        LimitedBy::Pacing,
+    pub const ALL: [LimitedBy; 5] = [
         LimitedBy::Application,
+        LimitedBy::Cwnd,
+        LimitedBy::ReceiveWindow,
+        LimitedBy::SendBuffer,
+        LimitedBy::Pacing,
     ];
 
-    /// The name in `quic_info.jsonl` and the access log's `limited_ms`.
+    /// The name in `quic_info.jsonl`, `tcp_info.jsonl` and the access log's
+    /// `limited_ms` (`satbench-server --describe` lists them).
     pub fn name(self) -> &'static str {
         match self {
-            LimitedBy::Cwnd => "cwnd",
-            LimitedBy::FlowControl => "flow_control",
-            LimitedBy::Pacing => "pacing",
             LimitedBy::Application => "application",
+            LimitedBy::Cwnd => "cwnd",
+            LimitedBy::ReceiveWindow => "receive_window",
+            LimitedBy::SendBuffer => "send_buffer",
+            LimitedBy::Pacing => "pacing",
         }
     }
 }
 
-/// The numbers the rule looks at.
+/// The numbers the rule looks at, for either transport.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Sample {
     pub cwnd: u64,
     pub bytes_in_flight: u64,
-    /// One full packet (the maximum UDP payload).
+    /// One full packet.
     pub mss: u64,
     /// Response bytes the application has not yet handed to the transport.
     pub app_pending: bool,
-    /// Data the transport has and did not send (quiche: a held packet;
-    /// quinn: not application-limited).
+    /// Data the transport has and did not send.
     pub transport_pending: bool,
-    /// Blocked by the peer's connection- or stream-level flow control.
-    pub fc_blocked: bool,
+    /// Held by the peer's receive window (TCP) or flow-control credit (QUIC).
+    pub rwnd_blocked: bool,
+    /// The transport's send buffer would take no more of the application's data.
+    pub sndbuf_blocked: bool,
     /// A packet held for its send time.
     pub pacer_holding: bool,
 }
@@ -86,8 +101,10 @@ pub fn classify(s: &Sample) -> LimitedBy {
         LimitedBy::Application
     } else if s.bytes_in_flight + s.mss >= s.cwnd {
         LimitedBy::Cwnd
-    } else if s.fc_blocked {
-        LimitedBy::FlowControl
+    } else if s.rwnd_blocked {
+        LimitedBy::ReceiveWindow
+    } else if s.sndbuf_blocked {
+        LimitedBy::SendBuffer
     } else if s.pacer_holding {
         LimitedBy::Pacing
     } else {
@@ -95,11 +112,11 @@ pub fn classify(s: &Sample) -> LimitedBy {
     }
 }
 
-/// Whether the sender is blocked by flow control, from the BLOCKED frames it
-/// sent. A stack sends one such frame per limit it runs into, so the state
-/// is sticky: blocked from the interval in which a frame went out until the
-/// sender makes progress (more than two packets' worth of `progress` bytes
-/// in an interval without a new frame).
+/// Whether a QUIC sender is blocked by flow control, from the BLOCKED frames
+/// it sent. A stack sends one such frame per limit it runs into, so the
+/// state is sticky: blocked from the interval in which a frame went out
+/// until the sender makes progress (more than two packets' worth of
+/// `progress` bytes in an interval without a new frame).
 #[derive(Clone, Debug, Default)]
 pub struct FcTracker {
     data_blocked: u64,
@@ -133,7 +150,7 @@ impl FcTracker {
 /// Milliseconds spent in each class.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Tally {
-    ms: [f64; 4],
+    ms: [f64; 5],
 }
 
 impl Tally {
@@ -145,7 +162,7 @@ impl Tally {
         self.ms[class as usize]
     }
 
-    /// `{"cwnd": ms, "flow_control": ms, "pacing": ms, "application": ms}`.
+    /// `{"application": ms, "cwnd": ms, "receive_window": ms, "send_buffer": ms, "pacing": ms}`.
     pub fn json(&self) -> serde_json::Value {
         let mut m = serde_json::Map::new();
         for c in LimitedBy::ALL {
@@ -155,7 +172,7 @@ impl Tally {
     }
 }
 
-/// One connection's counters as a stack reads them at a sample.
+/// One QUIC connection's counters as a stack reads them at a sample.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Observation {
     pub cwnd: u64,
@@ -173,21 +190,64 @@ pub struct Observation {
     pub progress: u64,
 }
 
+/// One TCP connection's `TCP_INFO` as the rule needs it (the server's
+/// `tcpinfo::TcpInfo` gives it).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct TcpObservation {
+    /// `tcpi_snd_cwnd`, in segments.
+    pub cwnd_segs: u64,
+    /// `tcpi_unacked - tcpi_sacked - tcpi_lost + tcpi_retrans`: the kernel's
+    /// packets in flight (`tcp_packets_in_flight`).
+    pub in_flight_segs: u64,
+    /// `tcpi_snd_mss`.
+    pub mss: u64,
+    /// `tcpi_notsent_bytes`: written by the application, not yet sent.
+    pub notsent_bytes: u64,
+    /// The chrono counters, cumulative µs: busy (data outstanding), of which
+    /// limited by the peer's receive window and by the send buffer.
+    pub busy_us: u64,
+    pub rwnd_limited_us: u64,
+    pub sndbuf_limited_us: u64,
+}
+
+impl TcpObservation {
+    /// The rule's view of the interval from `prev` to `self`, `interval_us`
+    /// long: a chrono counts when it ran for most of the interval.
+    pub fn sample(&self, prev: &TcpObservation, interval_us: u64) -> Sample {
+        let most = |now: u64, then: u64| 2 * now.saturating_sub(then) > interval_us;
+        let busy = most(self.busy_us, prev.busy_us);
+        let sndbuf = most(self.sndbuf_limited_us, prev.sndbuf_limited_us);
+        Sample {
+            cwnd: self.cwnd_segs * self.mss,
+            bytes_in_flight: self.in_flight_segs * self.mss,
+            mss: self.mss,
+            // The application waited for room in the socket.
+            app_pending: busy && sndbuf,
+            transport_pending: busy && self.notsent_bytes > 0,
+            rwnd_blocked: most(self.rwnd_limited_us, prev.rwnd_limited_us),
+            sndbuf_blocked: sndbuf,
+            pacer_holding: self.notsent_bytes > 0,
+        }
+    }
+}
+
 /// What a sample concluded.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Verdict {
     pub limited_by: LimitedBy,
+    /// QUIC: blocked by the peer's connection or stream credit.
     pub conn_blocked: bool,
     pub stream_blocked: bool,
     /// Length of the interval the verdict covers.
     pub interval_ms: f64,
 }
 
-/// Per connection: flow-control state and time per class.
+/// Per connection: the state the rule carries between samples and the time per class.
 #[derive(Clone, Debug, Default)]
 pub struct Sampler {
     last_ns: Option<u64>,
     fc: FcTracker,
+    last_tcp: TcpObservation,
     pub tally: Tally,
 }
 
@@ -201,7 +261,8 @@ impl Sampler {
         }
     }
 
-    /// Judge the interval ending at `t_ns` (any monotonic nanoseconds).
+    /// Judge the interval of a QUIC connection ending at `t_ns` (any
+    /// monotonic nanoseconds).
     pub fn sample(&mut self, t_ns: u64, o: &Observation) -> Verdict {
         let (conn_blocked, stream_blocked) = self.fc.observe(
             o.data_blocked_sent,
@@ -209,15 +270,35 @@ impl Sampler {
             o.progress,
             o.mss,
         );
-        let limited_by = classify(&Sample {
+        let s = Sample {
             cwnd: o.cwnd,
             bytes_in_flight: o.bytes_in_flight,
             mss: o.mss,
             app_pending: o.app_pending,
             transport_pending: o.transport_pending,
-            fc_blocked: conn_blocked || stream_blocked,
+            rwnd_blocked: conn_blocked || stream_blocked,
+            sndbuf_blocked: false,
             pacer_holding: o.pacer_holding,
-        });
+        };
+        self.judge(t_ns, &s, conn_blocked, stream_blocked)
+    }
+
+    /// Judge the interval of a TCP connection ending at `t_ns`.
+    pub fn sample_tcp(&mut self, t_ns: u64, o: &TcpObservation) -> Verdict {
+        let interval_us = self.last_ns.map_or(0, |l| t_ns.saturating_sub(l) / 1000);
+        let s = o.sample(&self.last_tcp, interval_us);
+        self.last_tcp = *o;
+        self.judge(t_ns, &s, false, false)
+    }
+
+    fn judge(
+        &mut self,
+        t_ns: u64,
+        s: &Sample,
+        conn_blocked: bool,
+        stream_blocked: bool,
+    ) -> Verdict {
+        let limited_by = classify(s);
         let interval_ms = self
             .last_ns
             .map_or(0.0, |l| t_ns.saturating_sub(l) as f64 / 1e6);
@@ -313,7 +394,7 @@ mod tests {
     fn a_full_window_is_cwnd_within_one_packet() {
         let full = Sample {
             bytes_in_flight: 99 * MSS,
-            fc_blocked: true,
+            rwnd_blocked: true,
             pacer_holding: true,
             ..busy()
         };
@@ -336,17 +417,116 @@ mod tests {
     #[test]
     fn credit_before_pacing_before_application() {
         let fc = Sample {
-            fc_blocked: true,
+            rwnd_blocked: true,
             pacer_holding: true,
             ..busy()
         };
-        assert_eq!(classify(&fc), LimitedBy::FlowControl);
+        assert_eq!(classify(&fc), LimitedBy::ReceiveWindow);
         let paced = Sample {
             pacer_holding: true,
             ..busy()
         };
         assert_eq!(classify(&paced), LimitedBy::Pacing);
         assert_eq!(classify(&busy()), LimitedBy::Application);
+    }
+
+    #[test]
+    fn credit_before_buffer_before_pacing() {
+        let both = Sample {
+            rwnd_blocked: true,
+            sndbuf_blocked: true,
+            pacer_holding: true,
+            ..busy()
+        };
+        assert_eq!(classify(&both), LimitedBy::ReceiveWindow);
+        let buf = Sample {
+            sndbuf_blocked: true,
+            pacer_holding: true,
+            ..busy()
+        };
+        assert_eq!(classify(&buf), LimitedBy::SendBuffer);
+    }
+
+    const TMSS: u64 = 1448;
+
+    /// A TCP connection 10 ms after `prev`, with `busy`, `rwnd` and `sndbuf`
+    /// µs of chrono in the interval.
+    fn tcp(prev: &TcpObservation, busy: u64, rwnd: u64, sndbuf: u64) -> TcpObservation {
+        TcpObservation {
+            busy_us: prev.busy_us + busy,
+            rwnd_limited_us: prev.rwnd_limited_us + rwnd,
+            sndbuf_limited_us: prev.sndbuf_limited_us + sndbuf,
+            ..*prev
+        }
+    }
+
+    #[test]
+    fn tcp_samples_take_the_same_rule() {
+        let base = TcpObservation {
+            cwnd_segs: 40,
+            in_flight_segs: 40,
+            mss: TMSS,
+            notsent_bytes: 100_000,
+            ..Default::default()
+        };
+        let at = |o: &TcpObservation| o.sample(&TcpObservation::default(), 10_000);
+        // Unsent bytes and a full window.
+        assert_eq!(classify(&at(&tcp(&base, 10_000, 0, 0))), LimitedBy::Cwnd);
+        // Unsent bytes, room in the window, and the peer's window held them.
+        let room = TcpObservation {
+            in_flight_segs: 20,
+            ..base
+        };
+        assert_eq!(
+            classify(&at(&tcp(&room, 10_000, 8_000, 0))),
+            LimitedBy::ReceiveWindow
+        );
+        // ... for a short part of the interval only: the pacer.
+        assert_eq!(
+            classify(&at(&tcp(&room, 10_000, 4_000, 0))),
+            LimitedBy::Pacing
+        );
+        // Nothing unsent, the application waiting for room in the socket.
+        let drained = TcpObservation {
+            notsent_bytes: 0,
+            ..room
+        };
+        assert_eq!(
+            classify(&at(&tcp(&drained, 10_000, 0, 8_000))),
+            LimitedBy::SendBuffer
+        );
+        // Nothing unsent and nothing waiting: the tail of a response.
+        assert_eq!(
+            classify(&at(&tcp(&drained, 10_000, 0, 0))),
+            LimitedBy::Application
+        );
+        // Not busy for most of the interval: idle, whatever the snapshot says.
+        assert_eq!(
+            classify(&at(&tcp(&base, 4_000, 0, 0))),
+            LimitedBy::Application
+        );
+    }
+
+    #[test]
+    fn the_tcp_sampler_judges_deltas_of_the_chrono_counters() {
+        let mut s = Sampler::starting(0);
+        let room = TcpObservation {
+            cwnd_segs: 40,
+            in_flight_segs: 20,
+            mss: TMSS,
+            notsent_bytes: 50_000,
+            ..Default::default()
+        };
+        // 10 ms in the receive window's hold, then 10 ms without: the counter stays where it was.
+        let a = tcp(&room, 10_000, 9_000, 0);
+        assert_eq!(
+            s.sample_tcp(10_000_000, &a).limited_by,
+            LimitedBy::ReceiveWindow
+        );
+        let b = tcp(&a, 10_000, 0, 0);
+        assert_eq!(s.sample_tcp(20_000_000, &b).limited_by, LimitedBy::Pacing);
+        assert_eq!(s.tally.get(LimitedBy::ReceiveWindow), 10.0);
+        assert_eq!(s.tally.get(LimitedBy::Pacing), 10.0);
     }
 
     #[test]
@@ -384,7 +564,7 @@ mod tests {
         };
         assert_eq!(
             s.sample(1_030_000_000, &blocked).limited_by,
-            LimitedBy::FlowControl
+            LimitedBy::ReceiveWindow
         );
         let idle = Observation {
             app_pending: false,
@@ -395,11 +575,11 @@ mod tests {
             LimitedBy::Application
         );
         assert_eq!(s.tally.get(LimitedBy::Cwnd), 10.0);
-        assert_eq!(s.tally.get(LimitedBy::FlowControl), 20.0);
+        assert_eq!(s.tally.get(LimitedBy::ReceiveWindow), 20.0);
         assert_eq!(s.tally.get(LimitedBy::Application), 5.0);
         assert_eq!(
             s.tally.json(),
-            json!({"cwnd": 10.0, "flow_control": 20.0, "pacing": 0.0, "application": 5.0})
+            json!({"application": 5.0, "cwnd": 10.0, "receive_window": 20.0, "send_buffer": 0.0, "pacing": 0.0})
         );
         // Started at the connection's opening, the first interval counts.
         let mut s = Sampler::starting(1_000_000_000);

@@ -462,7 +462,23 @@ fn limits(opts: &Options) -> serde_json::Value {
     v
 }
 
+/// `--describe`: the facts the orchestrator reads of this binary, as one
+/// JSON line (their one owner is here): the classes of what limited a
+/// sender, in the order reports show them.
+fn describe() -> serde_json::Value {
+    serde_json::json!({
+        "limited_by": limits::LimitedBy::ALL.iter().map(|c| c.name()).collect::<Vec<_>>(),
+    })
+}
+
 fn main() {
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == "--describe")
+    {
+        println!("{}", describe());
+        return;
+    }
     let opts = parse(std::env::args_os().skip(1)).unwrap_or_else(|e| usage(&e.to_string()));
     let root = files::Root::new(std::path::Path::new(&opts.root))
         .unwrap_or_else(|e| usage(&format!("--root {}: {e}", opts.root)));

@@ -1,6 +1,7 @@
 //! HTTP/1.1 (cleartext and TLS) and HTTP/2 (TLS, ALPN h2) over kernel TCP.
 
 use crate::files::{is_upload, Resolved, Root};
+use crate::limits::Sampler;
 use crate::log::{unix_ns, JsonLines};
 use crate::tcpinfo::{self, SockError};
 use crate::Options;
@@ -613,33 +614,40 @@ async fn idle_watch(last: Arc<AtomicU64>, idle: Duration, streams: Arc<AtomicUsi
     }
 }
 
-/// Sample TCP_INFO every 10 ms until `stop`, and once more at close.
+/// Sample TCP_INFO every 10 ms until `stop`, and once more at close; each
+/// interval judged by the classifier of `limits.rs` (returned with its tally).
 async fn sample(
     sh: Arc<Shared>,
     fd: OwnedFd,
     conn: Arc<str>,
     cc: Arc<str>,
+    t_open: u64,
     stop: tokio::sync::oneshot::Receiver<()>,
-) {
+) -> Sampler {
+    let mut sampler = Sampler::starting(t_open);
     let mut stop = stop;
     let mut shutdown = sh.shutdown.subscribe();
     let mut tick = tokio::time::interval(Duration::from_millis(10));
+    let one = |sampler: &mut Sampler, at_close: bool| {
+        if let Some(i) = tcpinfo::tcp_info(fd.as_raw_fd()) {
+            let t = unix_ns();
+            let v = sampler.sample_tcp(t, &i.observation());
+            let mut j = i.json(&conn, t, &cc, &v);
+            if at_close {
+                j["at_close"] = true.into();
+            }
+            sh.tcp_info.write(&j);
+        }
+    };
     loop {
         tokio::select! {
-            _ = tick.tick() => {
-                if let Some(i) = tcpinfo::tcp_info(fd.as_raw_fd()) {
-                    sh.tcp_info.write(&i.json(&conn, unix_ns(), &cc));
-                }
-            }
+            _ = tick.tick() => one(&mut sampler, false),
             _ = &mut stop => break,
             _ = shutdown.changed() => break,
         }
     }
-    if let Some(i) = tcpinfo::tcp_info(fd.as_raw_fd()) {
-        let mut v = i.json(&conn, unix_ns(), &cc);
-        v["at_close"] = true.into();
-        sh.tcp_info.write(&v);
-    }
+    one(&mut sampler, true);
+    sampler
 }
 
 async fn serve_conn(sh: Arc<Shared>, stream: TcpStream, tls: Option<tokio_rustls::TlsAcceptor>) {
@@ -656,13 +664,21 @@ async fn serve_conn(sh: Arc<Shared>, stream: TcpStream, tls: Option<tokio_rustls
         .unwrap_or_default();
     let t_open = unix_ns();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel();
+    let mut sampling = None;
     if sh.tcp_info.enabled() {
         // SAFETY: dup of a live socket; the copy is owned by the sampler.
         let dup = unsafe { libc::dup(fd) };
         if dup >= 0 {
             // SAFETY: fresh fd from dup.
             let owned = unsafe { OwnedFd::from_raw_fd(dup) };
-            tokio::spawn(sample(sh.clone(), owned, conn.clone(), cc.clone(), stop_rx));
+            sampling = Some(tokio::spawn(sample(
+                sh.clone(),
+                owned,
+                conn.clone(),
+                cc.clone(),
+                t_open,
+                stop_rx,
+            )));
         }
     }
     sh.open.lock().expect("open lock").insert(
@@ -747,10 +763,17 @@ async fn serve_conn(sh: Arc<Shared>, stream: TcpStream, tls: Option<tokio_rustls
     }
     drop(slot);
     let _ = stop_tx.send(());
+    let limited = match sampling {
+        Some(h) => h.await.ok().map(|s| s.tally.json()),
+        None => None,
+    };
     let error = result.err().map(|e| e.to_string());
     if let Some(mut rec) = sh.open.lock().expect("open lock").remove(&conn) {
         rec["t_close_unix_ns"] = unix_ns().into();
         rec["error"] = error.into();
+        if let Some(l) = limited {
+            rec["limited_ms"] = l;
+        }
         sh.access.write(&rec);
     }
 }

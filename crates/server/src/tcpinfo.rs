@@ -77,8 +77,33 @@ pub fn tcp_info(fd: RawFd) -> Option<TcpInfo> {
 }
 
 impl TcpInfo {
-    pub fn json(&self, conn: &str, t_ns: u64, cc: &str) -> serde_json::Value {
+    /// What the classifier of `limits.rs` reads.
+    pub fn observation(&self) -> crate::limits::TcpObservation {
+        crate::limits::TcpObservation {
+            cwnd_segs: self.snd_cwnd as u64,
+            in_flight_segs: (self.unacked as u64 + self.retrans as u64)
+                .saturating_sub(self.sacked as u64 + self.lost as u64),
+            mss: self.snd_mss as u64,
+            notsent_bytes: self.notsent_bytes as u64,
+            busy_us: self.busy_time,
+            rwnd_limited_us: self.rwnd_limited,
+            sndbuf_limited_us: self.sndbuf_limited,
+        }
+    }
+
+    /// One line of `tcp_info.jsonl`, with the classifier's verdict on the
+    /// interval it ends.
+    pub fn json(
+        &self,
+        conn: &str,
+        t_ns: u64,
+        cc: &str,
+        v: &crate::limits::Verdict,
+    ) -> serde_json::Value {
         serde_json::json!({
+            "limited_by": v.limited_by.name(), "interval_ms": v.interval_ms,
+            "sacked": self.sacked, "retrans": self.retrans,
+            "in_flight": self.observation().in_flight_segs,
             "t_unix_ns": t_ns, "conn": conn, "cc": cc, "state": self.state,
             "ca_state": self.ca_state, "cwnd": self.snd_cwnd, "ssthresh": self.snd_ssthresh,
             "srtt_us": self.rtt, "rttvar_us": self.rttvar, "min_rtt_us": self.min_rtt,
@@ -236,7 +261,12 @@ mod tests {
         let i = tcp_info(c.as_raw_fd()).unwrap();
         assert_eq!(i.state, 1); // TCP_ESTABLISHED
         assert!(i.snd_cwnd > 0 && i.snd_mss > 0);
-        let j = tcp_info(s.as_raw_fd()).unwrap().json("t1", 0, "reno");
+        let mut sampler = crate::limits::Sampler::starting(0);
+        let info = tcp_info(s.as_raw_fd()).unwrap();
+        let v = sampler.sample_tcp(10_000_000, &info.observation());
+        let j = info.json("t1", 10_000_000, "reno", &v);
+        assert_eq!(j["interval_ms"], 10.0);
+        assert!(j["limited_by"].is_string() && j["in_flight"].is_u64());
         // Chrono counters count in jiffies: only their presence is certain here.
         for k in [
             "busy_time_us",

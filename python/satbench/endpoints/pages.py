@@ -11,6 +11,9 @@ plus ``pages.json`` listing every page:
   image is a block laid out inside a 1200x600 box (a 1280x720 viewport shows
   it whole) with an area proportional to its bytes, never upscaled, so the
   largest image is the Largest Contentful Paint element.
+- ``single-10k``: an HTML and one 10 KB JPEG, the whole page within a
+  server's first window: where a load is its round trips and nothing else
+  (the physical bound's tightness is checked on it).
 - ``blank``: a minimal HTML page (study E).
 - ``flags``: 200 small flag icons (PNG) in a grid (study C).
 - ``images640``: 640 small JPEG tiles of exactly 1000 bytes (study C).
@@ -49,7 +52,7 @@ from PIL import Image, ImageDraw, ImageFile, ImageFilter
 from ..errors import InputError
 
 KB = 1000
-SIZES_KB = {"100k": 100, "500k": 500, "1m": 1000, "2m": 2000}
+SIZES_KB = {"10k": 10, "100k": 100, "500k": 500, "1m": 1000, "2m": 2000}
 TRIANGULAR_KB = {
     100: [3, 8, 14, 20, 22, 16, 11, 6],
     500: [20, 40, 70, 100, 110, 80, 50, 30],
@@ -486,8 +489,10 @@ def _shop(out: Path, seed: int) -> Manifest:
 
 # -- entry points ---------------------------------------------------------------
 
-STUDY_A = [f"{s}-{label}" for s in ("single", "uniform", "triangular") for label in SIZES_KB]
-ALL_PAGES = [*STUDY_A, "blank", "flags", "images640", "shop", "realtime"]
+STUDY_A = [f"{s}-{label}" for s in ("single", "uniform", "triangular") for label in ("100k", "500k", "1m", "2m")]
+#: An HTML and one 10 KB image: the whole page fits in a server's first window (the bound's tightness).
+FIRST_WINDOW = "single-10k"
+ALL_PAGES = [*STUDY_A, FIRST_WINDOW, "blank", "flags", "images640", "shop", "realtime"]
 
 
 def generate(out: Path, pages: list[str] | None = None, *, seed: int = 1) -> list[Manifest]:
@@ -499,7 +504,7 @@ def generate(out: Path, pages: list[str] | None = None, *, seed: int = 1) -> lis
     out.mkdir(parents=True, exist_ok=True)
     manifests = []
     for n in names:
-        if n in STUDY_A:
+        if n in STUDY_A or n == FIRST_WINDOW:
             structure, label = n.split("-")
             m = _study_a_page(out, structure, label, seed)
         elif n == "blank":

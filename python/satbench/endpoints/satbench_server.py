@@ -192,31 +192,23 @@ def summarise(log_dir: Path) -> ServerSummary:
     out.bytes_served = sum(int(r.get("body_bytes") or 0) for r in reqs)
     out.quic_stacks = sorted({str(c["quic_stack"]) for c in conns if c.get("quic_stack")}) or None
     _origins(out, conns, reqs)
+    # What limited each connection's sending: the server's one classifier for TCP and QUIC
+    # (crates/server/src/limits.rs), time per class in its connection record.
     per_conn: list[dict[str, Any]] = []
     for c in conns:
         if isinstance(c.get("limited_ms"), dict):
-            per_conn.append({"conn": c.get("conn"), "transport": "quic",
+            per_conn.append({"conn": c.get("conn"), "transport": str(c.get("transport") or "quic"),
                              **{k: float(v) for k, v in c["limited_ms"].items()}})
     ti = log_dir / "tcp_info.jsonl"
     if ti.exists():
-        first: dict[str, dict[str, Any]] = {}
         last: dict[str, dict[str, Any]] = {}
         max_cwnd = 0
         for e in _jsonl(ti):
-            first.setdefault(str(e.get("conn")), e)
             last[str(e.get("conn"))] = e
             max_cwnd = max(max_cwnd, int(e.get("cwnd") or 0))
         out.tcp_total_retrans = sum(int(e.get("total_retrans") or 0) for e in last.values())
         out.tcp_max_cwnd = max_cwnd
         out.tcp_min_rtt_ms = min((e["min_rtt_us"] / 1000 for e in last.values() if e.get("min_rtt_us")), default=None)
-        for conn, e in last.items():
-            if e.get("busy_time_us") is None:
-                continue
-            life_ms = (int(e["t_unix_ns"]) - int(first[conn]["t_unix_ns"])) / 1e6
-            busy, rwnd, sndbuf = (float(e.get(k) or 0) / 1e3 for k in ("busy_time_us", "rwnd_limited_us",
-                                                                         "sndbuf_limited_us"))
-            per_conn.append({"conn": conn, "transport": "tcp", "cwnd": max(0.0, busy - rwnd - sndbuf),
-                             "receive_window": rwnd, "sndbuf": sndbuf, "application": max(0.0, life_ms - busy)})
     if per_conn:
         out.connections_limited = per_conn
         totals: dict[str, float] = {}

@@ -53,10 +53,9 @@ def page_bytes(page: str) -> tuple[int, int]:
         return pages.parse_size(page[5:]), 0
     if (up := pages.upload_size(page)) is not None:
         return up, 0
-    if page in pages.STUDY_A:
+    if page in pages.STUDY_A or page == pages.FIRST_WINDOW:
         structure, label = page.split("-")
-        total = {"100k": 100_000, "500k": 500_000, "1m": 1_000_000, "2m": 2_000_000}[label]
-        return total, 1 if structure == "single" else 8
+        return pages.SIZES_KB[label] * pages.KB, 1 if structure == "single" else 8
     if page == "realtime":
         return REALTIME_HTML_BYTES + len(pages.realtime_script()), 1
     return GENERATED_PAGES[page]
