@@ -302,10 +302,10 @@ def test_a_parameter_study_reports_which_settings_matter(tmp_path: Path) -> None
     db = tmp_path / "r.sqlite"
     e = spec.build("tune", {"link": ["wire", "lan"], "protocol": ["h2", "h3"], "page": "blank", "client": "loader",
                             "cc": ["cubic", "bbr"], "server.tfo": [False, True], "server.pacing": [True, False]},
-                   repetitions=2, seed=2, design={"kind": "fractional", "generators": ["C=-AB"], "block": "link",
+                   repetitions=4, seed=2, design={"kind": "fractional", "generators": ["C=-AB"], "block": "link",
                                                   "factors": ["cc", "server.tfo", "server.pacing"]})
     s, _ = events(e, db)
-    assert s.ran == 2 * 2 * 4 * 2 and s.valid == s.ran
+    assert s.ran == 2 * 2 * 4 * 4 and s.valid == s.ran
     html = write_report(db, tmp_path / "rep").read_text()
     assert "Which settings matter" in html and "Holm" in html and "Tuned against default" in html
     assert "Main effects and two-factor interactions" in html and "C=-AB" in html
@@ -321,6 +321,7 @@ def test_a_parameter_study_reports_which_settings_matter(tmp_path: Path) -> None
     assert set(mains["term"]) == {"cc", "server.tfo", "server.pacing"}
     assert set(mains["minus"]) == {"cubic", "False", "True"}  # cc's, tfo's and pacing's first levels
     assert set(a["tuned"]["protocol"]) == {"h2", "h3"} and set(a["tuned"]["basis"]) == {"main-effects model"}
+    assert set(a["tuned"]["judged"]) == {"chosen on repetitions 1, 3, judged on 2, 4"}
 
 
 def test_a_mixed_population(tmp_path: Path) -> None:

@@ -25,8 +25,9 @@
 //!    send these frames when blocked (RFC 9000 §4.1) and neither exposes the
 //!    peer's current MAX_DATA, so the frames are the signal.
 //! 4. `send_buffer`: the application had data the transport would not take.
-//!    TCP: the kernel's sndbuf-limited chrono ran for most of the interval
-//!    (the socket's buffer full of unacknowledged data, nothing unsent). The
+//!    TCP: the socket's buffer full of unacknowledged data and nothing unsent
+//!    in it, for most of the interval: the kernel's sndbuf-limited chrono, or
+//!    the server's writes pending while `notsent_bytes` is 0. The
 //!    QUIC servers buffer a response at the application and hand it over as
 //!    the stack takes it, with no limit of their own: never seen there.
 //! 5. `pacing`: data pending, room in the window, credit and buffer: the
@@ -190,6 +191,39 @@ pub struct Observation {
     pub progress: u64,
 }
 
+/// A `u64` field of a JSON object (the recorded inputs of `--tcp-info` and `--quic-info` lines).
+#[cfg(test)]
+fn field(v: &serde_json::Value, k: &str) -> Option<u64> {
+    v.get(k)?.as_u64()
+}
+
+impl Observation {
+    /// The classifier's input as recorded in a `quic_info.jsonl` line (`"input"`).
+    pub fn json(&self) -> serde_json::Value {
+        json!({"cwnd": self.cwnd, "bytes_in_flight": self.bytes_in_flight, "mss": self.mss,
+               "app_pending": self.app_pending, "transport_pending": self.transport_pending,
+               "pacer_holding": self.pacer_holding, "data_blocked_sent": self.data_blocked_sent,
+               "stream_data_blocked_sent": self.stream_data_blocked_sent, "progress": self.progress})
+    }
+
+    /// Read back what [`Observation::json`] wrote.
+    #[cfg(test)]
+    pub fn from_json(v: &serde_json::Value) -> Option<Observation> {
+        let flag = |k: &str| v.get(k).and_then(|x| x.as_bool());
+        Some(Observation {
+            cwnd: field(v, "cwnd")?,
+            bytes_in_flight: field(v, "bytes_in_flight")?,
+            mss: field(v, "mss")?,
+            app_pending: flag("app_pending")?,
+            transport_pending: flag("transport_pending")?,
+            pacer_holding: flag("pacer_holding")?,
+            data_blocked_sent: field(v, "data_blocked_sent")?,
+            stream_data_blocked_sent: field(v, "stream_data_blocked_sent")?,
+            progress: field(v, "progress")?,
+        })
+    }
+}
+
 /// One TCP connection's `TCP_INFO` as the rule needs it (the server's
 /// `tcpinfo::TcpInfo` gives it).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -208,15 +242,44 @@ pub struct TcpObservation {
     pub busy_us: u64,
     pub rwnd_limited_us: u64,
     pub sndbuf_limited_us: u64,
+    /// Cumulative µs the application's writes waited for room in the socket
+    /// (the server's own clock: Linux's sndbuf chrono misses what an
+    /// edge-triggered writer does).
+    pub write_blocked_us: u64,
 }
 
 impl TcpObservation {
+    /// The classifier's input as recorded in a `tcp_info.jsonl` line (`"input"`).
+    pub fn json(&self) -> serde_json::Value {
+        json!({"cwnd_segs": self.cwnd_segs, "in_flight_segs": self.in_flight_segs, "mss": self.mss,
+               "notsent_bytes": self.notsent_bytes, "busy_us": self.busy_us,
+               "rwnd_limited_us": self.rwnd_limited_us, "sndbuf_limited_us": self.sndbuf_limited_us,
+               "write_blocked_us": self.write_blocked_us})
+    }
+
+    /// Read back what [`TcpObservation::json`] wrote.
+    #[cfg(test)]
+    pub fn from_json(v: &serde_json::Value) -> Option<TcpObservation> {
+        Some(TcpObservation {
+            cwnd_segs: field(v, "cwnd_segs")?,
+            in_flight_segs: field(v, "in_flight_segs")?,
+            mss: field(v, "mss")?,
+            notsent_bytes: field(v, "notsent_bytes")?,
+            busy_us: field(v, "busy_us")?,
+            rwnd_limited_us: field(v, "rwnd_limited_us")?,
+            sndbuf_limited_us: field(v, "sndbuf_limited_us")?,
+            write_blocked_us: field(v, "write_blocked_us")?,
+        })
+    }
+
     /// The rule's view of the interval from `prev` to `self`, `interval_us`
     /// long: a chrono counts when it ran for most of the interval.
     pub fn sample(&self, prev: &TcpObservation, interval_us: u64) -> Sample {
         let most = |now: u64, then: u64| 2 * now.saturating_sub(then) > interval_us;
         let busy = most(self.busy_us, prev.busy_us);
-        let sndbuf = most(self.sndbuf_limited_us, prev.sndbuf_limited_us);
+        // The buffer held the application back when nothing unsent was left in it.
+        let sndbuf = most(self.sndbuf_limited_us, prev.sndbuf_limited_us)
+            || (most(self.write_blocked_us, prev.write_blocked_us) && self.notsent_bytes == 0);
         Sample {
             cwnd: self.cwnd_segs * self.mss,
             bytes_in_flight: self.in_flight_segs * self.mss,
@@ -341,8 +404,9 @@ pub struct QuicInfo {
 }
 
 impl QuicInfo {
-    pub fn json(&self, v: &Verdict) -> serde_json::Value {
+    pub fn json(&self, o: &Observation, v: &Verdict) -> serde_json::Value {
         let mut j = json!({
+            "input": o.json(),
             "t_unix_ns": self.t_unix_ns, "conn": self.conn, "quic_stack": self.quic_stack,
             "cc": self.cc, "cwnd": self.cwnd, "bytes_in_flight": self.bytes_in_flight,
             "srtt_ms": self.srtt_ms, "min_rtt_ms": self.min_rtt_ms,
@@ -495,6 +559,18 @@ mod tests {
             classify(&at(&tcp(&drained, 10_000, 0, 8_000))),
             LimitedBy::SendBuffer
         );
+        // The application's writes pending, nothing unsent: the buffer is full of data in flight.
+        let waiting = TcpObservation {
+            write_blocked_us: 9_000,
+            ..tcp(&drained, 10_000, 0, 0)
+        };
+        assert_eq!(classify(&at(&waiting)), LimitedBy::SendBuffer);
+        // ... with unsent bytes in the buffer, the buffer is not what holds the sender.
+        let unsent = TcpObservation {
+            notsent_bytes: 10_000,
+            ..waiting
+        };
+        assert_eq!(classify(&at(&unsent)), LimitedBy::Pacing);
         // Nothing unsent and nothing waiting: the tail of a response.
         assert_eq!(
             classify(&at(&tcp(&drained, 10_000, 0, 0))),
@@ -527,6 +603,140 @@ mod tests {
         assert_eq!(s.sample_tcp(20_000_000, &b).limited_by, LimitedBy::Pacing);
         assert_eq!(s.tally.get(LimitedBy::ReceiveWindow), 10.0);
         assert_eq!(s.tally.get(LimitedBy::Pacing), 10.0);
+    }
+
+    /// A recorded sequence of `tests/fixtures/limits/`: each sample's time, the
+    /// classifier's input (as the JSON object the server logged) and the class it gave.
+    fn recorded(name: &str) -> Vec<(u64, serde_json::Value, String)> {
+        let path = format!(
+            "{}/tests/fixtures/limits/{name}",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        let mut lines = text.lines().filter(|l| !l.starts_with('#'));
+        let head: Vec<&str> = lines.next().expect("header").split(',').collect();
+        let flags = ["app_pending", "transport_pending", "pacer_holding"];
+        lines
+            .map(|l| {
+                let cells: Vec<&str> = l.split(',').collect();
+                let mut input = serde_json::Map::new();
+                for (k, v) in head[1..head.len() - 1]
+                    .iter()
+                    .zip(&cells[1..cells.len() - 1])
+                {
+                    let n: u64 = v.parse().expect("number");
+                    let value = if flags.contains(k) {
+                        json!(n == 1)
+                    } else {
+                        json!(n)
+                    };
+                    input.insert((*k).into(), value);
+                }
+                let t = cells[0].parse().expect("t_ns");
+                (t, input.into(), cells[cells.len() - 1].to_string())
+            })
+            .collect()
+    }
+
+    /// Replay a recorded sequence through a fresh sampler: each interval's
+    /// (end in ns, length in ms, class), checked against the class recorded.
+    fn replay(name: &str) -> Vec<(u64, f64, LimitedBy)> {
+        let rows = recorded(name);
+        let tcp = name.starts_with("tcp-");
+        let mut s = Sampler::starting(0);
+        rows.iter()
+            .map(|(t, input, was)| {
+                let v = if tcp {
+                    s.sample_tcp(*t, &TcpObservation::from_json(input).expect("tcp input"))
+                } else {
+                    s.sample(*t, &Observation::from_json(input).expect("quic input"))
+                };
+                assert_eq!(v.limited_by.name(), was, "{name} at {t} ns: {input}");
+                (*t, v.interval_ms, v.limited_by)
+            })
+            .collect()
+    }
+
+    /// Each class's share (%) of the time from the first interval with data
+    /// to send (not `application`), over `span_ms` (or to the end).
+    fn shares(iv: &[(u64, f64, LimitedBy)], span_ms: Option<f64>) -> Tally {
+        let start = iv
+            .iter()
+            .find(|x| x.2 != LimitedBy::Application)
+            .map_or(0, |x| x.0);
+        let mut t = Tally::default();
+        for &(end, ms, class) in iv {
+            let from = (end - start.min(end)) as f64 / 1e6;
+            if end >= start && span_ms.is_none_or(|span| from <= span) {
+                t.add(class, ms);
+            }
+        }
+        let total: f64 = LimitedBy::ALL.iter().map(|&c| t.get(c)).sum();
+        let mut pct = Tally::default();
+        for c in LimitedBy::ALL {
+            pct.add(c, 100.0 * t.get(c) / total);
+        }
+        pct
+    }
+
+    #[test]
+    fn recorded_transfers_replay_to_the_classes_the_server_gave() {
+        for name in [
+            "tcp-bbr-geo-5MB.csv",
+            "tcp-cubic-geo-5MB.csv",
+            "tcp-cubic-sndbuf64k-geo-5MB.csv",
+            "quiche-bbr-geo-5MB.csv",
+            "quiche-cubic-geo-5MB.csv",
+            "quinn-bbr-geo-5MB.csv",
+            "quinn-cubic-geo-5MB.csv",
+        ] {
+            assert!(replay(name).len() > 500, "{name}");
+        }
+    }
+
+    #[test]
+    fn linux_bbr_over_geo_is_held_by_its_pacer_in_start_up() {
+        // BBRv1 paces at 2.89 x its bandwidth estimate, whose samples span a round trip plus
+        // the burst: the pacer, not the window, holds it for its first five round trips.
+        let startup = shares(&replay("tcp-bbr-geo-5MB.csv"), Some(2_500.0));
+        assert!(startup.get(LimitedBy::Pacing) > 60.0, "{startup:?}");
+    }
+
+    #[test]
+    fn cubic_with_a_large_window_is_held_by_its_window() {
+        for name in ["tcp-cubic-geo-5MB.csv", "quiche-cubic-geo-5MB.csv"] {
+            let all = shares(&replay(name), None);
+            assert!(all.get(LimitedBy::Cwnd) > 60.0, "{name}: {all:?}");
+            assert_eq!(all.get(LimitedBy::Pacing), 0.0, "{name}: {all:?}"); // neither paces CUBIC
+        }
+        // quinn paces every controller at 5/4 of its window per round trip: its pacer
+        // spreads the window, and the two together hold it.
+        let quinn = shares(&replay("quinn-cubic-geo-5MB.csv"), None);
+        assert!(
+            quinn.get(LimitedBy::Cwnd) + quinn.get(LimitedBy::Pacing) > 70.0,
+            "{quinn:?}"
+        );
+    }
+
+    #[test]
+    fn a_64k_send_buffer_holds_cubic_over_geo() {
+        // 128 KB of kernel buffer (SO_SNDBUF doubled) against a 660 KB path:
+        // once slow start fills it, the buffer of unacknowledged data is the limit.
+        let all = shares(&replay("tcp-cubic-sndbuf64k-geo-5MB.csv"), None);
+        assert!(all.get(LimitedBy::SendBuffer) > 50.0, "{all:?}");
+    }
+
+    #[test]
+    fn quic_bbr_start_up_over_geo() {
+        // quinn's BBR: its pacer holds it in start-up (quinn paces at 5/4 of the window per
+        // round trip, whatever the controller's own rate).
+        let quinn = shares(&replay("quinn-bbr-geo-5MB.csv"), Some(2_500.0));
+        assert!(quinn.get(LimitedBy::Pacing) > 50.0, "{quinn:?}");
+        // quiche's BBRv2 starts with a window gain of 2 under a pacing gain of 2.77: the
+        // window, not the pacer, holds most of its start-up.
+        let quiche = shares(&replay("quiche-bbr-geo-5MB.csv"), Some(2_500.0));
+        assert!(quiche.get(LimitedBy::Cwnd) > 50.0, "{quiche:?}");
+        assert!(quiche.get(LimitedBy::Pacing) > 20.0, "{quiche:?}");
     }
 
     #[test]

@@ -378,7 +378,7 @@ impl Server {
             transport_pending: o.transport_pending,
             at_close,
         };
-        out.write(&info.json(&v));
+        out.write(&info.json(&o, &v));
     }
 
     fn on_datagram(&mut self, pkt: &mut [u8], from: SocketAddr, local: SocketAddr) {

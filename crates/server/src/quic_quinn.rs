@@ -731,7 +731,7 @@ fn write_sample(
         transport_pending,
         at_close,
     };
-    sh.quic_info.write(&info.json(&v));
+    sh.quic_info.write(&info.json(&o, &v));
 }
 
 /// Answer one request as `quic.rs` does and log it.

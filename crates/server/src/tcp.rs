@@ -517,10 +517,51 @@ pub fn http_builder(opts: &Options) -> hyper_util::server::conn::auto::Builder<T
     builder
 }
 
-/// A stream that records when it last read or wrote anything.
+/// A stream that records when it last read or wrote anything, and how long
+/// its writes waited for room in the socket.
 struct Tracked<T> {
     inner: T,
     last: Arc<AtomicU64>,
+    blocked: Arc<WriteBlocked>,
+}
+
+/// How long the application's writes to a socket stayed pending (its send
+/// buffer full), cumulative: what the classifier of `limits.rs` reads as
+/// the application waiting for the send buffer. Linux's own sndbuf-limited
+/// chrono needs `SOCK_NOSPACE` at the moment it sends from an empty queue,
+/// and stayed at 0 through a whole transfer held by a 64 KB `SO_SNDBUF`
+/// (tokio's edge-triggered writes): this clock is the application's view.
+#[derive(Debug, Default)]
+pub struct WriteBlocked {
+    since_ns: AtomicU64,
+    total_ns: AtomicU64,
+}
+
+impl WriteBlocked {
+    fn pending(&self, now_ns: u64) {
+        let _ =
+            self.since_ns
+                .compare_exchange(0, now_ns.max(1), Ordering::Relaxed, Ordering::Relaxed);
+    }
+
+    fn ready(&self, now_ns: u64) {
+        let since = self.since_ns.swap(0, Ordering::Relaxed);
+        if since > 0 {
+            self.total_ns
+                .fetch_add(now_ns.saturating_sub(since), Ordering::Relaxed);
+        }
+    }
+
+    /// Microseconds blocked up to `now_ns`, the wait in progress included.
+    pub fn total_us(&self, now_ns: u64) -> u64 {
+        let since = self.since_ns.load(Ordering::Relaxed);
+        let open = if since > 0 {
+            now_ns.saturating_sub(since)
+        } else {
+            0
+        };
+        (self.total_ns.load(Ordering::Relaxed) + open) / 1000
+    }
 }
 
 fn now_ms() -> u64 {
@@ -549,8 +590,15 @@ impl<T: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for Tracked<T> {
         buf: &[u8],
     ) -> Poll<std::io::Result<usize>> {
         let r = Pin::new(&mut self.inner).poll_write(cx, buf);
-        if matches!(r, Poll::Ready(Ok(n)) if n > 0) {
-            self.last.store(now_ms(), Ordering::Relaxed);
+        let now = unix_ns();
+        match r {
+            Poll::Pending => self.blocked.pending(now),
+            Poll::Ready(ref w) => {
+                self.blocked.ready(now);
+                if matches!(w, Ok(n) if *n > 0) {
+                    self.last.store(now / 1_000_000, Ordering::Relaxed);
+                }
+            }
         }
         r
     }
@@ -614,16 +662,19 @@ async fn idle_watch(last: Arc<AtomicU64>, idle: Duration, streams: Arc<AtomicUsi
     }
 }
 
-/// Sample TCP_INFO every 10 ms until `stop`, and once more at close; each
-/// interval judged by the classifier of `limits.rs` (returned with its tally).
+/// Sample TCP_INFO every 10 ms until `stop` (or the server's shutdown), and
+/// once more at close; each interval judged by the classifier of
+/// `limits.rs`, whose tally goes into the connection's record (`limited_ms`)
+/// before the record is written.
 async fn sample(
     sh: Arc<Shared>,
     fd: OwnedFd,
     conn: Arc<str>,
     cc: Arc<str>,
     t_open: u64,
+    blocked: Arc<WriteBlocked>,
     stop: tokio::sync::oneshot::Receiver<()>,
-) -> Sampler {
+) {
     let mut sampler = Sampler::starting(t_open);
     let mut stop = stop;
     let mut shutdown = sh.shutdown.subscribe();
@@ -631,8 +682,9 @@ async fn sample(
     let one = |sampler: &mut Sampler, at_close: bool| {
         if let Some(i) = tcpinfo::tcp_info(fd.as_raw_fd()) {
             let t = unix_ns();
-            let v = sampler.sample_tcp(t, &i.observation());
-            let mut j = i.json(&conn, t, &cc, &v);
+            let o = i.observation(blocked.total_us(t));
+            let v = sampler.sample_tcp(t, &o);
+            let mut j = i.json(&conn, t, &cc, &o, &v);
             if at_close {
                 j["at_close"] = true.into();
             }
@@ -647,7 +699,9 @@ async fn sample(
         }
     }
     one(&mut sampler, true);
-    sampler
+    if let Some(r) = sh.open.lock().expect("open lock").get_mut(&conn) {
+        r["limited_ms"] = sampler.tally.json();
+    }
 }
 
 async fn serve_conn(sh: Arc<Shared>, stream: TcpStream, tls: Option<tokio_rustls::TlsAcceptor>) {
@@ -664,6 +718,7 @@ async fn serve_conn(sh: Arc<Shared>, stream: TcpStream, tls: Option<tokio_rustls
         .unwrap_or_default();
     let t_open = unix_ns();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel();
+    let blocked = Arc::new(WriteBlocked::default());
     let mut sampling = None;
     if sh.tcp_info.enabled() {
         // SAFETY: dup of a live socket; the copy is owned by the sampler.
@@ -677,6 +732,7 @@ async fn serve_conn(sh: Arc<Shared>, stream: TcpStream, tls: Option<tokio_rustls
                 conn.clone(),
                 cc.clone(),
                 t_open,
+                blocked.clone(),
                 stop_rx,
             )));
         }
@@ -701,6 +757,7 @@ async fn serve_conn(sh: Arc<Shared>, stream: TcpStream, tls: Option<tokio_rustls
     let stream = Tracked {
         inner: stream,
         last: last.clone(),
+        blocked,
     };
     let watch = idle_watch(last, idle, conn_use.streams.clone());
     tokio::pin!(watch);
@@ -763,17 +820,13 @@ async fn serve_conn(sh: Arc<Shared>, stream: TcpStream, tls: Option<tokio_rustls
     }
     drop(slot);
     let _ = stop_tx.send(());
-    let limited = match sampling {
-        Some(h) => h.await.ok().map(|s| s.tally.json()),
-        None => None,
-    };
+    if let Some(h) = sampling {
+        let _ = h.await; // its last sample and tally are in the record
+    }
     let error = result.err().map(|e| e.to_string());
     if let Some(mut rec) = sh.open.lock().expect("open lock").remove(&conn) {
         rec["t_close_unix_ns"] = unix_ns().into();
         rec["error"] = error.into();
-        if let Some(l) = limited {
-            rec["limited_ms"] = l;
-        }
         sh.access.write(&rec);
     }
 }

@@ -77,9 +77,11 @@ pub fn tcp_info(fd: RawFd) -> Option<TcpInfo> {
 }
 
 impl TcpInfo {
-    /// What the classifier of `limits.rs` reads.
-    pub fn observation(&self) -> crate::limits::TcpObservation {
+    /// What the classifier of `limits.rs` reads, with the microseconds the
+    /// application's writes have waited for room in the socket.
+    pub fn observation(&self, write_blocked_us: u64) -> crate::limits::TcpObservation {
         crate::limits::TcpObservation {
+            write_blocked_us,
             cwnd_segs: self.snd_cwnd as u64,
             in_flight_segs: (self.unacked as u64 + self.retrans as u64)
                 .saturating_sub(self.sacked as u64 + self.lost as u64),
@@ -98,12 +100,15 @@ impl TcpInfo {
         conn: &str,
         t_ns: u64,
         cc: &str,
+        o: &crate::limits::TcpObservation,
         v: &crate::limits::Verdict,
     ) -> serde_json::Value {
         serde_json::json!({
+            "input": o.json(),
             "limited_by": v.limited_by.name(), "interval_ms": v.interval_ms,
             "sacked": self.sacked, "retrans": self.retrans,
-            "in_flight": self.observation().in_flight_segs,
+            "in_flight": (self.unacked as u64 + self.retrans as u64)
+                .saturating_sub(self.sacked as u64 + self.lost as u64),
             "t_unix_ns": t_ns, "conn": conn, "cc": cc, "state": self.state,
             "ca_state": self.ca_state, "cwnd": self.snd_cwnd, "ssthresh": self.snd_ssthresh,
             "srtt_us": self.rtt, "rttvar_us": self.rttvar, "min_rtt_us": self.min_rtt,
@@ -263,8 +268,9 @@ mod tests {
         assert!(i.snd_cwnd > 0 && i.snd_mss > 0);
         let mut sampler = crate::limits::Sampler::starting(0);
         let info = tcp_info(s.as_raw_fd()).unwrap();
-        let v = sampler.sample_tcp(10_000_000, &info.observation());
-        let j = info.json("t1", 10_000_000, "reno", &v);
+        let o = info.observation(0);
+        let v = sampler.sample_tcp(10_000_000, &o);
+        let j = info.json("t1", 10_000_000, "reno", &o, &v);
         assert_eq!(j["interval_ms"], 10.0);
         assert!(j["limited_by"].is_string() && j["in_flight"].is_u64());
         // Chrono counters count in jiffies: only their presence is certain here.

@@ -829,8 +829,8 @@ def _knobs_section(valid: Any, varied: list[str], spec: dict[str, Any], metrics:
         reps = int(valid["rep"].nunique()) if "rep" in valid.columns else 0
         if not rows:
             why = ("a tuned setting is chosen on half of the repetitions and judged on the other half, and this "
-                   f"study has {reps}: run at least 2 (a fractional design) or 4 (a best observed cell: two "
-                   "trials to choose it, two to judge it)" if reps < 4 else
+                   f"study has {reps}: run at least 4 (two to choose, two to judge: a best observed cell needs "
+                   "two trials, and a saturated fractional design has no error estimate from one)" if reps < 4 else
                    "no protocol has trials with every setting at its baseline in both halves, so no default is "
                    "measured (a fractional design without the all-baseline run: leave the generators to the "
                    "table, which signs them to include it, or negate one, e.g. C=-AB)")
