@@ -301,9 +301,9 @@ def test_a_report_never_pools_trials_of_different_links(tmp_path: Path) -> None:
 def test_a_parameter_study_reports_which_settings_matter(tmp_path: Path) -> None:
     db = tmp_path / "r.sqlite"
     e = spec.build("tune", {"link": ["wire", "lan"], "protocol": ["h2", "h3"], "page": "blank", "client": "loader",
-                            "cc": ["cubic", "bbr"], "server.tfo": [False, True], "server.pacing": [True, False]},
+                            "cc": ["cubic", "bbr"], "server.quic_initcwnd": [10, 32], "server.pacing": [True, False]},
                    repetitions=4, seed=2, design={"kind": "fractional", "generators": ["C=-AB"], "block": "link",
-                                                  "factors": ["cc", "server.tfo", "server.pacing"]})
+                                                  "factors": ["cc", "server.quic_initcwnd", "server.pacing"]})
     s, _ = events(e, db)
     assert s.ran == 2 * 2 * 4 * 4 and s.valid == s.ran
     html = write_report(db, tmp_path / "rep").read_text()
@@ -312,14 +312,14 @@ def test_a_parameter_study_reports_which_settings_matter(tmp_path: Path) -> None
     # The same analysis through the Python API, against the file's baseline (its first levels).
     r = Results(db)
     try:
-        assert r.spec("tune")["baseline"]["server.tfo"] is False
+        assert r.spec("tune")["baseline"]["server.quic_initcwnd"] == 10
         a = r.settings("tune", correction="bh")
     finally:
         r.close()
     assert a["effects"].empty and set(a["factorial"]["correction"]) == {"bh"}
     mains = a["factorial"][a["factorial"]["minus"] != ""]
-    assert set(mains["term"]) == {"cc", "server.tfo", "server.pacing"}
-    assert set(mains["minus"]) == {"cubic", "False", "True"}  # cc's, tfo's and pacing's first levels
+    assert set(mains["term"]) == {"cc", "server.quic_initcwnd", "server.pacing"}
+    assert set(mains["minus"]) == {"cubic", "10", "True"}  # cc's, the initial window's and pacing's first levels
     assert set(a["tuned"]["protocol"]) == {"h2", "h3"} and set(a["tuned"]["basis"]) == {"main-effects model"}
     assert set(a["tuned"]["judged"]) == {"chosen on repetitions 1, 3, judged on 2, 4"}
 

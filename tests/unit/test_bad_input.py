@@ -79,6 +79,14 @@ CASES = [
          {"e.toml": EXP.replace('name = "x"\n', 'name = "x"\ntimeout_s = inf\n').encode()}),
     Case("server option of the wrong type", ["plan", "{d}/e.toml"], ["e.toml:9:", "server.tfo", "true or false"],
          {"e.toml": (EXP + '"server.tfo" = "yes"\n').encode()}),
+    Case("a knob that needs a returning client", ["plan", "{d}/e.toml"],
+         ["e.toml:9:", "server.tfo", "comes back", "Fast Open cookie", "measure nothing"],
+         {"e.toml": (EXP + '"server.tfo" = [false, true]\n').encode()}),
+    Case("... varied by a scenario", ["plan", "{d}/e.toml"], ["e.toml:11:", "server.zero_rtt", "session ticket"],
+         {"e.toml": (EXP + '[[scenario]]\nname = "a"\n"server.zero_rtt" = [true, false]\n').encode()}),
+    Case("keys nginx cannot log", ["plan", "{d}/e.toml"], ["e.toml:4:", "experiment.artefacts", "keylog"],
+         {"e.toml": EXP.replace('seed = 1\n', 'seed = 1\nartefacts = ["keylog"]\n').replace(
+             'client = "loader"\n', 'client = "loader"\nserver = "nginx"\n').encode()}),
     Case("a server option nginx lacks", ["plan", "{d}/e.toml"], ["server.sndbuf", "satbench server only"],
          {"e.toml": (EXP + 'server = "nginx"\n"server.sndbuf" = 100000\n').encode()}),
     # Command-line values.

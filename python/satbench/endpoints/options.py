@@ -20,12 +20,15 @@ SATBENCH_ONLY = frozenset({ServerKind.SATBENCH})
 
 def option(default: Any, help: str, *, flag: str | None = None, metavar: str | None = None,
            servers: frozenset[ServerKind] = SATBENCH_ONLY, lo: int = 1, hi: int = 1 << 30,
-           experiment: bool = True, choices: tuple[str, ...] | None = None, binary: bool = True) -> Any:
+           experiment: bool = True, choices: tuple[str, ...] | None = None, binary: bool = True,
+           returning: str | None = None) -> Any:
     """A server option: a dataclass field carrying how it is offered (and,
-    with ``binary``, that satbench-server takes it as the same flag)."""
+    with ``binary``, that satbench-server takes it as the same flag).
+    ``returning`` says what of a client that comes back it acts on: an
+    option that acts on nothing else measures nothing for first views."""
     return dataclasses.field(default=default, metadata={
         "help": help, "flag": flag, "metavar": metavar, "servers": servers, "lo": lo, "hi": hi,
-        "experiment": experiment, "choices": choices, "binary": binary})
+        "experiment": experiment, "choices": choices, "binary": binary, "returning": returning})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -34,11 +37,14 @@ class ServerOptions:
 
     h3: bool = option(True, "serve HTTP/3 and advertise it with Alt-Svc", flag="--no-h3",
                       servers=frozenset({ServerKind.SATBENCH, ServerKind.CADDY}))
-    tfo: bool = option(False, "TCP Fast Open on the server's listeners")
+    tfo: bool = option(False, "TCP Fast Open on the server's listeners",
+                       returning="a Fast Open cookie, which a client gets on its first connection and uses on the next")
     nodelay: bool = option(True, "TCP_NODELAY on the server's TCP connections (off: Nagle's algorithm; the "
                                  "experiment factor is nodelay)", flag="--no-nodelay", experiment=False)
-    resumption: bool = option(True, "TLS session resumption over TCP", flag="--no-resumption")
-    zero_rtt: bool = option(True, "QUIC 0-RTT", flag="--no-0rtt")
+    resumption: bool = option(True, "TLS session resumption over TCP", flag="--no-resumption",
+                              returning="a session ticket from an earlier connection")
+    zero_rtt: bool = option(True, "QUIC 0-RTT", flag="--no-0rtt",
+                            returning="a session ticket and transport parameters from an earlier connection")
     pacing: bool = option(True, "QUIC pacing", flag="--no-pacing")
     sndbuf: int | None = option(None, "server socket send buffer", metavar="BYTES")
     rcvbuf: int | None = option(None, "server socket receive buffer", metavar="BYTES")
@@ -120,6 +126,12 @@ def check_value(name: str, v: Any) -> str | None:
     if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
         return f"must be a whole number from {lo} to {hi}, got {v!r}"
     return None
+
+
+def needs_returning_client(name: str) -> str | None:
+    """What of a returning client option ``name`` acts on (None: it acts on every load)."""
+    f = {x.name: x for x in fields()}.get(name)
+    return None if f is None else f.metadata["returning"]
 
 
 def servers_of(name: str) -> frozenset[ServerKind]:

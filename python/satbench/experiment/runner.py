@@ -60,6 +60,8 @@ from .plan import trial_estimate
 from .spec import Experiment, resolve_trial_links
 
 METRIC_KEYS = ("plt_ms", "fcp_ms", "lcp_ms", "ttfb_ms")
+#: A trial's TLS keys (artefact "keylog"), beside its capture (pcap/).
+KEYLOG = "tls-keys.log"
 #: The metrics no load can make faster than the path's lower bound (bound.py),
 #: and the timers' granularity allowed below it.
 BOUNDED = ("plt_ms", "last_object_ms")
@@ -329,7 +331,8 @@ class Runner:
             given.setdefault("quic_max_stream_data", window)
         opts = ServerOptions(quic_stack=str(t.factors.get("quic_stack", "quiche")),
                              nodelay=bool(t.factors.get("nodelay", True)),
-                             webtransport=t.factors.get("realtime") == "wt", **given)
+                             webtransport=t.factors.get("realtime") == "wt",
+                             keylog="keylog" in self.exp.artefacts, **given)
         return [ServeRequest(root=self.pages_root, log_dir=art / "server" / (h.role if j else ""), host=h, cc=t.cc,
                              options=opts, telemetry="server" in self.exp.artefacts)
                 for j, h in enumerate(tb.servers[:_shards(t)])]
@@ -454,6 +457,10 @@ class Runner:
         rec.metrics.update(realtime.wire_per_message(rec.metrics))
         self._bound(rec, t)
         rec.metrics.update(clock.marks)
+        if "keylog" in self.exp.artefacts:
+            # Every origin's TLS keys (SSLKEYLOGFILE format) beside the capture: what decrypts it.
+            keys = b"".join(f.read_bytes() for f in sorted((art / "server").rglob("keys.log")))
+            (art / KEYLOG).write_bytes(keys)
         if "server" not in self.exp.artefacts:
             shutil.rmtree(art / "server", ignore_errors=True)
         raw = outcome.raw if outcome is not None else None

@@ -19,7 +19,7 @@ trials.
     cc = ["cubic", "bbr"]
     page = "uniform-500k"
     "link.ber" = [1e-7, 1e-5]          # any link-profile key (as --set), per direction with forward./return.
-    "server.tfo" = [false, true]       # any server option
+    "server.pacing" = [true, false]    # any server option
 
     [[scenario]]                       # optional: each scenario is a cross product of
     name = "cc"                        # [factors] overridden by its own entries;
@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..endpoints import client_class, server_class
+from ..endpoints.options import needs_returning_client
 from ..errors import ProfileError
 from ..link import profile as link_profile
 from ..link.spec import LinkSpec, check, resolve
@@ -57,7 +58,7 @@ from . import designs, population
 from .design import RunOrder, Trial, run_order
 from .factors import FACTORS, REQUIRED, check_of, known, realtime_problem, shards_problem
 
-ARTEFACTS = ("server", "har", "netlog", "pcap")
+ARTEFACTS = ("server", "har", "netlog", "pcap", "keylog")
 EXPERIMENT_KEYS = {"name", "description", "repetitions", "order", "seed", "timeout_s", "warmup", "artefacts",
                    "scheduler", "parallel"}
 #: A Dask scheduler's address: tcp:// or tls://, a host (a name, IPv4, or IPv6 in brackets), an optional port.
@@ -353,6 +354,18 @@ def parse(doc: dict[str, Any], text: str, file: str) -> Experiment:
             if k not in all_keys:
                 all_keys.append(k)
     varied = [k for k in all_keys if len({json.dumps(t.factors.get(k), default=str) for t in trials}) > 1]
+    if "keylog" in artefacts and any(t.factors.get("server", "satbench") != "satbench" for t in trials):
+        raise err("keylog: only the satbench server writes its TLS keys (nginx and caddy have no SSLKEYLOGFILE)",
+                  "experiment", "artefacts", fld="experiment.artefacts")
+    for k in varied:
+        acts_on = needs_returning_client(k[7:]) if k.startswith("server.") else None
+        if acts_on:
+            # No client returns yet: every load is a first view in a fresh profile or process.
+            where = next(((table, i) for table, i in [("factors", None), *[("scenario", j) for j in
+                                                                          range(len(scen_raw))]]
+                          if loc.line(table, k, i)), ("factors", None))
+            raise err(f"acts only on a client that comes back ({acts_on}), and every trial's client loads the page "
+                      "once, in a fresh profile: varying it would measure nothing", where[0], k, where[1], k)
     block = doc.get("design", {}).get("block") if isinstance(doc.get("design"), dict) else None
     return Experiment(name=name, description=description, file=file, text=text, repetitions=reps, order=order,
                       seed=seed, timeout_s=float(timeout), warmup=warmup, artefacts=artefacts, varied=varied,
