@@ -64,6 +64,23 @@ class Command:
 # -- links, shell, cleanup, check ----------------------------------------------------------
 
 
+
+def ranged(lo: float, hi: float, kind: type[int] | type[float] = int) -> Callable[[str], float]:
+    """An argparse type: a number of ``kind`` from ``lo`` to ``hi``; anything else is
+    refused as one line (``--FLAG: must be ...``), exit 2."""
+    def parse(text: str) -> float:
+        try:
+            v = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a {'whole ' if kind is int else ''}number from {lo:g} to "
+                                             f"{hi:g}, got {text!r}") from None
+        if not (lo <= v <= hi) or v != v:
+            raise argparse.ArgumentTypeError(f"must be from {lo:g} to {hi:g}, got {text}")
+        return v
+    parse.__name__ = "number"
+    return parse
+
+
 def _links_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true")
 
@@ -106,7 +123,8 @@ def _server_args(p: argparse.ArgumentParser) -> None:
             p.add_argument(flag, dest=f.name, action="store_false" if f.default else "store_true",
                            help=("no " + help) if f.default else help)
         else:
-            p.add_argument(flag, dest=f.name, type=int, metavar=f.metadata["metavar"], help=help)
+            p.add_argument(flag, dest=f.name, type=ranged(f.metadata["lo"], f.metadata["hi"]),
+                           metavar=f.metadata["metavar"], help=help)
 
 
 def _options_from(a: argparse.Namespace) -> ServerOptions:
@@ -136,18 +154,19 @@ def _shell_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tunnel", choices=("wireguard", "vpn"),
                    help="a VPN from the client host to an endpoint on the server LAN (satbench-tunnel): it hides "
                         "TCP from PEPs")
-    p.add_argument("--clients", type=int, default=1, help="client hosts (default 1)")
-    p.add_argument("--servers", type=int, default=1, help="server hosts (default 1)")
-    p.add_argument("--terminals", type=int, default=1,
+    p.add_argument("--clients", type=ranged(1, 200), default=1, help="client hosts (default 1)")
+    p.add_argument("--servers", type=ranged(1, 32), default=1, help="server hosts (default 1)")
+    p.add_argument("--terminals", type=ranged(1, MAX_TERMINALS), default=1,
                    help="satellite terminals sharing the link, clients dealt to them in turn (default 1)")
-    p.add_argument("--seed", type=int, help="seed of the emulator's randomness (default: random, reported)")
+    p.add_argument("--seed", type=ranged(0, 2**63 - 1),
+                   help="seed of the emulator's randomness (default: random, reported)")
     p.add_argument("--default-cc", choices=choices(CongestionControl),
                    help="default TCP congestion control in every host namespace")
     p.add_argument("--pcap", metavar="DIR", help="write a pcap of each side of the link into DIR")
     p.add_argument("--dns", action="store_true",
                    help="clients resolve names through a DNS server on the server host (lookups cross the link)")
     p.add_argument("--serve", metavar="DIR", help="start satbench-server on the server host, serving DIR")
-    p.add_argument("--shards", type=int, default=1, metavar="K",
+    p.add_argument("--shards", type=ranged(1, 32), default=1, metavar="K",
                    help="serve DIR from K server hosts (s1.test ... sK.test, each its own address); every page "
                         "folder in DIR gets index-shardsK.html with its objects spread over them (needs --serve)")
     p.add_argument("--server-logs", metavar="DIR", help="keep the server's logs (access, TCP_INFO, qlog) in DIR")
@@ -288,8 +307,8 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("dir")
     p.add_argument("--bind", default="127.0.0.1",
                    help="address to listen on (default 127.0.0.1: loopback only; 0.0.0.0 serves every interface)")
-    p.add_argument("--http-port", type=int, default=80)
-    p.add_argument("--https-port", type=int, default=443)
+    p.add_argument("--http-port", type=ranged(0, 65535), default=80, help="0: none")
+    p.add_argument("--https-port", type=ranged(1, 65535), default=443)
     p.add_argument("--log-dir", help="access log, TCP_INFO and qlog (default: a new temporary folder)")
     _server_args(p)
 
@@ -317,10 +336,10 @@ def _serve(a: argparse.Namespace, _: list[str]) -> int:
 def _browse_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("url")
     p.add_argument("--protocol", required=True, choices=choices(Protocol))
-    p.add_argument("--timeout", type=float, default=120.0, help="seconds (default 120)")
+    p.add_argument("--timeout", type=ranged(0.1, 86_400, float), default=120.0, help="seconds (default 120)")
     p.add_argument("--browser", choices=["chromium", "firefox"], default="chromium",
                    help="Debian's Chromium (default) or Firefox ESR")
-    p.add_argument("--connections", type=int, help="HTTP/1.1 connections per host (Firefox only; default 6)")
+    p.add_argument("--connections", type=ranged(1, 64), help="HTTP/1.1 connections per host (Firefox only; default 6)")
     p.add_argument("--har", help="write a HAR file of the load")
     p.add_argument("--netlog", help="write Chromium's net-log of the load")
     p.add_argument("--json", action="store_true")
@@ -374,8 +393,9 @@ def _check_url(url: str) -> None:
 def _load_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("url")
     p.add_argument("--protocol", required=True, choices=choices(Protocol))
-    p.add_argument("--clients", type=int, default=1, help="concurrent clients, each on its own connections (default 1)")
-    p.add_argument("--connections", type=int, default=6, help="HTTP/1.1 connections per host (default 6)")
+    p.add_argument("--clients", type=ranged(1, 10_000), default=1,
+                   help="concurrent clients, each on its own connections (default 1)")
+    p.add_argument("--connections", type=ranged(1, 64), default=6, help="HTTP/1.1 connections per host (default 6)")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--single", action="store_true", help="fetch only URL (curl-style breakdown)")
     g.add_argument("--bulk", action="store_true", help="fetch only URL, printing progress on stderr")
@@ -385,10 +405,10 @@ def _load_args(p: argparse.ArgumentParser) -> None:
                    help="run the real-time scenario URL's query names against satbench-server's /rt/ endpoints, "
                         "e.g. 'https://server.test/rt/?scenario=room&room=r&members=10&n=20&session=s' with "
                         "--clients 10 (h1 or h2)")
-    p.add_argument("--timeout", type=float, default=120.0, help="seconds per client (default 120)")
+    p.add_argument("--timeout", type=ranged(0.1, 86_400, float), default=120.0, help="seconds per client (default 120)")
     p.add_argument("--quic-stack", choices=("quiche", "quinn"), default="quiche",
                    help="the QUIC stack for HTTP/3 (default quiche)")
-    p.add_argument("--quic-window", type=int, metavar="BYTES",
+    p.add_argument("--quic-window", type=ranged(1024, 1 << 40), metavar="BYTES",
                    help="fixed QUIC connection and stream windows to advertise (default: the stack's own)")
     p.add_argument("--json", action="store_true")
 
@@ -408,7 +428,7 @@ def _load(a: argparse.Namespace, _: list[str]) -> int:
 def _timing_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("url")
     p.add_argument("--protocol", required=True, choices=choices(Protocol))
-    p.add_argument("--count", type=int, default=100, help="repetitions (default 100)")
+    p.add_argument("--count", type=ranged(1, 100_000), default=100, help="repetitions (default 100)")
     p.add_argument("--json", action="store_true")
 
 
@@ -439,7 +459,7 @@ def _pages_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--only", help="comma-separated page names (default: all)")
     p.add_argument("--bulk", help="also make bulk files, e.g. 1M,100M,250M,500M")
     p.add_argument("--bulk-only", action="store_true", help="make only the bulk files")
-    p.add_argument("--seed", type=int, default=1, help="content seed (default 1)")
+    p.add_argument("--seed", type=ranged(0, 2**63 - 1), default=1, help="content seed (default 1)")
 
 
 def _pages(a: argparse.Namespace, _: list[str]) -> int:
@@ -491,7 +511,7 @@ def _run_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--scheduler", metavar="ADDRESS",
                    help="run the trials on a Dask cluster: tls://HOST:PORT (tcp:// on loopback only); "
                         "workers are 'satbench worker' (default: the file's scheduler, if any)")
-    g.add_argument("--parallel", type=int, metavar="N",
+    g.add_argument("--parallel", type=ranged(1, 256), metavar="N",
                    help="N testbeds at once on this machine, each pinned to cores of its own (default: the file's)")
     p.add_argument("--artefacts-on-workers", action="store_true",
                    help="with a cluster: keep each trial's artefacts on its worker (stored as HOST:PATH) "
@@ -578,7 +598,7 @@ def _run(a: argparse.Namespace, _: list[str]) -> int:
 def _worker_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scheduler", required=True, metavar="ADDRESS",
                    help="the Dask scheduler: tls://HOST:PORT (tcp:// on loopback only)")
-    p.add_argument("--testbeds", type=int, default=1, metavar="N",
+    p.add_argument("--testbeds", type=ranged(1, 256), default=1, metavar="N",
                    help="testbeds at once (default 1); several are pinned to equal shares of the cores")
     p.add_argument("--cores", metavar="LIST", help="only these cores, e.g. 0-3 (default: all this process may use)")
     p.add_argument("--name", help="the worker's name (default HOST-PID)")
@@ -647,8 +667,8 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("what", choices=BENCHES)
     p.add_argument("--json", action="store_true")
     p.add_argument("--quick", action="store_true", help="shorter runs (less precise)")
-    p.add_argument("--trials", type=int, metavar="N", help="soak: how many trials (default 1000)")
-    p.add_argument("--parallel", type=int, metavar="N",
+    p.add_argument("--trials", type=ranged(1, 1_000_000), metavar="N", help="soak: how many trials (default 1000)")
+    p.add_argument("--parallel", type=ranged(1, 256), metavar="N",
                    help="harness: testbeds at once in the interference check (default: one per core, up to 4)")
 
 

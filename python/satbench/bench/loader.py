@@ -15,6 +15,7 @@ from ..endpoints import pages
 from ..endpoints.loader import LoadOptions
 from ..endpoints.options import ServerOptions
 from ..endpoints.satbench_server import SatbenchServer
+from ..errors import TestbedError
 from ..link import profile
 from ..testbed.testbed import Testbed, TestbedSpec
 from .link import wire
@@ -40,8 +41,10 @@ def _load(tb: Testbed, page: str, proto: str, clients: int, target: float) -> di
     argv = LoadOptions(protocol=proto, clients=clients, timeout_s=600).argv(f"https://server.test/{page}/")
     p = tb.client.run(argv, capture_output=True, text=True, timeout=660)
     if p.returncode != 0:
-        return {"error": p.stderr.strip()[-300:] or f"exit {p.returncode}", "meets": False}
+        raise TestbedError(f"the loader's {clients} clients over {proto}: "
+                           f"{p.stderr.strip()[-300:] or f'exit {p.returncode}'}")
     d = json.loads(p.stdout)
+    _all_loaded(d, clients, proto)
     cpu_s, wall_s = d["cpu_ms"] / 1e3, d["wall_ms"] / 1e3
     frac = cpu_s / wall_s
     total = sum(c["bytes"] for c in d["clients"])
@@ -49,6 +52,14 @@ def _load(tb: Testbed, page: str, proto: str, clients: int, target: float) -> di
     return {"valid_clients": d["valid_n"], "cpu_s": cpu_s, "wall_s": wall_s, "core_fraction": frac,
             "mbps": total * 8 / wall_s / 1e6, "plt_median_s": statistics.median(plts) if plts else None,
             "meets": d["valid_n"] == clients and frac <= target, "error": None}
+
+
+def _all_loaded(d: dict[str, Any], clients: int, what: str) -> None:
+    """A figure of the loader's CPU is one of every client's whole load: short of that, none."""
+    if d["valid_n"] != clients or not all(c["bytes"] for c in d["clients"]):
+        why = next((c.get("invalid_reason") for c in d["clients"] if not c.get("valid")), None)
+        raise TestbedError(f"the loader's {clients} clients over {what}: {d['valid_n']} loaded in full"
+                           f"{f' ({why})' if why else ''}: no figure to give")
 
 
 def loader_bench(*, page: str = "uniform-2m", clients: int = 10, rate_mbps: float = 10.0) -> dict[str, Any]:
@@ -104,10 +115,13 @@ def room_bench(*, clients: int = ROOM_CLIENTS, messages: int = ROOM_MESSAGES) ->
                                        realtime=mech).argv(url)
                     p = tb.client.run(argv, capture_output=True, text=True, timeout=660)
             if p.returncode != 0:
-                results[mech] = {"error": p.stderr.strip()[-300:] or f"exit {p.returncode}", "meets": False}
-                continue
+                raise TestbedError(f"the room of {clients} over {mech}: "
+                                   f"{p.stderr.strip()[-300:] or f'exit {p.returncode}'}")
             d = json.loads(p.stdout)
+            _all_loaded(d, clients, f"{mech} in one room")
             lat = [m["recv_ms"] - m["t_ms"] for c in d["clients"] for m in c["realtime"]["down"]]
+            if not lat:
+                raise TestbedError(f"the room of {clients} over {mech} relayed nothing: no figure to give")
             cpu_s, wall_s = d["cpu_ms"] / 1e3, d["wall_ms"] / 1e3
             link = tb.link_counters
             fwd = link.forward if link is not None else None

@@ -14,6 +14,7 @@ from ..endpoints import ca, pages
 from ..endpoints.loader import LoadOptions
 from ..endpoints.options import ServerOptions
 from ..endpoints.satbench_server import SatbenchServer
+from ..errors import TestbedError
 from ..testbed import measure
 from ..testbed.testbed import Testbed, TestbedSpec
 from .link import wire
@@ -23,6 +24,7 @@ SERVER_TARGETS = {"http/1.1": 500.0, "https/1.1": 500.0, "h2": 500.0, "h3 quiche
 ROWS = (("http/1.1", "http/1.1", None), ("https/1.1", "https/1.1", None), ("h2", "h2", None),
         ("h3 quiche", "h3", "quiche"), ("h3 quinn", "h3", "quinn"))
 URL_PATH = "/single-2m/img1.jpg"
+OBJECT_BYTES = 2_000_000
 
 
 def run(quick: bool = False) -> dict[str, Any]:
@@ -69,11 +71,14 @@ def server_bench(count: int = 50) -> dict[str, Any]:
                     ok, total, error = _fetch(tb, proto, stack, count, Path(tmp), cert)
                     secs = time.monotonic() - t0
                     cpu = measure.cpu_seconds(srv.pid) - cpu0
+                if not ok or total < count * OBJECT_BYTES:
+                    raise TestbedError(f"{name}: fetched {total} of the {count * OBJECT_BYTES} bytes asked"
+                                       f"{f' ({error})' if error else ''}: no throughput to give")
                 mbps = total * 8 / secs / 1e6
                 results[name] = {"mbps": mbps, "bytes": total, "seconds": secs, "server_cpu_s": cpu,
                                  "server_cores": cpu / secs, "target_mbps": SERVER_TARGETS[name],
                                  "meets": ok and mbps >= SERVER_TARGETS[name], "error": error or None}
-    return {"object_bytes": 2_000_000, "fetches": count, "link": "wire (no delay, no rate limit)",
+    return {"object_bytes": OBJECT_BYTES, "fetches": count, "link": "wire (no delay, no rate limit)",
             "machine": {"cores": os.cpu_count(), "kernel": platform.release()}, "protocols": results}
 
 

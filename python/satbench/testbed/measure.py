@@ -95,27 +95,38 @@ class BulkResult:
 
 def bulk(client: Host, server: Host, *, seconds: float = 10.0, cc: str | None = None) -> BulkResult:
     """iperf3 download (server sends) for ``seconds``; one-second intervals."""
-    srv = server.popen(["iperf3", "-s", "-1", "-p", str(IPERF_PORT)], stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL)
+    # The client starts once the server says it listens (iperf3 3.12 with -J exits 0 on a refused
+    # connection and reports the error inside its JSON: a client started early measured nothing).
+    srv = server.popen(["iperf3", "-s", "-1", "-p", str(IPERF_PORT), "--forceflush"], stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True)
     try:
+        assert srv.stdout is not None
+        said = ""
+        while "listening" not in said:  # its banner: a rule, then "Server listening on PORT"
+            line = srv.stdout.readline()
+            if not line:
+                raise TestbedError(f"iperf3 server did not start: {said.strip()[-300:]}")
+            said += line
         argv = ["iperf3", "-c", server.addr, "-p", str(IPERF_PORT), "-R", "-J", "-t", f"{seconds:g}", "-i", "1"]
         if cc:
             argv += ["-C", cc]
-        deadline = time.monotonic() + 5
-        while True:
-            p = client.run(argv, capture_output=True, text=True, timeout=seconds + 60)
-            if p.returncode == 0 or time.monotonic() > deadline or "Connection refused" not in p.stdout + p.stderr:
-                break
-            time.sleep(0.05)
-        if p.returncode != 0:
-            raise TestbedError(f"iperf3 failed: {(p.stdout + p.stderr).strip()[-300:]}")
-        d = json.loads(p.stdout)
+        p = client.run(argv, capture_output=True, text=True, timeout=seconds + 60)
+        try:
+            d = json.loads(p.stdout)
+        except ValueError:
+            raise TestbedError(f"iperf3 failed ({p.returncode}): {(p.stdout + p.stderr).strip()[-300:]}") from None
+        if p.returncode != 0 or d.get("error"):
+            raise TestbedError(f"iperf3 failed: {d.get('error') or (p.stdout + p.stderr).strip()[-300:]}")
     finally:
         srv.kill()
         srv.wait()
     intervals = [iv["sum"]["bits_per_second"] for iv in d["intervals"]]
     end = d["end"]
     recv = end.get("sum_received", {})
+    got_s = float(recv.get("seconds", 0.0))
+    if not intervals or not recv.get("bytes") or got_s < 0.9 * seconds:
+        raise TestbedError(f"iperf3 carried {int(recv.get('bytes', 0))} bytes in {got_s:.2f} s of the {seconds:g} s "
+                           "asked: nothing to judge a rate by")
     mss = d.get("start", {}).get("tcp_mss_default")
     return BulkResult(seconds=recv.get("seconds", seconds), bytes_received=int(recv.get("bytes", 0)),
                       interval_bps=intervals, retransmits=int(end.get("sum_sent", {}).get("retransmits", 0)),
