@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import math
 import struct
-import subprocess
 import time
 from pathlib import Path
 
@@ -98,12 +97,16 @@ def test_mahimahi_trace_sets_the_delivered_rate(tmp_path: Path) -> None:
 
 def test_shell_runs_command_with_server_name_and_passes_exit_code() -> None:
     script = ('test "$SATBENCH_SERVER" = server.test && test "$SATBENCH_SERVER_ADDR" = 198.18.3.10 '
-              '&& getent hosts server.test | grep -q 198.18.3.10 && exit 7')
+              '&& getent hosts server.test | grep -q 198.18.3.10 && ping -c 3 -i 0.2 -q server.test >/dev/null '
+              '&& exit 7')
     p = run_cli("shell", "--link", "lan", "--json", "--", "sh", "-c", script)
     assert p.returncode == 7, p.stderr
     report = json.loads(p.stderr.strip().splitlines()[-1])
     assert report["exit_code"] == 7 and report["link"] == "lan"
-    assert report["link_counters"]["forward"]["offered"]["packets"] >= 0
+    # The command's three echo requests crossed the return link and their replies the forward link.
+    for way in ("forward", "return"):
+        c = report["link_counters"][way]
+        assert c["delivered"]["packets"] >= 3 and c["offered"]["packets"] == c["delivered"]["packets"], (way, c)
 
 
 def test_shell_json_out_and_counters(tmp_path: Path) -> None:
@@ -141,11 +144,11 @@ def test_default_congestion_control_reaches_every_connection(cc: str) -> None:
     before = Path("/proc/sys/net/ipv4/tcp_congestion_control").read_text()
     with Testbed(TestbedSpec(link=load_profile("lan"), tcp_cc=cc, seed=1)) as tb:
         assert tb.tcp_cc() == tb.effective_tcp_cc == cc
-        srv = tb.server.popen(["iperf3", "-s", "-1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        srv = measure.iperf3_server(tb.server)
         try:
-            time.sleep(0.3)
             # No -C: the sockets get the testbed's algorithm.
-            p = tb.client.run(["iperf3", "-c", tb.server.addr, "-t", "2", "-J"], capture_output=True, text=True)
+            p = tb.client.run(["iperf3", "-c", tb.server.addr, "-p", str(measure.IPERF_PORT), "-t", "2", "-J"],
+                              capture_output=True, text=True)
             d = json.loads(p.stdout)
         finally:
             srv.kill()
@@ -163,11 +166,32 @@ def test_access_link_behind_the_terminal() -> None:
     assert tb.access_stats and tb.access_stats["forward"]["delivered"]["packets"] >= 10
 
 
-def test_leo_profile_changes_delay_on_schedule() -> None:
+#: The LEO profile's one-way delay (both directions) from each reconfiguration on, by second of the UTC minute.
+LEO_DELAY_MS = {12: (28, 52, 12), 27: (12, 65, 25), 42: (25, 58, 18), 57: (18, 68, 28)}
+
+
+def test_leo_profile_steps_its_delay_at_the_scheduled_second() -> None:
+    # Probe every 20 ms across the next reconfiguration (seconds 12, 27, 42 and 57 of each UTC minute,
+    # with a 300 ms spike): before it the RTT is twice the old delay, during the spike twice the spike's,
+    # after it twice the new delay, each switching within a probe interval of the schedule's instant.
     with Testbed(TestbedSpec(link=load_profile("leo"), seed=1)) as tb:
-        r = measure.probe(tb.client, tb.server, count=20, interval_ms=20)
-    assert r.received >= 15  # a handover may fall in the window and lose a few
-    assert all(20 <= x <= 140 for x in r.rtts), r.rtts
+        now = time.time()
+        minute = now - now % 60
+        step = min(minute + s + k * 60 for k in (0, 1) for s in LEO_DELAY_MS if minute + s + k * 60 - now > 2.5)
+        time.sleep(step - 1.5 - time.time())
+        r = measure.probe(tb.client, tb.server, count=150, interval_ms=20, wait_ms=1000)
+    before, spike, after = (2 * d for d in LEO_DELAY_MS[round(step - minute) % 60])
+
+    def sent(lo: float, hi: float) -> list[float]:  # RTTs of probes sent from lo to hi s after the step
+        return [x for i, x in enumerate(r.rtt_ms) if x is not None and lo <= r.sent_at_s(i) - step < hi]
+
+    # The return delay of a probe, then the forward delay of its echo: a probe sent up to one one-way
+    # delay before an instant meets the new forward delay.
+    for rtts, want, least in ((sent(-1.4, -0.2), before, 50), (sent(0.05, 0.2), spike, 3),  # the spike loses 10 %
+                              (sent(0.45, 1.4), after, 40)):                                 # each way
+        assert len(rtts) >= least and all(abs(x - want) < 3 for x in rtts), (want, rtts)
+    # Nothing else in the window (the spike's 10 % loss aside) was out of place.
+    assert r.received >= 140
 
 
 def test_pcap_of_each_side(tmp_path: Path) -> None:

@@ -55,10 +55,22 @@ def test_the_parts_add_up_and_handshakes_are_where_the_protocol_has_one(generate
         assert o["other"] <= 2 * 576, o
         # Every packet has an IP header of 20 bytes (IPv4, no options).
         assert o["ip_header"] == 20 * d["offered"]["packets"], (name, o, d["offered"])
+    # P2 (../shared/STUDIES.md): what the link carries beyond the object is at least the TCP/IP header
+    # floor, 40 bytes per 1460 of payload (about 2.7 %), whatever the protocol.
+    both = stats["forward"]["offered"]["bytes"] + stats["return"]["offered"]["bytes"]
+    assert (both - size) / size >= 40 / 1460, (both, size)
     if how == "cleartext":
         assert fwd["tls_handshake"] == ret["tls_handshake"] == fwd["tls_record_overhead"] == 0
         assert fwd["quic_handshake"] == fwd["quic_application"] == 0
-        assert fwd["tcp_payload"] + fwd["tcp_retransmitted"] >= size
+        # Nothing lost on this link: the payload is the object and one HTTP/1.1 response head
+        # (status line and satbench-server's headers, a few hundred bytes), sent once.
+        assert fwd["tcp_retransmitted"] == 0 and 100 <= fwd["tcp_payload"] - size <= 600, (fwd, size)
+        # Every segment carries the TCP header with the timestamp option (32 bytes); the SYN-ACK has
+        # MSS, SACK-permitted and window scale too (40): nothing else.
+        n = stats["forward"]["offered"]["packets"]
+        assert fwd["transport_header"] == 32 * n + 8, (fwd, n)
+        # Full-sized segments carry 1448 bytes: the data needs at least size / 1448 of them.
+        assert n - fwd["pure_acks"] >= size / 1448
     elif how == "tls":
         # TLS 1.3 encrypts its handshake after the ServerHello: from the link, the handshake is the
         # ServerHello (and ChangeCipherSpec) forward and the ClientHello back; the rest, certificate
@@ -100,6 +112,8 @@ def test_a_study_stores_the_parts_and_the_report_draws_them(tmp_path: Path) -> N
             # Bytes offered are at least those delivered (the LAN profile loses nothing: equal).
             offered = sum(m[f"oh_fwd_{k}"] for k in OVERHEAD_PARTS)
             assert offered == m["wire_bytes_forward"], (offered, m["wire_bytes_forward"])
+            # P2: the stored overhead is above the TCP/IP header floor (40 bytes per 1460).
+            assert m["overhead_pct"] >= 100 * 40 / 1460, m["overhead_pct"]
     finally:
         con.close()
     out = tmp_path / "report"

@@ -4,6 +4,7 @@ reports what it was asked. Nothing needs root; a trial takes microseconds."""
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from satbench.endpoints.base import Client, LoadRequest, Server, ServeRequest
@@ -105,10 +106,14 @@ class FakeLoader(Client):
     fail_next: Exception | None = None
     #: Report the next load as taking one base RTT (faster than physics allows), then reset.
     too_fast_next: bool = False
+    #: A population's clients start 0, 1 or 2 times this many ms after its barrier, in turn.
+    start_spread_ms: float = 0.5
+    counter = itertools.count()
     loads: list[LoadRequest] = []
 
     def load(self, req: LoadRequest) -> ClientOutcome:
         FakeLoader.loads.append(req)
+        nth = next(FakeLoader.counter)  # taken now: a population's clients reach the barrier together
         if FakeLoader.fail_next is not None:
             e, FakeLoader.fail_next = FakeLoader.fail_next, None
             raise e
@@ -124,7 +129,7 @@ class FakeLoader(Client):
                                 bytes=12_500, start_ms=self.rtt_ms, ttfb_ms=2 * self.rtt_ms, end_ms=plt)
                    for k in range(8)]
         at = req.release() if req.release is not None else req.start_at
-        start = (at or 0.0) * 1000 + 0.5 * len(FakeLoader.loads) % 3  # within a few ms of the barrier
+        start = (at or 0.0) * 1000 + FakeLoader.start_spread_ms * (nth % 3)  # after the barrier
         out = ClientOutcome(status=TrialStatus.VALID, objects=objects, clients=clients, raw={"fake": True},
                             load_s=plt / 1000, start_unix_ms=start if at else None)
         out.metrics = {k: out.median(k) for k in ("plt_ms", "fcp_ms", "lcp_ms", "ttfb_ms")}

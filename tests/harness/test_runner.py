@@ -341,6 +341,7 @@ def test_a_mixed_population(tmp_path: Path) -> None:
                       "'%\"link.forward.loss\": 0,%'").fetchone()[0]
     rows = con.execute("SELECT grp, host, start_unix_ms, throughput_mbps, normalised_throughput FROM clients "
                        f"WHERE trial_id = {tid} ORDER BY client").fetchall()
+    starts = [r[2] for r in rows]
     m = dict(con.execute(f"SELECT name, value FROM metrics WHERE trial_id = {tid}").fetchall())
     con.close()
     assert [r[0] for r in rows] == ["h1"] * 5 + ["h2"] * 5 and len({r[1] for r in rows}) == 10
@@ -349,12 +350,31 @@ def test_a_mixed_population(tmp_path: Path) -> None:
     fair = 100 / 10  # fair-lan: 100 Mbit/s shared by ten
     assert xs[0] == pytest.approx(rows[0][3] / fair)
     assert m["plt_ms_h1"] > m["plt_ms_h2"] and m["clients_h1"] == 5
-    assert 0 <= m["start_skew_ms"] <= 5
+    # The skew is the last client's start minus the first's, as each client reported it.
+    assert m["start_skew_ms"] == pytest.approx(max(starts) - min(starts)) and m["start_skew_ms"] > 0
     # The report's population views: PLT per group per network, Jain against loss, per-client CDFs, skew and CPU.
     html = write_report(db, tmp_path / "rep").read_text()
     assert "Populations" in html and "Start skew and idle CPU of every trial" in html and "h1=5 h2=5" in html
     names = {f.name.split("-", 2)[-1] for f in (tmp_path / "rep" / "figures").glob("*.svg")}
     assert {"plt-by-group.svg", "jain-vs-loss.svg", "client-plt-cdf.svg"} <= names, names
+
+
+def test_a_population_started_apart_is_invalid(tmp_path: Path) -> None:
+    """Clients that start further apart than the loaders' 5 ms target did not compete from one
+    instant: the trial is stored invalid, saying how far apart they were."""
+    db = tmp_path / "r.sqlite"
+    e = spec.build("apart", {"link": "fair-lan", "page": "uniform-100k", "client": "loader",
+                             "clients": {"h1": 2, "h2": 2}}, seed=1)
+    fakes.FakeLoader.start_spread_ms = 3.0  # 0, 3 and 6 ms after the barrier
+    try:
+        s, _ = events(e, db)
+    finally:
+        fakes.FakeLoader.start_spread_ms = 0.5
+    assert (s.ran, s.valid) == (1, 0)
+    con = sqlite3.connect(db)
+    status, reason = con.execute("SELECT status, reason FROM trials").fetchone()
+    con.close()
+    assert status == "invalid" and "start skew 6.0 ms over the loader target" in reason, reason
 
 
 def test_a_population_is_validated() -> None:

@@ -155,6 +155,9 @@ fn ping(o: &Opts) {
     sock.connect(addr)
         .unwrap_or_else(|e| die(&format!("connect {addr}: {e}")));
     let start = Instant::now();
+    let start_unix_ns = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
     let interval = Duration::from_secs_f64(o.interval_ms / 1e3);
     let mut rtt: Vec<Option<f64>> = vec![None; o.count as usize];
     let mut sent_at: Vec<Option<Duration>> = vec![None; o.count as usize];
@@ -213,6 +216,8 @@ fn ping(o: &Opts) {
         "duplicates": duplicates,
         "size": o.size,
         "interval_ms": o.interval_ms,
+        // Probe i was sent interval_ms x i after this instant (the wall clock every namespace shares).
+        "start_unix_ns": start_unix_ns,
         "rtt_ms": rtt,
     });
     println!("{out}");

@@ -25,6 +25,13 @@ class ProbeResult:
     sent: int
     received: int
     rtt_ms: list[float | None]
+    #: Probe i left interval_ms x i after this wall-clock instant.
+    start_unix_ns: int = 0
+    interval_ms: float = 0.0
+
+    def sent_at_s(self, i: int) -> float:
+        """The unix time probe ``i`` was sent at."""
+        return self.start_unix_ns / 1e9 + i * self.interval_ms / 1e3
 
     @property
     def rtts(self) -> list[float]:
@@ -70,7 +77,8 @@ def probe(client: Host, server: Host, *, count: int = 100, interval_ms: float = 
         if p.returncode != 0:
             raise TestbedError(f"probe failed: {p.stderr.strip()}")
         d = json.loads(p.stdout)
-        return ProbeResult(sent=d["sent"], received=d["received"], rtt_ms=d["rtt_ms"])
+        return ProbeResult(sent=d["sent"], received=d["received"], rtt_ms=d["rtt_ms"],
+                           start_unix_ns=int(d.get("start_unix_ns", 0)), interval_ms=float(interval_ms))
     finally:
         echo.kill()
         echo.wait()
@@ -93,20 +101,29 @@ class BulkResult:
         return sum(xs) / len(xs) if xs else 0.0
 
 
+def iperf3_server(server: Host) -> subprocess.Popen[str]:
+    """A one-off iperf3 server on ``server``, returned once it says it listens (a client
+    started earlier is refused, and iperf3 3.12 with -J still exits 0)."""
+    srv = server.popen(["iperf3", "-s", "-1", "-p", str(IPERF_PORT), "--forceflush"], stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True)
+    assert srv.stdout is not None
+    said = ""
+    while "listening" not in said:  # its banner: a rule, then "Server listening on PORT"
+        line = srv.stdout.readline()
+        if not line:
+            srv.kill()
+            srv.wait()
+            raise TestbedError(f"iperf3 server did not start: {said.strip()[-300:]}")
+        said += line
+    return srv
+
+
 def bulk(client: Host, server: Host, *, seconds: float = 10.0, cc: str | None = None) -> BulkResult:
     """iperf3 download (server sends) for ``seconds``; one-second intervals."""
     # The client starts once the server says it listens (iperf3 3.12 with -J exits 0 on a refused
     # connection and reports the error inside its JSON: a client started early measured nothing).
-    srv = server.popen(["iperf3", "-s", "-1", "-p", str(IPERF_PORT), "--forceflush"], stdout=subprocess.PIPE,
-                       stderr=subprocess.STDOUT, text=True)
+    srv = iperf3_server(server)
     try:
-        assert srv.stdout is not None
-        said = ""
-        while "listening" not in said:  # its banner: a rule, then "Server listening on PORT"
-            line = srv.stdout.readline()
-            if not line:
-                raise TestbedError(f"iperf3 server did not start: {said.strip()[-300:]}")
-            said += line
         argv = ["iperf3", "-c", server.addr, "-p", str(IPERF_PORT), "-R", "-J", "-t", f"{seconds:g}", "-i", "1"]
         if cc:
             argv += ["-C", cc]
