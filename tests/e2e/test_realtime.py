@@ -104,10 +104,11 @@ def test_nagle_delays_small_server_messages_sent_back_to_back(tmp_path: Path) ->
         conns = [e for e in _log(t["art"]) if e.get("type") == "connection"]
         assert {e["nodelay"] for e in conns} == {nodelay}
     on, off = by[True]["m"], by[False]["m"]
-    # With TCP_NODELAY every message goes at once: one one-way delay each.
-    assert on["rt_latency_max_ms"] < 265 + 100
+    # With TCP_NODELAY every message goes at once: one one-way delay each (medians: one stall of a busy
+    # machine moves one message, not the median of twenty).
+    assert 265 <= on["rt_latency_median_ms"] < 265 + 100
     # With Nagle, the burst waits behind the stream's first small segment for its ACK: a round trip more.
-    assert off["rt_latency_max_ms"] > on["rt_latency_max_ms"] + 0.8 * 530, (on, off)
+    assert off["rt_latency_median_ms"] > on["rt_latency_median_ms"] + 0.8 * 530, (on, off)
     # The report keeps Nagle on and off apart (the factor, not the server's read-back metric, names them).
     html = write_report(trials[0]["db"], tmp_path / "report").read_text()
     section = html[html.index("<h3>Real-time web</h3>"):]
