@@ -40,7 +40,7 @@ from .experiment import spec as experiment_spec
 from .experiment.plan import Plan
 from .link import profile
 from .link.spec import LinkSpec, resolve
-from .model import CongestionControl, Protocol, TrialStatus, choices
+from .model import DEFAULT_QUIC_STACK, QUIC_STACKS, CongestionControl, Protocol, TrialStatus, choices
 from .path import PathElement, element_class
 from .testbed.cleanup import cleanup
 from .testbed.shell import format_counters, run_shell
@@ -335,7 +335,8 @@ def _serve(a: argparse.Namespace, _: list[str]) -> int:
 
 def _browse_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("url")
-    p.add_argument("--protocol", required=True, choices=choices(Protocol))
+    p.add_argument("--protocol", required=True, choices=choices(Protocol)[:3],
+                   help="the HTTP version (a cleartext http:// URL is HTTP/1.1 in the clear)")
     p.add_argument("--timeout", type=ranged(0.1, 86_400, float), default=120.0, help="seconds (default 120)")
     p.add_argument("--browser", choices=["chromium", "firefox"], default="chromium",
                    help="Debian's Chromium (default) or Firefox ESR")
@@ -392,7 +393,8 @@ def _check_url(url: str) -> None:
 
 def _load_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("url")
-    p.add_argument("--protocol", required=True, choices=choices(Protocol))
+    p.add_argument("--protocol", required=True, choices=choices(Protocol)[:3],
+                   help="the HTTP version (a cleartext http:// URL is HTTP/1.1 in the clear)")
     p.add_argument("--clients", type=ranged(1, 10_000), default=1,
                    help="concurrent clients, each on its own connections (default 1)")
     p.add_argument("--connections", type=ranged(1, 64), default=6, help="HTTP/1.1 connections per host (default 6)")
@@ -406,7 +408,7 @@ def _load_args(p: argparse.ArgumentParser) -> None:
                         "e.g. 'https://server.test/rt/?scenario=room&room=r&members=10&n=20&session=s' with "
                         "--clients 10 (h1 or h2)")
     p.add_argument("--timeout", type=ranged(0.1, 86_400, float), default=120.0, help="seconds per client (default 120)")
-    p.add_argument("--quic-stack", choices=("quiche", "quinn"), default="quiche",
+    p.add_argument("--quic-stack", choices=QUIC_STACKS, default=DEFAULT_QUIC_STACK,
                    help="the QUIC stack for HTTP/3 (default quiche)")
     p.add_argument("--quic-window", type=ranged(1024, 1 << 40), metavar="BYTES",
                    help="fixed QUIC connection and stream windows to advertise (default: the stack's own)")
@@ -427,7 +429,8 @@ def _load(a: argparse.Namespace, _: list[str]) -> int:
 
 def _timing_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("url")
-    p.add_argument("--protocol", required=True, choices=choices(Protocol))
+    p.add_argument("--protocol", required=True, choices=choices(Protocol)[:3],
+                   help="the HTTP version (a cleartext http:// URL is HTTP/1.1 in the clear)")
     p.add_argument("--count", type=ranged(1, 100_000), default=100, help="repetitions (default 100)")
     p.add_argument("--json", action="store_true")
 
@@ -595,6 +598,67 @@ def _run(a: argparse.Namespace, _: list[str]) -> int:
     return 0 if s.failed == 0 else 1
 
 
+VALIDATION_DB = "reports/validation/results.sqlite"
+
+
+def _validate_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("studies", nargs="*", metavar="STUDY",
+                   help="studies to check: A, B, C, D, E (default: all); the physical checks come with any")
+    p.add_argument("--quick", action="store_true",
+                   help="the reduced sets (every study in under 20 minutes here) instead of the presets as the "
+                        "studies ran them")
+    p.add_argument("--db", default=VALIDATION_DB, help=f"results database (default {VALIDATION_DB}; resumes)")
+    p.add_argument("-o", "--out", default="reports/validation", help="folder of validation.html")
+    p.add_argument("--judge-only", action="store_true", help="run nothing: judge what the database holds")
+
+
+def _validate(a: argparse.Namespace, _: list[str]) -> int:
+    from . import validate  # noqa: PLC0415 - pandas and numpy load on use
+
+    studies, claims = validate.load()
+    known = [s.study for s in studies if s.study != validate.PHYSICAL]
+    want = [x.upper() for x in a.studies] or known
+    bad = [x for x in want if x not in known]
+    if bad:
+        raise InputError(f"STUDY: {bad[0]!r} is no study (known: {', '.join(known)})")
+    chosen = [s for s in studies if s.study in want]
+    files = validate.sets_of(chosen, a.quick)
+    db = Path(a.db)
+    db.parent.mkdir(parents=True, exist_ok=True)
+
+    def run_one(f: Path, db: Path) -> None:
+        if a.judge_only:
+            return
+        exp = experiment_spec.load(f)
+        print(f"== {exp.name} ({f}): {len(exp.trials)} trials", flush=True)
+        # As the set's file says: one testbed at a time, or its parallel ones.
+        here = argparse.Namespace(scheduler=None, parallel=None, artefacts_on_workers=False)
+        s = runner.run(exp, db, progress=_progress, executor=_executor(here, exp))
+        if s.interrupted:
+            raise KeyboardInterrupt
+        print(f"{s.experiment}: {s.ran} trials run in {s.seconds:.0f} s ({s.valid} valid, {s.invalid} invalid, "
+              f"{s.failed} failed)", flush=True)
+
+    if not a.judge_only:
+        prereq.require_testbed()
+    sets = validate.run_sets(files, db, run_one)
+    if not db.exists():
+        raise InputError(f"--db {db}: no results yet (run without --judge-only)")
+    v = validate.judge(db, chosen, claims, sets)
+    command = "satbench validate " + " ".join([*a.studies, *(["--quick"] if a.quick else [])])
+    print(f"\n{command.strip()}: claim by claim (measured: 95 % interval; n: trials)")
+    print(v.table())
+    page = validate.write_html(v, Path(a.out), command.strip())
+    counts: dict[str, int] = {}
+    for r in v.results:
+        counts[r.verdict] = counts.get(r.verdict, 0) + 1
+    print("\n" + ", ".join(f"{n} {k}" for k, n in counts.items()) + f"; page: {page}")
+    if v.failed:
+        print("a physical check failed: the testbed measured something physics does not allow", file=sys.stderr)
+        return 1
+    return 0
+
+
 def _worker_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scheduler", required=True, metavar="ADDRESS",
                    help="the Dask scheduler: tls://HOST:PORT (tcp:// on loopback only)")
@@ -697,6 +761,8 @@ COMMANDS: tuple[Command, ...] = (
     Command("load", "synthetic page loads (Rust): C clients at once, HTTP/1.1 on K connections", _load_args, _load),
     Command("plan", "print an experiment's trials and estimated duration; run nothing", _plan_args, _plan),
     Command("run", "run an experiment file: a fresh testbed per trial, results in SQLite (resumes)", _run_args, _run),
+    Command("validate", "check the testbed against the literature, claim by claim (runs the validation sets)",
+            _validate_args, _validate),
     Command("worker", "serve testbeds to a Dask scheduler: run the trials a 'satbench run --scheduler' sends",
             _worker_args, _worker),
     Command("report", "write an HTML report (with SVG figures and statistics) of a results database", _report_args,

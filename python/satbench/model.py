@@ -5,7 +5,7 @@ Names are parsed into these types once, where they enter (an experiment
 file, a command-line flag, a binary's JSON output), and every layer after
 that passes the types, never the raw strings:
 
-    Protocol            h1, h2, h3 (and the ALPN each stands for)
+    Protocol            h1, h2, h3, h1c (cleartext HTTP/1.1; and the ALPN each stands for)
     CongestionControl   cubic, bbr, reno (plus the implementation, in its own field)
     TrialStatus         valid, invalid, failed
     ClientKind          chromium, firefox, loader, curl
@@ -28,21 +28,37 @@ from typing import Any
 
 
 class Protocol(enum.StrEnum):
-    """An HTTP version, as experiments and commands name it."""
+    """An HTTP version, as experiments and commands name it: HTTP/1.1 over
+    TLS (h1), HTTP/2, HTTP/3, and cleartext HTTP/1.1 (h1c: http://, port 80;
+    study C's baseline)."""
 
     H1 = "h1"
     H2 = "h2"
     H3 = "h3"
+    H1C = "h1c"
+
+    @property
+    def version(self) -> "Protocol":
+        """The HTTP version a client speaks (cleartext HTTP/1.1 is HTTP/1.1): what clients are told."""
+        return Protocol.H1 if self is Protocol.H1C else self
+
+    @property
+    def tls(self) -> bool:
+        return self is not Protocol.H1C
+
+    @property
+    def scheme(self) -> str:
+        return "https" if self.tls else "http"
 
     @property
     def alpn(self) -> str:
         """The ALPN token (and what browsers report per response)."""
-        return {"h1": "http/1.1", "h2": "h2", "h3": "h3"}[self.value]
+        return {"h1": "http/1.1", "h2": "h2", "h3": "h3"}[self.version.value]
 
     @property
     def http_version(self) -> str:
         """The version as curl reports it."""
-        return {"h1": "1.1", "h2": "2", "h3": "3"}[self.value]
+        return {"h1": "1.1", "h2": "2", "h3": "3"}[self.version.value]
 
     @property
     def quic(self) -> bool:
@@ -108,6 +124,13 @@ class ServerKind(enum.StrEnum):
     SATBENCH = "satbench"
     NGINX = "nginx"
     CADDY = "caddy"
+
+
+#: The QUIC stacks of the satbench server and the loader, the default first: chosen on the evidence
+#: of study A's validation (README, "QUIC stacks"): with quinn, HTTP/3 over GEO is as study A found it;
+#: quiche's BBR start-up makes it the slowest version there.
+QUIC_STACKS = ("quinn", "quiche")
+DEFAULT_QUIC_STACK = QUIC_STACKS[0]
 
 
 def choices(e: type[enum.StrEnum]) -> tuple[str, ...]:
@@ -193,6 +216,9 @@ class Tally:
 
 #: The emulator's byte parts of the packets offered to a direction, in the
 #: order they are drawn (``satlink::overhead``): they add up to the bytes offered.
+#: The TCP/IP header floor of protocol overhead (../shared/STUDIES.md's P2): 40 bytes per 1460 of
+#: payload. No load's bytes on the wire can be fewer: a trial below it is the harness's error.
+HEADER_FLOOR_PCT = 100 * 40 / 1460
 OVERHEAD_PARTS = ("ip_header", "transport_header", "tcp_retransmitted", "tls_handshake", "quic_handshake",
                   "tls_record_overhead", "tcp_payload", "tls_application", "quic_application", "udp_payload", "other")
 #: Packet counts beside the parts: TCP segments without payload.
@@ -330,6 +356,8 @@ class ServerSummary:
     qlogs: int | None = None
     #: The QUIC stacks that served (quiche, quinn).
     quic_stacks: list[str] | None = None
+    #: Whether the requests came over TLS (QUIC included): the distinct values seen.
+    tls: list[bool] | None = None
     #: What limited the server's sending, in ms summed over its connections: the server's
     #: one classifier for TCP and QUIC (application, cwnd, receive_window, send_buffer,
     #: pacing; crates/server/src/limits.rs).
@@ -370,7 +398,7 @@ class ServerSummary:
                      "coalesced_connections", "unused_connections"):
             if xs := vals(name):
                 setattr(out, name, sum(xs))
-        for name in ("protocols", "cc", "cc_impl", "quic_stacks", "nodelay"):
+        for name in ("protocols", "cc", "cc_impl", "quic_stacks", "nodelay", "tls"):
             if xs := vals(name):
                 setattr(out, name, sorted({x for v in xs for x in v}))
         if xs := vals("tcp_max_cwnd"):
@@ -423,7 +451,7 @@ class ServerSummary:
         out: dict[str, Any] = {"kind": self.kind.value}
         for k in ("connections", "requests", "protocols", "cc", "cc_impl", "bytes_served", "tcp_total_retrans",
                   "tcp_max_cwnd", "tcp_min_rtt_ms", "qlogs", "quic_stacks", "limited_ms", "connections_limited",
-                  "transports", "origins", "coalesced_connections", "unused_connections", "nodelay"):
+                  "transports", "origins", "coalesced_connections", "unused_connections", "nodelay", "tls"):
             v = getattr(self, k)
             if v is not None:
                 out[k] = v

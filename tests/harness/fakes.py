@@ -54,7 +54,8 @@ class FakeTestbed:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._counters = counters(120_000, self.spec.seed or 0)
+        # A little more than each client's 100 KB page and its headers.
+        self._counters = counters(120_000 * max(1, self.spec.clients), self.spec.seed or 0)
 
     @property
     def link_counters(self) -> LinkCounters | None:

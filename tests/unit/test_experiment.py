@@ -153,11 +153,13 @@ def test_geo_study_has_the_three_scenarios_on_both_links() -> None:
     assert {(t.factors["client"], t.factors["connections"]) for t in e.trials} == {("firefox", 1)}
 
 
-def test_demo_is_small() -> None:
+def test_demo_is_small_and_shows_both_quic_stacks() -> None:
     e = spec.load(REPO / "experiments" / "demo.toml")
-    assert len(e.trials) == 18
-    assert {(t.factors["protocol"], t.factors["cc"]) for t in e.trials} == {
-        (p, c) for p in ("h1", "h2", "h3") for c in ("cubic", "bbr")}
+    assert len(e.trials) == 24
+    seen = {(t.factors["protocol"], t.factors["cc"], t.factors["quic_stack"] if t.factors["protocol"] == "h3"
+             else None) for t in e.trials}
+    assert seen == {(p, c, s) for c in ("cubic", "bbr") for p, s in (("h1", None), ("h2", None), ("h3", "quinn"),
+                                                                      ("h3", "quiche"))}
 
 
 def test_estimate_follows_rtt_rate_and_size() -> None:

@@ -9,9 +9,9 @@ from satbench.endpoints.options import ServerOptions, experiment_keys, server_ar
 
 
 def test_the_binary_flags_follow_the_definition() -> None:
-    assert server_argv(ServerOptions()) == ["--quic-stack", "quiche"]
+    assert server_argv(ServerOptions()) == ["--quic-stack", "quinn"]
     o = ServerOptions(h3=False, tfo=True, resumption=False, zero_rtt=False, pacing=False, sndbuf=5000,
-                      quic_max_data=99_999, tcp_initcwnd=30, keylog=True)
+                      quic_max_data=99_999, tcp_initcwnd=30, keylog=True, quic_stack="quiche")
     argv = server_argv(o)
     assert argv == ["--no-h3", "--tfo", "--no-resumption", "--no-0rtt", "--no-pacing", "--sndbuf", "5000",
                     "--quic-stack", "quiche", "--quic-max-data", "99999"]

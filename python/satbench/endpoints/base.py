@@ -15,7 +15,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Self
 
-from ..model import ClientKind, ClientOutcome, CongestionControl, Protocol, ServerKind, ServerSummary
+from ..model import (
+    DEFAULT_QUIC_STACK,
+    ClientKind,
+    ClientOutcome,
+    CongestionControl,
+    Protocol,
+    ServerKind,
+    ServerSummary,
+)
 from ..testbed.host import Host
 from .options import ServerOptions
 
@@ -50,7 +58,7 @@ class LoadRequest:
     #: time at which all start. Raises if the population was not ready in time.
     release: Callable[[], float] | None = field(default=None, compare=False)
     #: The QUIC stack, and the flow-control window to advertise (None: the stack's own), where the client has both.
-    quic_stack: str = "quiche"
+    quic_stack: str = DEFAULT_QUIC_STACK
     quic_window: int | None = None
     #: Other hosts the page loads from (a sharded page's), besides the URL's.
     origins: tuple[str, ...] = ()

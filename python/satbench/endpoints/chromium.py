@@ -276,7 +276,7 @@ class Chromium(Client):
 
     def load(self, req: LoadRequest) -> ClientOutcome:
         art = req.artefacts
-        opts = BrowseOptions(protocol=req.protocol.value, timeout_s=req.timeout_s, start_at=req.start_at,
+        opts = BrowseOptions(protocol=req.protocol.version.value, timeout_s=req.timeout_s, start_at=req.start_at,
                              release=req.release, origins=req.origins,
                              har=art / "page.har" if art and "har" in req.keep else None,
                              netlog=art / "netlog.json" if art and "netlog" in req.keep else None)

@@ -2,7 +2,7 @@
 the phases of each transfer cumulative from its start, as curl reports them.
 
 HTTP/1.1 and HTTP/2 use curl itself (``-w '%{json}'``); HTTP/3 uses the
-synthetic loader's single-URL mode (``satbench-load --single``, quiche),
+synthetic loader's single-URL mode (``satbench-load --single``, on the trial's QUIC stack),
 since Debian's curl has no HTTP/3. QUIC has no
 separate TCP connect: its ``connect_s`` is empty and its handshake (transport
 and TLS together) ends at ``tls_s``.
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..errors import InputError, TestbedError
-from ..model import ClientKind, ClientOutcome, TrialStatus
+from ..model import DEFAULT_QUIC_STACK, ClientKind, ClientOutcome, TrialStatus
 from . import ca as ca_mod
 from .base import Client, LoadRequest, Problem
 from .loader import LoadOptions, load
@@ -58,8 +58,9 @@ def _curl(url: str, protocol: str, cacert: str, run: Runner = subprocess.run, ti
             "status": d["http_code"], "http_version": d["http_version"]}
 
 
-def _h3(url: str, run: Runner = subprocess.run, timeout: float = 3600) -> dict[str, Any]:
-    r = load(url, LoadOptions(protocol="h3", mode="single", timeout_s=timeout), run=run)
+def _h3(url: str, run: Runner = subprocess.run, timeout: float = 3600, quic_stack: str = DEFAULT_QUIC_STACK
+        ) -> dict[str, Any]:
+    r = load(url, LoadOptions(protocol="h3", mode="single", timeout_s=timeout, quic_stack=quic_stack), run=run)
     c = r.clients[0]
     if not c["valid"]:
         raise TestbedError(f"HTTP/3 transfer of {url} failed: {c['invalid_reason']}")
@@ -71,16 +72,17 @@ def _h3(url: str, run: Runner = subprocess.run, timeout: float = 3600) -> dict[s
             "total_s": s(t["total_ms"]), "bytes": c["bytes"], "status": c["objects"][0]["status"], "http_version": "3"}
 
 
-def fetch_once(url: str, protocol: str, *, run: Runner = subprocess.run, timeout: float = 3600) -> dict[str, Any]:
+def fetch_once(url: str, protocol: str, *, run: Runner = subprocess.run, timeout: float = 3600,
+               quic_stack: str = DEFAULT_QUIC_STACK) -> dict[str, Any]:
     """One transfer on a fresh connection; ``run`` runs the client (e.g. ``Host.run`` in a testbed)."""
     if protocol == "h3":
-        return _h3(url, run, timeout)
+        return _h3(url, run, timeout, quic_stack)
     return _curl(url, protocol, str(ca_mod.ensure().cert), run, timeout)
 
 
 def timing(url: str, protocol: str, count: int = 100) -> Timing:
     """Fetch ``url`` ``count`` times, each on a fresh connection."""
-    if protocol not in ("h1", "h2", "h3"):
+    if protocol not in ("h1", "h2", "h3"):  # the scheme of the URL says cleartext
         raise InputError(f"--protocol: must be h1, h2 or h3, got {protocol!r}")
     if protocol == "h3" and not url.startswith("https://"):
         raise InputError("HTTP/3 needs an https:// URL")
@@ -117,7 +119,8 @@ class Curl(Client):
 
     def load(self, req: LoadRequest) -> ClientOutcome:
         try:
-            row = fetch_once(req.url, req.protocol.value, run=req.host.run, timeout=req.timeout_s)
+            row = fetch_once(req.url, req.protocol.version.value, run=req.host.run, timeout=req.timeout_s,
+                             quic_stack=req.quic_stack)
         except subprocess.TimeoutExpired:
             raise TestbedError(f"the transfer did not finish within {req.timeout_s:.0f} s") from None
         ok = 200 <= int(row.get("status") or 0) < 400

@@ -264,7 +264,7 @@ class Firefox(Client):
         return program_version(FIREFOX)
 
     def load(self, req: LoadRequest) -> ClientOutcome:
-        opts = BrowseOptions(protocol=req.protocol.value, timeout_s=req.timeout_s, start_at=req.start_at,
+        opts = BrowseOptions(protocol=req.protocol.version.value, timeout_s=req.timeout_s, start_at=req.start_at,
                              release=req.release, origins=req.origins)
         try:
             r = firefox_load(req.url, opts, req.connections, host=req.host)

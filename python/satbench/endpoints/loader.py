@@ -19,7 +19,18 @@ from typing import Any, Callable
 
 from .. import prereq
 from ..errors import InputError, PrerequisiteError, TestbedError
-from ..model import ClientKind, ClientOutcome, ClientResult, ObjectTiming, Protocol, TrialStatus, choices, jain
+from ..model import (
+    DEFAULT_QUIC_STACK,
+    QUIC_STACKS,
+    ClientKind,
+    ClientOutcome,
+    ClientResult,
+    ObjectTiming,
+    Protocol,
+    TrialStatus,
+    choices,
+    jain,
+)
 from . import ca as ca_mod
 from .base import Client, LoadRequest
 
@@ -41,7 +52,7 @@ class LoadOptions:
     connect_to: str | None = None
     #: Start at this unix time (ns), waiting for it (a population's barrier).
     start_at_ns: int | None = None
-    quic_stack: str = "quiche"
+    quic_stack: str = DEFAULT_QUIC_STACK
     #: Fixed QUIC windows to advertise (connection and stream); None: the stack's own.
     quic_window: int | None = None
     #: POST this many bytes to the URL (mode "single"; the server's upload sink).
@@ -62,7 +73,7 @@ class LoadOptions:
             raise InputError(f"repeat: must be 1 for a page load and at least 1 otherwise, got {self.repeat}")
         if self.timeout_s <= 0:
             raise InputError(f"--timeout: must be positive, got {self.timeout_s}")
-        if self.quic_stack not in ("quiche", "quinn"):
+        if self.quic_stack not in QUIC_STACKS:
             raise InputError(f"--quic-stack: must be quiche or quinn, got {self.quic_stack!r}")
         if self.quic_window is not None and not 1024 <= self.quic_window <= 1 << 40:
             raise InputError(f"--quic-window: must be 1024 bytes to 1 TiB, got {self.quic_window}")
@@ -249,7 +260,7 @@ class Loader(Client):
     def load(self, req: LoadRequest) -> ClientOutcome:
         # In a population, the process starts once every client is ready, and waits for the instant.
         start_at = req.release() if req.release is not None else req.start_at
-        opts = LoadOptions(protocol=req.protocol.value, clients=req.clients, connections=req.connections,
+        opts = LoadOptions(protocol=req.protocol.version.value, clients=req.clients, connections=req.connections,
                            mode="realtime" if req.realtime else "single" if req.single else "page",
                            realtime=req.realtime, timeout_s=req.timeout_s,
                            start_at_ns=None if start_at is None else int(start_at * 1e9),

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import InputError
-from ..model import ServerKind
+from ..model import DEFAULT_QUIC_STACK, QUIC_STACKS, ServerKind
 
 SATBENCH_ONLY = frozenset({ServerKind.SATBENCH})
 
@@ -51,8 +51,8 @@ class ServerOptions:
     quic_initcwnd: int | None = option(None, "QUIC initial congestion window", metavar="PACKETS", hi=10_000)
     tcp_initcwnd: int | None = option(None, "TCP initial congestion window, on the server host's route "
                                             "(testbed servers only)", metavar="SEGMENTS", hi=1000, binary=False)
-    quic_stack: str = option("quiche", "the QUIC stack serving HTTP/3: quiche, or quinn (with the h3 crate)",
-                             choices=("quiche", "quinn"), experiment=False)
+    quic_stack: str = option(DEFAULT_QUIC_STACK, "the QUIC stack serving HTTP/3: quinn (with the h3 crate) or quiche",
+                             choices=QUIC_STACKS, experiment=False)
     quic_max_data: int | None = option(None, "the QUIC connection flow-control window the server advertises "
                                              "(fixed; default: the stack's own)", metavar="BYTES", hi=1 << 40)
     quic_max_stream_data: int | None = option(None, "the QUIC stream flow-control window the server advertises "

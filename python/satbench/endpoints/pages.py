@@ -560,14 +560,14 @@ def upload_size(page: str) -> int | None:
     return parse_size(page[7:]) if page.startswith("upload:") else None
 
 
-def url_of(page: str, host: str = "server.test", shards: int = 1) -> str:
+def url_of(page: str, host: str = "server.test", shards: int = 1, scheme: str = "https") -> str:
     """The URL a trial loads: a page's index (its sharded one with ``shards``
-    > 1), a bulk file, or the upload sink."""
+    > 1), a bulk file, or the upload sink; ``scheme`` http for cleartext."""
     if page.startswith("upload:"):
-        return f"https://{host}/upload"
+        return f"{scheme}://{host}/upload"
     if page.startswith("bulk:"):
-        return f"https://{host}/bulk/{parse_size(page[5:])}.bin"
-    return f"https://{host}/{page}/" + (SHARDED_INDEX.format(k=shards) if shards > 1 else "")
+        return f"{scheme}://{host}/bulk/{parse_size(page[5:])}.bin"
+    return f"{scheme}://{host}/{page}/" + (SHARDED_INDEX.format(k=shards) if shards > 1 else "")
 
 
 #: A page's index with its objects spread over ``k`` shard hosts (beside index.html).

@@ -183,6 +183,7 @@ def summarise(log_dir: Path) -> ServerSummary:
     out.connections = len(conns)
     out.requests = len(reqs)
     out.protocols = sorted({str(r.get("proto")) for r in reqs})
+    out.tls = sorted({bool(r["tls"]) for r in reqs if r.get("tls") is not None}) or None
     names = {str(r["cc"]) for r in reqs if r.get("cc")}
     # The family of each algorithm used (quiche's bbr2_gcongestion is bbr); a
     # name of no known family is kept as it is, and fails the check against

@@ -25,7 +25,7 @@ from typing import Any
 
 from .. import prereq
 from ..errors import PrerequisiteError, TestbedError
-from ..model import CongestionControl, Protocol, ServerKind, ServerSummary
+from ..model import DEFAULT_QUIC_STACK, CongestionControl, Protocol, ServerKind, ServerSummary
 from ..testbed.host import Host
 from ..testbed.proc import describe_exit
 from . import ca as ca_mod
@@ -157,7 +157,8 @@ class ThirdPartyServer(Server):
             return "page", f"the upload sink is satbench-server's; {cls.kind} has none"
         if factors.get("protocol") == Protocol.H3 and Protocol.H3 not in cls.protocols:
             return "protocol", f"{cls.kind} serves no HTTP/3 here"
-        if factors.get("quic_stack", "quiche") != "quiche" or factors.get("quic_window", "stack") != "stack":
+        if factors.get("quic_stack", DEFAULT_QUIC_STACK) != DEFAULT_QUIC_STACK or \
+                factors.get("quic_window", "stack") != "stack":
             return "quic_stack", f"the QUIC stack and windows are satbench-server's and the loader's, not {cls.kind}'s"
         return None
 

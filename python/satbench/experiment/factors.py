@@ -21,7 +21,7 @@ from ..endpoints import options as server_options
 from ..endpoints import pages
 from ..errors import SatbenchError
 from ..link.profile import KEYS as LINK_KEYS
-from ..model import ClientKind, CongestionControl, Protocol, ServerKind, choices
+from ..model import DEFAULT_QUIC_STACK, QUIC_STACKS, ClientKind, CongestionControl, Protocol, ServerKind, choices
 from ..path import ELEMENTS, element_class
 from ..testbed import knobs
 from . import population
@@ -108,7 +108,10 @@ CORE: tuple[Factor, ...] = (
            "real-time messages at a constant interval or as a Poisson process of that mean", keyed=False),
     Factor("nodelay", lambda v: None if isinstance(v, bool) else f"must be true or false, got {v!r}", True,
            "TCP_NODELAY on the satbench server's connections (false: Nagle's algorithm on)", keyed=False),
-    Factor("quic_stack", one_of(("quiche", "quinn")), "quiche",
+    Factor("dns", one_of(("local", "link")), "local",
+           "how clients look names up: from their own hosts file (local), or from a DNS server on the server host, "
+           "each lookup a round trip across the link (link), as study E's curl did", keyed=False),
+    Factor("quic_stack", one_of(QUIC_STACKS), DEFAULT_QUIC_STACK,
            "the QUIC stack of the satbench server and of the loader: quiche or quinn", keyed=False),
     Factor("quic_window", lambda v: None if v in ("stack", "bdp") or (isinstance(v, int) and not isinstance(
         v, bool) and 1024 <= v <= 1 << 40) else f"must be stack, bdp or a number of bytes, got {v!r}", "stack",
@@ -149,7 +152,7 @@ def realtime_problem(factors: dict[str, Any]) -> tuple[str, str] | None:
     if rt == "wt":
         if not kind.browser:
             return "realtime", "WebTransport runs in a browser (client = \"chromium\" or \"firefox\")"
-        if factors.get("protocol") != "h3" or factors.get("quic_stack", "quiche") != "quinn":
+        if factors.get("protocol") != "h3" or factors.get("quic_stack", DEFAULT_QUIC_STACK) != "quinn":
             return "realtime", ("WebTransport is HTTP/3's, on the server's quinn stack: protocol = \"h3\", "
                                 "quic_stack = \"quinn\"")
     elif factors.get("protocol") not in ("h1", "h2"):
@@ -204,6 +207,8 @@ def known() -> str:
 
 def keyed(factors: dict[str, Any]) -> dict[str, Any]:
     # Knob and option families are keyed when given: a study without them keeps its keys.
-    """The factors that identify a trial: all but the later ones at their default."""
+    """The factors that identify a trial: all but the later ones at their default, and the QUIC
+    stack of a trial that speaks no QUIC (it acts on nothing there)."""
     return {k: v for k, v in factors.items()
-            if not (k in FACTORS and not FACTORS[k].keyed and v == FACTORS[k].default)}
+            if not (k in FACTORS and not FACTORS[k].keyed and v == FACTORS[k].default)
+            and not (k == "quic_stack" and factors.get("protocol") not in ("h3", "mix"))}

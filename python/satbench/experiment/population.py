@@ -62,9 +62,10 @@ def check(value: Any) -> str | None:
     if not isinstance(value, dict) or not value:
         return f"must be a number of clients, or a table of protocols (h1, h2, h3) to clients, got {value!r}"
     total = 0
+    groups = [p for p in choices(Protocol) if p != Protocol.H1C]
     for k, v in value.items():
-        if k not in choices(Protocol):
-            return f"{k!r}: groups are protocols ({', '.join(choices(Protocol))})"
+        if k not in groups:
+            return f"{k!r}: groups are protocols ({', '.join(groups)})"
         n = v.get("n") if isinstance(v, dict) else v
         if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= 200:
             return f"{k}: must be a number of clients from 0 to 200, got {n!r}"

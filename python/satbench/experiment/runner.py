@@ -38,6 +38,8 @@ from ..endpoints.options import ServerOptions, experiment_keys
 from ..errors import SatbenchError, TestbedError
 from ..metrics import object_metrics, page_path
 from ..model import (
+    DEFAULT_QUIC_STACK,
+    HEADER_FLOOR_PCT,
     ClientKind,
     ClientOutcome,
     LinkCounters,
@@ -190,9 +192,31 @@ def trial_bound(t: Trial, pages_root: Path, page_sizes: dict[str, int],
     initcwnd = None if upload else t.factors.get(
         "server.quic_initcwnd" if t.factors.get("protocol") == "h3" else "server.tcp_initcwnd")
     bounds = [lower_bound(shape, path, ClientLimits(
-        g.protocol, connections=CHROMIUM_CONNECTIONS if g.kind is ClientKind.CHROMIUM else g.connections,
+        g.protocol.version, connections=CHROMIUM_CONNECTIONS if g.kind is ClientKind.CHROMIUM else g.connections,
+        tls=g.protocol.tls, dns_rounds=1 if t.factors.get("dns") == "link" else 0,
         initcwnd=int(initcwnd or 10))) for g in groups]
     return min(bounds, key=lambda b: b.lower_bound_ms)
+
+
+def fetched_bytes(t: Trial, pages_root: Path, page_sizes: dict[str, int], objects: list[ObjectTiming]) -> int:
+    """The page's bytes the trial's clients really loaded: each client's HTML and the objects of the
+    page it fetched (once each, by the page's manifest), summed over the clients; without per-object
+    records, the whole page once per client. What the protocol overhead is counted against: the
+    loader fetches no object a script adds, and a page it only partly loaded is no whole page."""
+    page = str(t.factors["page"])
+    whole = page_sizes.get(page, 0)
+    n = population.size(t.factors)
+    if not objects or page.startswith(("bulk:", "upload:")):
+        return whole * n
+    sizes = pages.object_sizes(pages_root, page)
+    html = whole - sum(sizes.values())
+    url = pages.url_of(page, shards=_shards(t))
+    per: dict[int, set[str]] = {}
+    for o in objects:
+        rel = page_path(o.url, url)
+        if rel is not None and o.end_ms is not None:
+            per.setdefault(o.client, set()).add(rel)
+    return sum(html + sum(sizes.get(r, 0) for r in rels if r) for rels in per.values()) or whole * n
 
 
 class _Clock:
@@ -285,7 +309,7 @@ class Runner:
     def _testbed_spec(self, t: Trial, seed: int, art: Path, path: list[PathElement]) -> TestbedSpec:
         """The trial's testbed, as its path elements shape it."""
         spec = TestbedSpec(link=t.link, seed=seed, clients=population.hosts_needed(t.factors), servers=_shards(t),
-                           terminals=int(t.factors.get("terminals", 1)),
+                           terminals=int(t.factors.get("terminals", 1)), dns=t.factors.get("dns") == "link",
                            pcap_dir=art / "pcap" if "pcap" in self.exp.artefacts else None)
         for e in path:
             e.configure(spec)
@@ -329,7 +353,7 @@ class Runner:
         if window is not None:
             given.setdefault("quic_max_data", window)
             given.setdefault("quic_max_stream_data", window)
-        opts = ServerOptions(quic_stack=str(t.factors.get("quic_stack", "quiche")),
+        opts = ServerOptions(quic_stack=str(t.factors.get("quic_stack", DEFAULT_QUIC_STACK)),
                              nodelay=bool(t.factors.get("nodelay", True)),
                              webtransport=t.factors.get("realtime") == "wt",
                              keylog="keylog" in self.exp.artefacts, **given)
@@ -353,7 +377,7 @@ class Runner:
     def _request(self, t: Trial, tb: RunningTestbed, art: Path) -> LoadRequest:
         page = str(t.factors["page"])
         mixed = population.groups(t.factors) is not None
-        url = pages.url_of(page, shards=_shards(t))
+        url = pages.url_of(page, shards=_shards(t), scheme="https" if mixed else t.protocol.scheme)
         rt = t.factors.get("realtime", "none")
         if rt != "none":
             seed = trial_seed(self.order_seed, t.key)
@@ -365,7 +389,8 @@ class Runner:
                            connections=int(t.factors["connections"]),
                            single=page.startswith(("bulk:", "upload:")), upload=pages.upload_size(page),
                            artefacts=art, keep=frozenset(self.exp.artefacts),
-                           quic_stack=str(t.factors.get("quic_stack", "quiche")), quic_window=self._quic_window(t))
+                           quic_stack=str(t.factors.get("quic_stack", DEFAULT_QUIC_STACK)),
+                           quic_window=self._quic_window(t))
 
     @staticmethod
     def _quic_window(t: Trial) -> int | None:
@@ -390,11 +415,17 @@ class Runner:
         used = rec.server_summary.cc if rec.server_summary else None
         if rec.status is TrialStatus.VALID and used and used != [t.cc.value]:
             rec.status, rec.reason = TrialStatus.INVALID, f"the server used {', '.join(used)}, not {t.cc.value}"
-        stack = str(t.factors.get("quic_stack", "quiche"))
+        stack = str(t.factors.get("quic_stack", DEFAULT_QUIC_STACK))
         stacks = rec.server_summary.quic_stacks if rec.server_summary else None
         if rec.status is TrialStatus.VALID and stacks and stacks != [stack]:
             rec.status = TrialStatus.INVALID
             rec.reason = f"the server's QUIC stack was {', '.join(stacks)}, not {stack}"
+        tls = rec.server_summary.tls if rec.server_summary else None
+        if rec.status is TrialStatus.VALID and tls and population.groups(t.factors) is None and \
+                tls != [t.protocol.tls]:
+            rec.status = TrialStatus.INVALID
+            rec.reason = (f"the server saw {'TLS' if True in tls else 'cleartext'} requests, not only "
+                          f"{'TLS' if t.protocol.tls else 'cleartext'} ones")
         if t.factors.get("realtime", "none") != "none":
             Runner._realtime(rec, t, outcome)
 
@@ -445,7 +476,7 @@ class Runner:
     def _finish(self, rec: TrialRecord, t: Trial, clock: _Clock, art: Path, outcome: ClientOutcome | None
                 ) -> TrialRecord:
         page = str(t.factors["page"])
-        page_total = self.page_sizes.get(page, 0) * population.size(t.factors)
+        page_total = fetched_bytes(t, self.pages_root, self.page_sizes, rec.objects)
         if outcome is not None and rec.objects:
             rec.metrics.update(object_metrics(rec.objects, pages.url_of(page, shards=_shards(t)),
                                               pages.object_sizes(self.pages_root, page)))
@@ -456,6 +487,11 @@ class Runner:
                 rec.status, rec.reason = TrialStatus.FAILED, f"harness error: {e}"
         rec.metrics.update(realtime.wire_per_message(rec.metrics))
         self._bound(rec, t)
+        oh = rec.metrics.get("overhead_pct")
+        if rec.status is TrialStatus.VALID and oh is not None and oh < HEADER_FLOOR_PCT:
+            rec.status = TrialStatus.FAILED
+            rec.reason = (f"harness error: the protocol overhead {oh:.2f} % is below the TCP/IP header floor "
+                          f"({HEADER_FLOOR_PCT:.2f} %): the page's bytes counted are not the bytes loaded")
         rec.metrics.update(clock.marks)
         if "keylog" in self.exp.artefacts:
             # Every origin's TLS keys (SSLKEYLOGFILE format) beside the capture: what decrypts it.

@@ -13,6 +13,10 @@ The version is SQLite's ``user_version``:
   from client to client in a chat room), its sender and receiver (a client's
   index, -1 for the server), number, send and receive stamps (unix ms), and
   one-way latency in ms and in units of the path's base RTT (``messages``).
+- 5: the default QUIC stack became quinn. A trial's key leaves out a later
+  factor at its default, so every stored trial is keyed again with today's
+  defaults; one stored before the stack was a factor ran quiche, the only
+  stack then, and now says so (``quic_stack``). Nothing else changes.
 
 :func:`migrate` brings a database up to :data:`VERSION` in one transaction;
 a database from a newer satbench is refused rather than guessed at.
@@ -26,7 +30,7 @@ from typing import Any, Callable
 
 from ..errors import InputError
 
-VERSION = 4
+VERSION = 5
 
 MESSAGES = """
 CREATE TABLE IF NOT EXISTS messages (
@@ -144,7 +148,24 @@ def migrate(db: sqlite3.Connection, path: str, resolve_links: LinkResolver, make
         with db:
             db.executescript(MESSAGES)
             db.execute("PRAGMA user_version = 4")
+    if had <= 4:
+        with db:
+            _rekey(db, make_key)
+            db.execute("PRAGMA user_version = 5")
     return had
+
+
+def _rekey(db: sqlite3.Connection, make_key: KeyMaker) -> None:
+    """Every trial keyed again with today's factor defaults (see version 5);
+    a trial without a QUIC stack ran quiche."""
+    rows = db.execute("SELECT id, rep, factors, links FROM trials").fetchall()
+    for tid, rep, factors_json, links_json in rows:
+        factors = json.loads(factors_json)
+        if "quic_stack" not in factors:
+            factors["quic_stack"] = "quiche"
+        hashes = json.loads(links_json) if links_json else {}
+        db.execute("UPDATE trials SET key = ?, factors = ? WHERE id = ?",
+                   (make_key(factors, int(rep), hashes), json.dumps(factors), tid))
 
 
 def _v1_to_v2(db: sqlite3.Connection, resolve_links: LinkResolver, make_key: KeyMaker) -> None:

@@ -1,0 +1,123 @@
+"""``satbench validate``: the testbed checked against the literature, claim
+by claim.
+
+For each study asked, its validation sets (experiment files under
+``experiments/``: the quick ones, or the full presets as the study ran them)
+run into one results database, resuming what is stored; then every claim of
+``claims.toml`` is judged on the trials (:mod:`.judge`): the published
+figure, the measured one with its 95 % interval, and a verdict. A claim that
+differs is a finding (where its cause is known, the claim names the page
+that shows it); a physical check that fails (a load below its lower bound,
+overhead below the TCP/IP header floor) is the testbed's error, and the
+command exits non-zero.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from .. import prereq
+from ..results.read import Results
+from .claims import Claim, StudySets, load
+from .judge import VERDICTS, Result, evaluate
+
+__all__ = ["Claim", "Result", "StudySets", "Validation", "judge", "load", "run_sets", "write_html"]
+
+#: The physical checks' study: judged over every trial of the studies run.
+PHYSICAL = "P"
+
+
+@dataclass
+class Validation:
+    studies: list[StudySets]
+    results: list[Result]
+    #: Each set's experiment name, file and trial count, as run.
+    sets: list[tuple[str, str, int]]
+
+    @property
+    def failed(self) -> bool:
+        return any(r.failed for r in self.results)
+
+    def table(self) -> str:
+        lines = []
+        for r in self.results:
+            lines.append(f"{r.claim.id:4s} {r.check.label[:44]:44s} {r.measured[:58]:58s} n={r.n:<4d} {r.verdict}")
+        return "\n".join(lines)
+
+
+def sets_of(studies: list[StudySets], quick: bool) -> list[Path]:
+    root = prereq.REPO / "experiments"
+    return [root / f for s in studies for f in (s.quick if quick else s.full)]
+
+
+def run_sets(files: list[Path], db: Path, run: Callable[[Path, Path], Any]) -> list[tuple[str, str, int]]:
+    """Run (resume) each set into ``db`` with ``run(file, db)``; their names, files and trial counts."""
+    from ..experiment.spec import load as load_experiment  # noqa: PLC0415 - planning needs the emulator
+
+    out = []
+    for f in files:
+        exp = load_experiment(f)
+        run(f, db)
+        out.append((exp.name, str(f.relative_to(prereq.REPO)), len(exp.trials)))
+    return out
+
+
+def judge(db: Path, studies: list[StudySets], claims: list[Claim], sets: list[tuple[str, str, int]]) -> Validation:
+    """Every claim of the studies asked (and the physical ones) on the trials of their sets."""
+    by_file = {f: name for name, f, _ in sets}
+    results: list[Result] = []
+    frames: dict[str, pd.DataFrame] = {}
+    with Results(db) as r:
+        stored = set(r.experiments())
+        for s in studies:
+            names = [by_file.get(f"experiments/{f}") for f in (*s.quick, *s.full)]
+            dfs = [r.trials(n) for n in names if n is not None and n in stored]
+            frames[s.study] = pd.concat([d for d in dfs if not d.empty], ignore_index=True) if any(
+                not d.empty for d in dfs) else pd.DataFrame()
+    everything = pd.concat([f for f in frames.values() if not f.empty], ignore_index=True) if any(
+        not f.empty for f in frames.values()) else pd.DataFrame()
+    for c in claims:
+        if c.study == PHYSICAL:
+            df = everything
+        elif c.study in frames:
+            df = frames[c.study]
+            df = df[df["status"] == "valid"] if "status" in df.columns else df
+        else:
+            continue
+        for check in c.checks:
+            results.append(evaluate(df, c, check))
+    return Validation(studies, results, sets)
+
+
+def write_html(v: Validation, out: Path, command: str) -> Path:
+    """The same table as a page (validation.html in ``out``)."""
+    out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for r in v.results:
+        link = (f" <a href='{html.escape(r.claim.finding)}'>why</a>" if r.claim.finding and r.verdict in (
+            "differs", "direction reproduced, size differs") else "")
+        rows.append(f"<tr class='{r.verdict.split()[0].rstrip(',')}'><td>{r.claim.id}</td>"
+                    f"<td>{html.escape(r.claim.text)}</td><td>{html.escape(r.claim.published)}</td>"
+                    f"<td>{html.escape(r.check.label)}</td><td>{html.escape(r.measured)}</td><td>{r.n}</td>"
+                    f"<td>{html.escape(r.verdict)}{link}</td></tr>")
+    sets = "".join(f"<li><code>{html.escape(f)}</code> ({name}, {n} trials)</li>" for name, f, n in v.sets)
+    page = f"""<!doctype html><meta charset="utf-8"><title>satbench validation</title>
+<style>body{{font-family:sans-serif;max-width:1200px;margin:2em auto}}td,th{{border:1px solid #ccc;padding:4px;
+vertical-align:top;font-size:13px}}table{{border-collapse:collapse}}.reproduced,.holds{{background:#e8f5e9}}
+.differs,.fails{{background:#ffebee}}.direction{{background:#fff8e1}}.inconclusive{{background:#eceff1}}</style>
+<h1>satbench against the literature</h1>
+<p>Command: <code>{html.escape(command)}</code>. Sets run:</p><ul>{sets}</ul>
+<p>Each claim as ../shared/STUDIES.md states it, the published figure, what satbench measured with its 95 %
+percentile-bootstrap interval and the trials behind it, and the verdict: {", ".join(VERDICTS)}.
+A claim that differs is a finding; where its cause is known, "why" links the page that shows it.</p>
+<table><tr><th>claim</th><th>published claim</th><th>published figure</th><th>check</th><th>measured</th>
+<th>trials</th><th>verdict</th></tr>{"".join(rows)}</table>"""
+    path = out / "validation.html"
+    path.write_text(page)
+    return path

@@ -1,0 +1,309 @@
+"""Each claim's checks evaluated on the stored trials of its study's sets:
+the measured figure with a 95 % percentile-bootstrap interval (2,000
+resamples of the trials of each cell, seeded), and a verdict:
+
+- ``reproduced``: the direction the study gives, and its size (where it
+  gives one) inside the interval (../shared/STUDIES.md's rule);
+- ``direction reproduced, size differs``: the direction, with the published
+  size outside the interval;
+- ``differs``: the interval excludes the study's direction (or, for "no
+  difference", the margin), or a claimed difference measured as none (the
+  whole interval within ±5 %);
+- ``inconclusive``: the interval straddles the boundary and is wide: more
+  trials;
+- ``not measured``: no trials of the cells the check compares;
+- ``holds`` / ``fails``: the physical checks (a failure is the testbed's
+  error).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..model import HEADER_FLOOR_PCT
+from .claims import Check, Claim
+
+BOOTSTRAP = 2000
+#: A directional claim whose whole interval lies within ±this many % found no difference: it differs.
+NO_EFFECT_PCT = 5.0
+VERDICTS = ("reproduced", "direction reproduced, size differs", "differs", "inconclusive", "not measured",
+            "holds", "fails")
+
+
+@dataclass(frozen=True)
+class Result:
+    claim: Claim
+    check: Check
+    verdict: str
+    measured: str
+    value: float | None = None
+    low: float | None = None
+    high: float | None = None
+    #: Trials the check used, and the cells they formed.
+    n: int = 0
+    cells: int = 0
+
+    @property
+    def failed(self) -> bool:
+        """A physical check failed: the testbed's error."""
+        return self.verdict == "fails"
+
+
+def _norm(v: Any) -> Any:
+    if isinstance(v, (dict, list)):
+        return json.dumps(v, sort_keys=True)
+    return v
+
+
+def _match(col: pd.Series, want: Any) -> pd.Series:
+    """Where ``col`` is ``want`` (a value, a list of values, a pattern with ``*``, or ``!value``: anything but)."""
+    if isinstance(want, str) and want.startswith("!"):
+        return ~_match(col, want[1:])
+    values = want if isinstance(want, list) else [want]
+    out = pd.Series(False, index=col.index)
+    for w in values:
+        if isinstance(w, str) and "*" in w:
+            out |= col.map(lambda x, w=w: isinstance(x, str) and fnmatch.fnmatchcase(x, w))
+        elif isinstance(w, bool) or isinstance(w, str):
+            out |= col.map(lambda x, w=w: x == w)
+        elif isinstance(w, (int, float)):
+            out |= col.map(lambda x, w=w: isinstance(x, (int, float)) and not isinstance(x, bool)
+                           and math.isclose(float(x), float(w), rel_tol=1e-9, abs_tol=1e-12))
+        else:
+            out |= col.map(lambda x, w=w: _norm(x) == _norm(w))
+    return out
+
+
+def select(df: pd.DataFrame, where: dict[str, Any]) -> pd.DataFrame:
+    """The trials whose factors match every filter (``metric`` is not a filter)."""
+    sel = df
+    for k, v in where.items():
+        if k == "metric":
+            continue
+        if k not in sel.columns:
+            return sel.iloc[0:0]
+        sel = sel[_match(sel[k], v)]
+    return sel
+
+
+def _cells(df: pd.DataFrame, pair: tuple[str, ...], metric: str) -> dict[tuple[Any, ...], np.ndarray]:
+    keys = [p for p in pair if p in df.columns]
+    d = df.dropna(subset=[metric]) if metric in df.columns else df.iloc[0:0]
+    if d.empty:
+        return {}
+    if not keys:
+        return {(): d[metric].to_numpy(dtype=float)}
+    return {tuple(_norm(x) for x in (k if isinstance(k, tuple) else (k,))): g[metric].to_numpy(dtype=float)
+            for k, g in d.groupby(keys, dropna=False)}
+
+
+def _bootstrap(groups: list[np.ndarray], stat: Callable[[list[np.ndarray]], float], seed: int = 1
+               ) -> tuple[float, float, float]:
+    """The statistic and its 95 % percentile interval, resampling each group on its own."""
+    rng = np.random.default_rng(seed)
+    value = stat(groups)
+    boots = [stat([g[rng.integers(0, len(g), len(g))] for g in groups]) for _ in range(BOOTSTRAP)]
+    lo, hi = np.nanquantile(boots, [0.025, 0.975])
+    return value, float(lo), float(hi)
+
+
+def _relative(a: dict[tuple[Any, ...], np.ndarray], b: dict[tuple[Any, ...], np.ndarray]
+              ) -> tuple[float, float, float, int, int] | None:
+    keys = [k for k in a if k in b]
+    if not keys:
+        return None
+    groups = [a[k] for k in keys] + [b[k] for k in keys]
+    n = len(keys)
+
+    def stat(gs: list[np.ndarray]) -> float:
+        return float(np.mean([(gs[i].mean() / gs[n + i].mean() - 1) * 100 for i in range(n)]))
+
+    v, lo, hi = _bootstrap(groups, stat)
+    return v, lo, hi, sum(len(g) for g in groups), n
+
+
+def _sides(df: pd.DataFrame, claim: Claim, check: Check) -> tuple[pd.DataFrame, pd.DataFrame, str, str]:
+    a = select(df, {**claim.where, **check.a})
+    b = select(df, {**claim.where, **check.b})
+    ma = str(check.a.get("metric") or check.metric or claim.metric)
+    mb = str(check.b.get("metric") or check.metric or claim.metric)
+    return a, b, ma, mb
+
+
+def _fmt(v: float, lo: float, hi: float, unit: str) -> str:
+    return f"{v:+.1f} {unit} [{lo:+.1f}, {hi:+.1f}]" if unit == "%" else f"{v:.3g} [{lo:.3g}, {hi:.3g}] {unit}"
+
+
+def evaluate(df: pd.DataFrame, claim: Claim, check: Check) -> Result:
+    """One check of a claim on the valid trials ``df`` of its study (every study's, for physical checks)."""
+    def none(why: str = "no trials of these cells") -> Result:
+        return Result(claim, check, "not measured", why)
+
+    if check.kind == "bound":
+        return _bound(df, claim, check)
+    if check.kind == "floor":
+        return _floor(df, claim, check)
+    if check.kind in ("relative", "similar"):
+        a, b, ma, mb = _sides(df, claim, check)
+        got = _relative(_cells(a, check.pair, ma), _cells(b, check.pair, mb))
+        if got is None:
+            return none()
+        v, lo, hi, n, cells = got
+        text = _fmt(v, lo, hi, "%")
+        if check.kind == "similar":
+            m = check.margin
+            verdict = ("reproduced" if -m <= lo and hi <= m else "differs" if hi < -m or lo > m else "inconclusive")
+            return Result(claim, check, verdict, text + f" (no difference: within ±{m:g} %)", v, lo, hi, n, cells)
+        want = -1 if (check.published is not None and check.published < 0) or check.direction == "lower" else 1
+        return Result(claim, check, _directional(v, lo, hi, want, check.published), text, v, lo, hi, n, cells)
+    if check.kind == "value":
+        a = select(df, {**claim.where, **check.a})
+        metric = str(check.a.get("metric") or check.metric or claim.metric)
+        by_cell = _cells(a, check.pair, metric)
+        if not by_cell:
+            return none()
+        groups = list(by_cell.values())
+        v, lo, hi = _bootstrap(groups, lambda gs: float(np.mean([g.mean() for g in gs])))
+        p = float(check.published if check.published is not None else math.nan)
+        if check.relation == "at least":
+            verdict = "reproduced" if lo >= p else "differs" if hi < p else "inconclusive"
+        elif check.relation == "at most":
+            verdict = "reproduced" if hi <= p else "differs" if lo > p else "inconclusive"
+        else:
+            verdict = "reproduced" if lo <= p <= hi else "differs"
+        return Result(claim, check, verdict, _fmt(v, lo, hi, _unit(metric)), v, lo, hi,
+                      sum(len(g) for g in groups), len(groups))
+    if check.kind == "trend":
+        a = select(df, {**claim.where, **check.a})
+        metric = str(check.a.get("metric") or check.metric or claim.metric)
+        if check.x is None or check.x not in a.columns or metric not in a.columns:
+            return none()
+        d = a.dropna(subset=[metric])
+        if d[check.x].nunique() < 2:
+            return none("fewer than two levels of " + check.x)
+        x, y = d[check.x].astype(float).to_numpy(), d[metric].astype(float).to_numpy()
+        idx = np.arange(len(x))
+
+        def rho(gs: list[np.ndarray]) -> float:
+            i = gs[0].astype(int)
+            return float(pd.Series(x[i]).corr(pd.Series(y[i]), method="spearman"))
+
+        v, lo, hi = _bootstrap([idx], rho)
+        want = -1 if check.direction == "falls" else 1
+        verdict = "reproduced" if (hi < 0 if want < 0 else lo > 0) else "differs" if (lo > 0 if want < 0 else hi < 0) \
+            else "inconclusive"
+        return Result(claim, check, verdict, f"Spearman's ρ {v:+.2f} [{lo:+.2f}, {hi:+.2f}] with {check.x}", v, lo,
+                      hi, len(x), int(d[check.x].nunique()))
+    if check.kind == "spread":
+        a, b, ma, mb = _sides(df, claim, check)
+        ca, cb = _cells(a, check.pair, ma), _cells(b, check.pair, mb)
+        keys = [k for k in ca if k in cb and len(ca[k]) > 1 and len(cb[k]) > 1]
+        if not keys:
+            return none()
+        groups = [ca[k] for k in keys] + [cb[k] for k in keys]
+        n = len(keys)
+
+        def cv_ratio(gs: list[np.ndarray]) -> float:
+            r = []
+            for i in range(n):
+                cva = gs[i].std(ddof=1) / gs[i].mean()
+                cvb = gs[n + i].std(ddof=1) / gs[n + i].mean()
+                r.append(cva / cvb if cvb > 0 else math.nan)
+            return float(np.nanmean(r))
+
+        v, lo, hi = _bootstrap(groups, cv_ratio)
+        want = 1 if check.direction != "lower" else -1
+        verdict = ("reproduced" if (lo > 1 if want > 0 else hi < 1) else
+                   "differs" if (hi < 1 if want > 0 else lo > 1) else "inconclusive")
+        return Result(claim, check, verdict, f"coefficient of variation × {v:.2f} [{lo:.2f}, {hi:.2f}]", v, lo, hi,
+                      sum(len(g) for g in groups), n)
+    if check.kind == "largest_effect":
+        return _largest(df, claim, check)
+    raise ValueError(check.kind)
+
+
+def _unit(metric: str) -> str:
+    return "ms" if metric.endswith("_ms") else "RTT" if metric.endswith("_rtt") else ""
+
+
+def _directional(v: float, lo: float, hi: float, want: int, published: float | None) -> str:
+    if lo <= 0 <= hi:
+        # An interval tight around nothing is evidence of no difference, not of too few trials.
+        return "differs" if -NO_EFFECT_PCT < lo and hi < NO_EFFECT_PCT else "inconclusive"
+    if (v > 0) != (want > 0):
+        return "differs"
+    if published is None or lo <= published <= hi:
+        return "reproduced"
+    return "direction reproduced, size differs"
+
+
+def _largest(df: pd.DataFrame, claim: Claim, check: Check) -> Result:
+    """The knob whose change from the baseline moves the metric most (one factor at a time)."""
+    base_levels = {k: check.a[k] for k in check.knobs if k in check.a}
+    base = select(df, {**claim.where, **base_levels})
+    metric = check.metric or claim.metric
+    effects: dict[str, tuple[float, float, float]] = {}
+    n = len(base)
+    for k in check.knobs:
+        others = {o: v for o, v in base_levels.items() if o != k}
+        moved = select(df, {**claim.where, **others})
+        if k not in moved.columns:
+            continue
+        moved = moved[~_match(moved[k], base_levels.get(k))]
+        got = _relative(_cells(moved, (), metric), _cells(base, (), metric))
+        if got is not None:
+            v, lo, hi, used, _ = got
+            effects[k] = (abs(v), min(abs(lo), abs(hi)) if lo * hi > 0 else 0.0, max(abs(lo), abs(hi)))
+            n += used - len(base)
+    if check.knob not in effects or len(effects) < 2:
+        return Result(claim, check, "not measured", "the knobs' one-at-a-time changes are not all in the data")
+    ranked = sorted(effects.items(), key=lambda kv: -kv[1][0])
+    top, second = ranked[0], ranked[1]
+    text = ", ".join(f"{k} {e[0]:.1f} %" for k, e in ranked)
+    if top[0] == check.knob:
+        verdict = "reproduced" if top[1][1] > second[1][2] else "inconclusive"
+    else:
+        mine = effects[check.knob]
+        verdict = "differs" if top[1][1] > mine[2] else "inconclusive"
+    return Result(claim, check, verdict, f"|effect| on the mean: {text}", top[1][0], None, None, n, len(effects))
+
+
+def _bound(df: pd.DataFrame, claim: Claim, check: Check) -> Result:
+    """Loads below their bound: stored ones (a trial the runner did not fail) and those the runner
+    failed for it (as a harness error), each trial once."""
+    if df.empty or "lower_bound_ms" not in df.columns:
+        return Result(claim, check, "not measured", "no trial measured a load")
+    bad = pd.Series(False, index=df.index)
+    if "reason" in df.columns:
+        bad |= df["reason"].fillna("").str.contains("below the physical lower bound")
+    for name in ("plt_ms", "last_object_ms"):
+        if name in df.columns:
+            bad |= (df[name] < df["lower_bound_ms"] - 2.0).fillna(False)
+    measured = int(df["lower_bound_ms"].notna().sum())
+    n = int(bad.sum())
+    return Result(claim, check, "fails" if n else "holds", f"{n} of {measured} loads below their lower bound",
+                  float(n), None, None, measured, 1)
+
+
+def _floor(df: pd.DataFrame, claim: Claim, check: Check) -> Result:
+    if "overhead_pct" not in df.columns:
+        return Result(claim, check, "not measured", "no trial counted its bytes on the wire")
+    d = df.dropna(subset=["overhead_pct"])
+    if d.empty:
+        return Result(claim, check, "not measured", "no trial counted its bytes on the wire")
+    low = float(d["overhead_pct"].min())
+    bad = int((d["overhead_pct"] < HEADER_FLOOR_PCT).sum())
+    if "reason" in d.columns:  # the runner fails such a trial as its own error: counted once
+        bad = int(((d["overhead_pct"] < HEADER_FLOOR_PCT)
+                   | d["reason"].fillna("").str.contains("header floor")).sum())
+    return Result(claim, check, "fails" if bad else "holds",
+                  f"lowest overhead {low:.2f} % (floor {HEADER_FLOOR_PCT:.2f} %); {bad} of {len(d)} below",
+                  low, None, None, len(d), 1)

@@ -1,0 +1,63 @@
+"""The validation's judgement on trials of the fake lab: claims evaluated
+from a results database, a verdict per check, and a physical check that
+fails when a load beat its lower bound (the command then exits non-zero)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from satbench.experiment import runner, spec
+from satbench.validate import StudySets, judge, load, write_html
+from satbench.validate.claims import Check, Claim
+
+from . import fakes
+
+
+def _run(db: Path, too_fast: bool = False) -> None:
+    links = ["geo"] if too_fast else ["lan", "geo"]  # the fake's too-fast load is one RTT: below GEO's bound
+    e = spec.build("validate-x", {"link": links, "protocol": ["h1", "h2"], "page": "blank",
+                                  "client": "loader"}, repetitions=3, seed=1)
+    fakes.FakeLoader.too_fast_next = too_fast
+    try:
+        runner.run(e, db, progress=lambda _: None, lab=fakes.lab(), pages_root=db.parent / "pages")
+    finally:
+        fakes.FakeLoader.too_fast_next = False
+
+
+STUDY = StudySets("X", "a test study", ("x.toml",), ())
+SETS = [("validate-x", "experiments/x.toml", 12)]
+
+
+def test_claims_are_judged_from_the_stored_trials(tmp_path: Path) -> None:
+    db = tmp_path / "r.sqlite"
+    _run(db)
+    # The fake loader takes 20 ms longer over HTTP/1.1: HTTP/2 is lower, by 20 ms of 6 RTTs.
+    claim = Claim("X1", "X", "HTTP/2 faster than HTTP/1.1", "lower", "plt_ms", {}, (
+        Check("h2 against h1, GEO", "relative", a={"protocol": "h2", "link": "geo"},
+              b={"protocol": "h1", "link": "geo"}, direction="lower"),
+        Check("h2 against h1, GEO, -50 %", "relative", a={"protocol": "h2", "link": "geo"},
+              b={"protocol": "h1", "link": "geo"}, published=-50),
+        Check("h2 slower", "relative", a={"protocol": "h2"}, b={"protocol": "h1"}, pair=("link",),
+              direction="higher"),
+        Check("nothing of HTTP/3", "relative", a={"protocol": "h3"}, b={"protocol": "h1"}, direction="lower"),
+    ))
+    _, claims = load()
+    physical = [c for c in claims if c.study == "P"]
+    v = judge(db, [STUDY, StudySets("P", "physics", (), ())], [claim, *physical], SETS)
+    verdicts = [r.verdict for r in v.results]
+    assert verdicts == ["reproduced", "direction reproduced, size differs", "differs", "not measured", "holds",
+                        "holds"], [(r.check.label, r.measured, r.verdict) for r in v.results]
+    assert v.results[0].n == 6 and not v.failed
+    page = write_html(v, tmp_path / "out", "satbench validate X")
+    assert "HTTP/2 faster than HTTP/1.1" in page.read_text() and "direction reproduced" in page.read_text()
+
+
+def test_a_load_below_its_bound_fails_the_physical_check(tmp_path: Path) -> None:
+    db = tmp_path / "r.sqlite"
+    _run(db, too_fast=True)
+    _, claims = load()
+    p1 = next(c for c in claims if c.id == "P1")
+    v = judge(db, [replace(STUDY), StudySets("P", "physics", (), ())], [p1], SETS)
+    (r,) = v.results
+    assert r.verdict == "fails" and r.measured == "1 of 6 loads below their lower bound" and v.failed

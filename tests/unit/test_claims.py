@@ -1,0 +1,68 @@
+"""The claims satbench validates against (python/satbench/validate/claims.toml)
+are the published ones: every claim of STUDIES.md, its text word for word,
+every figure it states among the claim's published figures, and each
+check well formed. STUDIES.md is kept in tests/fixtures as it was given
+(and compared with ../shared/STUDIES.md where that exists)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from satbench.validate import load
+from satbench.validate.claims import KINDS
+
+from ..helpers import FIXTURES, REPO
+
+STUDIES = FIXTURES / "STUDIES.md"
+
+
+def _published() -> dict[str, str]:
+    """Each claim of STUDIES.md by its id: the text after '- A1. '."""
+    return {m.group(1): m.group(2).strip() for m in re.finditer(r"^- ([A-Z]\d+)\. (.+)$", STUDIES.read_text(), re.M)}
+
+
+def test_the_fixture_is_the_shared_copy() -> None:
+    shared = REPO.parent / "shared" / "STUDIES.md"
+    if not shared.exists():
+        pytest.skip("no ../shared/STUDIES.md beside this checkout")
+    assert shared.read_text() == STUDIES.read_text()
+
+
+def test_every_published_claim_is_in_the_claims_file_word_for_word() -> None:
+    _, claims = load()
+    published = _published()
+    assert set(published) == {c.id for c in claims}, set(published) ^ {c.id for c in claims}
+    for c in claims:
+        assert c.text == published[c.id], c.id
+        assert c.study == c.id[0], c.id
+
+
+def test_every_figure_the_study_states_is_a_published_figure_of_its_claim() -> None:
+    _, claims = load()
+    for c in claims:
+        stated = {float(x) for x in re.findall(r"(\d+(?:\.\d+)?) %", c.text)}
+        checked = {abs(k.published) for k in c.checks if k.published is not None}
+        # A percentage the study gives is what a check compares against (B1's "13 s against 7 s"
+        # is checked as the ratio it makes, +86 %; its "2.2 times" as +120 %).
+        for x in stated - {0.5, 1.0, 2.7}:  # loss rates and the header floor are conditions, not findings
+            assert x in checked, (c.id, x, checked)
+        assert c.published, c.id
+
+
+def test_each_check_is_well_formed() -> None:
+    studies, claims = load()
+    for c in claims:
+        for k in c.checks:
+            assert k.kind in KINDS
+            if k.kind in ("relative", "spread"):
+                assert k.a and k.b, (c.id, k.label)
+                assert k.published is not None or k.direction in ("lower", "higher"), (c.id, k.label)
+            if k.kind == "trend":
+                assert k.x and k.direction in ("falls", "rises"), (c.id, k.label)
+            if k.kind == "value":
+                assert k.published is not None and k.relation in ("about", "at least", "at most"), (c.id, k.label)
+    for s in studies:
+        for f in (*s.quick, *s.full):
+            assert (REPO / "experiments" / f).is_file(), f
