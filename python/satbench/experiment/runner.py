@@ -206,6 +206,8 @@ def fetched_bytes(t: Trial, pages_root: Path, page_sizes: dict[str, int], object
     page = str(t.factors["page"])
     whole = page_sizes.get(page, 0)
     n = population.size(t.factors)
+    if t.factors.get("realtime", "none") != "none" and not t.client.browser:
+        return 0  # the loader's real-time clients load no page: their bytes are messages (rt_wire_*)
     if not objects or page.startswith(("bulk:", "upload:")):
         return whole * n
     sizes = pages.object_sizes(pages_root, page)

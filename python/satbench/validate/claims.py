@@ -14,8 +14,8 @@ A claim's checks (``[[claim.check]]``) each compare trials of its set:
 - ``similar``: the same relative difference, claimed to be nothing: within
   ``margin`` % either way.
 - ``value``: the mean of ``a``'s metric against a published value:
-  ``about`` it (the value within the interval), or ``at least`` /
-  ``at most`` it.
+  ``about`` it (the value, give or take its rounding ``precision``, within
+  the interval), or ``at least`` / ``at most`` it.
 - ``trend``: the metric against a numeric factor ``x``: Spearman's rank
   correlation, ``direction`` "falls" or "rises".
 - ``spread``: the coefficient of variation of a against b's, ``direction``
@@ -61,6 +61,9 @@ class Check:
     knobs: tuple[str, ...] = ()
     knob: str | None = None
     metric: str | None = None
+    #: How far the published figure may be from the measured one for its rounding: half a unit
+    #: of its last digit as the study wrote it ("1 RTT": 0.5; "about 1.6 s": 50 ms); 0: exact.
+    precision: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -117,7 +120,7 @@ def load(path: Path = CLAIMS) -> tuple[list[StudySets], list[Claim]]:
                                 published=k.get("published"), direction=k.get("direction"),
                                 margin=float(k.get("margin", 10.0)), relation=k.get("relation", "about"),
                                 x=k.get("x"), knobs=tuple(k.get("knobs", ())), knob=k.get("knob"),
-                                metric=k.get("metric")))
+                                metric=k.get("metric"), precision=float(k.get("precision", 0.0))))
         if not checks:
             raise InputError(f"{where}: no [[claim.check]]")
         claims.append(Claim(id=c["id"], study=c["study"], text=c["text"], published=c.get("published", ""),

@@ -163,7 +163,8 @@ def evaluate(df: pd.DataFrame, claim: Claim, check: Check) -> Result:
             verdict = ("reproduced" if -m <= lo and hi <= m else "differs" if hi < -m or lo > m else "inconclusive")
             return Result(claim, check, verdict, text + f" (no difference: within ±{m:g} %)", v, lo, hi, n, cells)
         want = -1 if (check.published is not None and check.published < 0) or check.direction == "lower" else 1
-        return Result(claim, check, _directional(v, lo, hi, want, check.published), text, v, lo, hi, n, cells)
+        return Result(claim, check, _directional(v, lo, hi, want, check.published, check.precision), text, v, lo,
+                      hi, n, cells)
     if check.kind == "value":
         a = select(df, {**claim.where, **check.a})
         metric = str(check.a.get("metric") or check.metric or claim.metric)
@@ -177,8 +178,8 @@ def evaluate(df: pd.DataFrame, claim: Claim, check: Check) -> Result:
             verdict = "reproduced" if lo >= p else "differs" if hi < p else "inconclusive"
         elif check.relation == "at most":
             verdict = "reproduced" if hi <= p else "differs" if lo > p else "inconclusive"
-        else:
-            verdict = "reproduced" if lo <= p <= hi else "differs"
+        else:  # the published figure as rounded: an interval of its own
+            verdict = "reproduced" if lo <= p + check.precision and p - check.precision <= hi else "differs"
         return Result(claim, check, verdict, _fmt(v, lo, hi, _unit(metric)), v, lo, hi,
                       sum(len(g) for g in groups), len(groups))
     if check.kind == "trend":
@@ -234,30 +235,30 @@ def _unit(metric: str) -> str:
     return "ms" if metric.endswith("_ms") else "RTT" if metric.endswith("_rtt") else ""
 
 
-def _directional(v: float, lo: float, hi: float, want: int, published: float | None) -> str:
+def _directional(v: float, lo: float, hi: float, want: int, published: float | None, precision: float = 0.0
+                 ) -> str:
     if lo <= 0 <= hi:
         # An interval tight around nothing is evidence of no difference, not of too few trials.
         return "differs" if -NO_EFFECT_PCT < lo and hi < NO_EFFECT_PCT else "inconclusive"
     if (v > 0) != (want > 0):
         return "differs"
-    if published is None or lo <= published <= hi:
+    if published is None or (lo <= published + precision and published - precision <= hi):
         return "reproduced"
     return "direction reproduced, size differs"
 
 
 def _largest(df: pd.DataFrame, claim: Claim, check: Check) -> Result:
     """The knob whose change from the baseline moves the metric most (one factor at a time)."""
-    base_levels = {k: check.a[k] for k in check.knobs if k in check.a}
-    base = select(df, {**claim.where, **base_levels})
+    base = select(df, {**claim.where, **check.a})  # every knob at its baseline level
     metric = check.metric or claim.metric
     effects: dict[str, tuple[float, float, float]] = {}
     n = len(base)
     for k in check.knobs:
-        others = {o: v for o, v in base_levels.items() if o != k}
+        others = {o: v for o, v in check.a.items() if o != k}
         moved = select(df, {**claim.where, **others})
-        if k not in moved.columns:
+        if k not in moved.columns or k not in check.a:
             continue
-        moved = moved[~_match(moved[k], base_levels.get(k))]
+        moved = moved[~_match(moved[k], check.a[k])]
         got = _relative(_cells(moved, (), metric), _cells(base, (), metric))
         if got is not None:
             v, lo, hi, used, _ = got
