@@ -26,7 +26,11 @@ def _run(db: Path, too_fast: bool = False) -> None:
 
 
 STUDY = StudySets("X", "a test study", ("x.toml",), ())
-SETS = [("validate-x", "experiments/x.toml", 12)]
+def _sets(db: Path) -> list[tuple[str, str, frozenset[str]]]:
+    import sqlite3
+
+    keys = frozenset(k for (k,) in sqlite3.connect(db).execute("SELECT key FROM trials"))
+    return [("validate-x", "experiments/x.toml", keys)]
 
 
 def test_claims_are_judged_from_the_stored_trials(tmp_path: Path) -> None:
@@ -44,7 +48,7 @@ def test_claims_are_judged_from_the_stored_trials(tmp_path: Path) -> None:
     ))
     _, claims = load()
     physical = [c for c in claims if c.study == "P"]
-    v = judge(db, [STUDY, StudySets("P", "physics", (), ())], [claim, *physical], SETS)
+    v = judge(db, [STUDY, StudySets("P", "physics", (), ())], [claim, *physical], _sets(db))
     verdicts = [r.verdict for r in v.results]
     assert verdicts == ["reproduced", "direction reproduced, size differs", "differs", "not measured", "holds",
                         "holds"], [(r.check.label, r.measured, r.verdict) for r in v.results]
@@ -58,6 +62,6 @@ def test_a_load_below_its_bound_fails_the_physical_check(tmp_path: Path) -> None
     _run(db, too_fast=True)
     _, claims = load()
     p1 = next(c for c in claims if c.id == "P1")
-    v = judge(db, [replace(STUDY), StudySets("P", "physics", (), ())], [p1], SETS)
+    v = judge(db, [replace(STUDY), StudySets("P", "physics", (), ())], [p1], _sets(db))
     (r,) = v.results
     assert r.verdict == "fails" and r.measured == "1 of 6 loads below their lower bound" and v.failed

@@ -40,6 +40,7 @@ class Validation:
     #: Each set's experiment name, file and trial count, as run.
     sets: list[tuple[str, str, int]]
 
+
     @property
     def failed(self) -> bool:
         return any(r.failed for r in self.results)
@@ -56,28 +57,34 @@ def sets_of(studies: list[StudySets], quick: bool) -> list[Path]:
     return [root / f for s in studies for f in (s.quick if quick else s.full)]
 
 
-def run_sets(files: list[Path], db: Path, run: Callable[[Path, Path], Any]) -> list[tuple[str, str, int]]:
-    """Run (resume) each set into ``db`` with ``run(file, db)``; their names, files and trial counts."""
+#: A set as run: its experiment's name, its file (under the repository) and its trials' keys.
+Set = tuple[str, str, frozenset[str]]
+
+
+def run_sets(files: list[Path], db: Path, run: Callable[[Path, Path], Any]) -> list[Set]:
+    """Run (resume) each set into ``db`` with ``run(file, db)``; what each set is."""
     from ..experiment.spec import load as load_experiment  # noqa: PLC0415 - planning needs the emulator
 
     out = []
     for f in files:
         exp = load_experiment(f)
         run(f, db)
-        out.append((exp.name, str(f.relative_to(prereq.REPO)), len(exp.trials)))
+        out.append((exp.name, str(f.relative_to(prereq.REPO)), frozenset(t.key for t in exp.trials)))
     return out
 
 
-def judge(db: Path, studies: list[StudySets], claims: list[Claim], sets: list[tuple[str, str, int]]) -> Validation:
-    """Every claim of the studies asked (and the physical ones) on the trials of their sets."""
-    by_file = {f: name for name, f, _ in sets}
+def judge(db: Path, studies: list[StudySets], claims: list[Claim], sets: list[Set]) -> Validation:
+    """Every claim of the studies asked (and the physical ones) on the trials of their sets (a
+    trial the database holds under a set's name that the set no longer plans does not count)."""
+    by_file = {f: (name, keys) for name, f, keys in sets}
     results: list[Result] = []
     frames: dict[str, pd.DataFrame] = {}
     with Results(db) as r:
         stored = set(r.experiments())
         for s in studies:
-            names = [by_file.get(f"experiments/{f}") for f in (*s.quick, *s.full)]
-            dfs = [r.trials(n) for n in names if n is not None and n in stored]
+            mine = [by_file[k] for f in (*s.quick, *s.full) if (k := f"experiments/{f}") in by_file]
+            dfs = [d[d["key"].isin(keys)] if not d.empty else d
+                   for name, keys in mine if name in stored for d in [r.trials(name)]]
             frames[s.study] = pd.concat([d for d in dfs if not d.empty], ignore_index=True) if any(
                 not d.empty for d in dfs) else pd.DataFrame()
     everything = pd.concat([f for f in frames.values() if not f.empty], ignore_index=True) if any(
@@ -92,7 +99,7 @@ def judge(db: Path, studies: list[StudySets], claims: list[Claim], sets: list[tu
             continue
         for check in c.checks:
             results.append(evaluate(df, c, check))
-    return Validation(studies, results, sets)
+    return Validation(studies, results, [(name, f, len(keys)) for name, f, keys in sets])
 
 
 def write_html(v: Validation, out: Path, command: str) -> Path:
