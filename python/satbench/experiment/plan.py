@@ -17,29 +17,36 @@ def trial_estimate(t: Trial) -> float:
     return trial_s(t.factors, t.link)
 
 
-#: Browsers per core a population may have before its trials risk being CPU-starved (measured: two
-#: Chromium loads of a small page keep a core busy while they run), and loader clients per core.
-BROWSERS_PER_CORE = 2
+#: Browsers of each kind a population may run per core of this machine and stay valid (not CPU-starved,
+#: started within 50 ms of each other): measured by experiments/findings/browsers-per-core.toml on the
+#: project's 2-core machine (docs/benchmarks.md, "Browsers at once"); and loader clients per core.
+BROWSERS_PER_CORE = {"chromium": 2, "firefox": 1}
 LOADERS_PER_CORE = 200
 
 
 def heavy_populations(trials: list[Trial], cores: int | None = None) -> list[str]:
-    """Warnings for populations likely too heavy for this machine's cores (their trials would be
-    stored invalid as CPU-starved, and the time spent on them lost)."""
+    """Warnings for populations too heavy for this machine's cores, each with the cores the study
+    needs and why (their trials would be stored invalid as CPU-starved or skewed, and the time
+    spent on them lost)."""
     cores = cores or os.cpu_count() or 1
-    browsers = loaders = 0
+    need: dict[str, int] = {}
+    loaders = 0
     for t in trials:
         groups = population.groups(t.factors) or []
-        browsers = max(browsers, sum(g.n for g in groups if g.kind.browser))
+        for kind in BROWSERS_PER_CORE:
+            need[kind] = max(need.get(kind, 0), sum(g.n for g in groups if g.kind.value == kind))
         loaders = max(loaders, sum(g.n for g in groups if not g.kind.browser))
     out = []
-    if browsers > BROWSERS_PER_CORE * cores:
-        out.append(f"populations of up to {browsers} browsers on {cores} cores (more than {BROWSERS_PER_CORE} per "
-                   "core): their trials may be CPU-starved, and are then stored invalid; consider the loader, "
-                   "or a machine with more cores")
+    for kind, n in need.items():
+        per = BROWSERS_PER_CORE[kind]
+        if n > per * cores:
+            out.append(f"populations of up to {n} {kind.capitalize()} clients need about {-(-n // per)} cores: "
+                       f"this machine has {cores}, and runs at most {per} {kind.capitalize()} per core at once "
+                       "without starving them (docs/benchmarks.md, \"Browsers at once\"); their trials would be "
+                       "stored invalid. Run the loader's variant, a smaller population, or a machine with more cores")
     if loaders > LOADERS_PER_CORE * cores:
-        out.append(f"populations of up to {loaders} loader clients on {cores} cores: their trials may be "
-                   "CPU-starved")
+        out.append(f"populations of up to {loaders} loader clients need about {-(-loaders // LOADERS_PER_CORE)} "
+                   f"cores (this machine has {cores}): their trials may be CPU-starved")
     return out
 
 

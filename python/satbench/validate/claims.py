@@ -30,7 +30,7 @@ A claim's checks (``[[claim.check]]``) each compare trials of its set:
 ``a`` and ``b`` are filters: factor = value (or a list of values; a value
 with ``*`` is a pattern, ``!value`` anything but it), and ``metric`` to read
 another metric than the claim's (two metrics of the same trials: study B's
-groups).
+groups; ``"a - b"``: the difference of two, a phase of cumulative timings).
 """
 
 from __future__ import annotations
