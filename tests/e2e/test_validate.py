@@ -34,7 +34,7 @@ def test_validate_study_e_quick(tmp_path: Path) -> None:
     n, valid = con.execute("SELECT count(*), sum(status = 'valid') FROM trials").fetchone()
     dns = con.execute("SELECT count(*) FROM trials WHERE json_extract(factors, '$.dns') = 'link'").fetchone()[0]
     con.close()
-    assert n == valid == dns == 160
+    assert n == valid == dns == 240
     page = (out / "validation.html").read_text()
     assert all(label in page for _, label in checks)
     # Run again: everything is stored; the verdicts come back without a trial run.

@@ -20,7 +20,7 @@ def trial_estimate(t: Trial) -> float:
 #: Browsers of each kind a population may run per core of this machine and stay valid (not CPU-starved,
 #: started within 50 ms of each other): measured by experiments/findings/browsers-per-core.toml on the
 #: project's 2-core machine (docs/benchmarks.md, "Browsers at once"); and loader clients per core.
-BROWSERS_PER_CORE = {"chromium": 2, "firefox": 1}
+BROWSERS_PER_CORE = {"chromium": 2, "firefox": 2}
 LOADERS_PER_CORE = 200
 
 
