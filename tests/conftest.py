@@ -8,7 +8,10 @@
   has both), marked ``e2e``.
 
 The host namespace's state is captured when the session starts, before any
-test runs, and compared with its state at the end (the last test).
+test runs, and compared with its state at the end (the last test). What a
+killed earlier run left (testbeds whose owner process is gone) is removed
+first, as every new testbed would remove it, so that the comparison is about
+this session's testbeds only.
 """
 
 from __future__ import annotations
@@ -34,6 +37,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     if os.geteuid() == 0:
+        from satbench.testbed.cleanup import cleanup
+
+        stale = cleanup()
+        if stale:
+            print(f"removed what {len(stale)} testbed(s) of a killed earlier run left: {', '.join(stale)}")
         _INITIAL.update(host_state())
 
 

@@ -409,7 +409,7 @@ def _load_args(p: argparse.ArgumentParser) -> None:
                         "--clients 10 (h1 or h2)")
     p.add_argument("--timeout", type=ranged(0.1, 86_400, float), default=120.0, help="seconds per client (default 120)")
     p.add_argument("--quic-stack", choices=QUIC_STACKS, default=DEFAULT_QUIC_STACK,
-                   help="the QUIC stack for HTTP/3 (default quiche)")
+                   help=f"the QUIC stack for HTTP/3 (default {DEFAULT_QUIC_STACK})")
     p.add_argument("--quic-window", type=ranged(1024, 1 << 40), metavar="BYTES",
                    help="fixed QUIC connection and stream windows to advertise (default: the stack's own)")
     p.add_argument("--json", action="store_true")

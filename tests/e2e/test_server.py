@@ -79,7 +79,7 @@ def test_access_log_records_protocol_and_congestion_control(served) -> None:
 def test_congestion_control_in_effect(generated_pages, tmp_path: Path, cc: str) -> None:
     out, _ = generated_pages
     with Testbed(TestbedSpec(link=load_profile("lan"), seed=1)) as tb:
-        with Server(out, tmp_path, ServerOptions(), cc=cc, host=tb.server) as srv:
+        with Server(out, tmp_path, ServerOptions(quic_stack="quiche"), cc=cc, host=tb.server) as srv:
             r = tb.client.run(["curl", "-sS", "-o", "/dev/null", "--cacert", str(ca.ensure().cert), "--http2",
                                "https://server.test/single-1m/img1.jpg"], capture_output=True, text=True, timeout=60)
             assert r.returncode == 0, r.stderr
@@ -214,8 +214,8 @@ def test_shell_serve_starts_the_server_on_the_server_host(generated_pages, tmp_p
     from ..helpers import run_cli
 
     out, _ = generated_pages
-    p = run_cli("shell", "--link", "lan", "--serve", str(out), "--cc", "bbr", "--server-logs", str(tmp_path),
-                "--json", "--", "curl", "-sS", "-o", "/dev/null", "--cacert", str(ca.ensure().cert), "--http2",
+    p = run_cli("shell", "--link", "lan", "--serve", str(out), "--cc", "bbr", "--quic-stack", "quiche",
+                "--server-logs", str(tmp_path), "--json", "--", "curl", "-sS", "-o", "/dev/null", "--cacert", str(ca.ensure().cert), "--http2",
                 "https://server.test/uniform-100k/img1.jpg")
     assert p.returncode == 0, p.stderr
     report = json.loads(p.stderr.strip().splitlines()[-1])
@@ -298,7 +298,8 @@ def test_quic_pacing_really_happens(generated_pages, tmp_path: Path) -> None:
     for pacing in (True, False):
         d = tmp_path / str(pacing)
         with Testbed(TestbedSpec(link=load_profile("wire", ["delay_ms=20"]), seed=1, pcap_dir=d)) as tb:
-            with Server(out, d / "logs", ServerOptions(pacing=pacing), cc="bbr", host=tb.server) as srv:
+            opts = ServerOptions(pacing=pacing, quic_stack="quiche")
+            with Server(out, d / "logs", opts, cc="bbr", host=tb.server) as srv:
                 p = tb.client.run([str(loader_binary()), "https://server.test/single-500k/img1.jpg", "--protocol", "h3",
                                    "--single", "--cacert", str(ca.ensure().cert)],
                                   capture_output=True, text=True, timeout=60)
@@ -322,7 +323,8 @@ def test_quic_resumption_and_0rtt(generated_pages, tmp_path: Path, zero_rtt: boo
     out, _ = generated_pages
     ticket = tmp_path / "ticket"
     with Testbed(TestbedSpec(link=load_profile("wire", ["delay_ms=10"]), seed=1)) as tb:
-        with Server(out, tmp_path / "logs", ServerOptions(zero_rtt=zero_rtt), host=tb.server) as srv:
+        opts = ServerOptions(zero_rtt=zero_rtt, quic_stack="quiche")
+        with Server(out, tmp_path / "logs", opts, host=tb.server) as srv:
             for i in range(2):
                 p = tb.client.run([sys.executable, str(H3CLIENT), "server.test", "443", str(ca.ensure().cert),
                                    "server.test", str(tmp_path / f"o{i}"), "/blank/index.html"], capture_output=True,

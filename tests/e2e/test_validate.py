@@ -5,6 +5,7 @@ on the page beside the report; run again, it resumes and runs nothing."""
 
 from __future__ import annotations
 
+import html
 import re
 import sqlite3
 from pathlib import Path
@@ -35,7 +36,7 @@ def test_validate_study_e_quick(tmp_path: Path) -> None:
     dns = con.execute("SELECT count(*) FROM trials WHERE json_extract(factors, '$.dns') = 'link'").fetchone()[0]
     con.close()
     assert n == valid == dns == 240
-    page = (out / "validation.html").read_text()
+    page = html.unescape((out / "validation.html").read_text())
     assert all(label in page for _, label in checks)
     # Run again: everything is stored; the verdicts come back without a trial run.
     again = run_cli("validate", "E", "--quick", "--db", str(db), "-o", str(out), timeout=600)
