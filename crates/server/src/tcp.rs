@@ -665,7 +665,8 @@ async fn idle_watch(last: Arc<AtomicU64>, idle: Duration, streams: Arc<AtomicUsi
 /// Sample TCP_INFO every 10 ms until `stop` (or the server's shutdown), and
 /// once more at close; each interval judged by the classifier of
 /// `limits.rs`, whose tally goes into the connection's record (`limited_ms`)
-/// before the record is written.
+/// before the record is written. The samples go to `--tcp-info`'s file when
+/// there is one.
 async fn sample(
     sh: Arc<Shared>,
     fd: OwnedFd,
@@ -684,11 +685,13 @@ async fn sample(
             let t = unix_ns();
             let o = i.observation(blocked.total_us(t));
             let v = sampler.sample_tcp(t, &o);
-            let mut j = i.json(&conn, t, &cc, &o, &v);
-            if at_close {
-                j["at_close"] = true.into();
+            if sh.tcp_info.enabled() {
+                let mut j = i.json(&conn, t, &cc, &o, &v);
+                if at_close {
+                    j["at_close"] = true.into();
+                }
+                sh.tcp_info.write(&j);
             }
-            sh.tcp_info.write(&j);
         }
     };
     loop {
@@ -719,23 +722,24 @@ async fn serve_conn(sh: Arc<Shared>, stream: TcpStream, tls: Option<tokio_rustls
     let t_open = unix_ns();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel();
     let blocked = Arc::new(WriteBlocked::default());
+    // The classifier runs on every connection (its tally is the record's
+    // `limited_ms`, as QUIC's is); the samples are written only when
+    // `--tcp-info` names a file.
     let mut sampling = None;
-    if sh.tcp_info.enabled() {
-        // SAFETY: dup of a live socket; the copy is owned by the sampler.
-        let dup = unsafe { libc::dup(fd) };
-        if dup >= 0 {
-            // SAFETY: fresh fd from dup.
-            let owned = unsafe { OwnedFd::from_raw_fd(dup) };
-            sampling = Some(tokio::spawn(sample(
-                sh.clone(),
-                owned,
-                conn.clone(),
-                cc.clone(),
-                t_open,
-                blocked.clone(),
-                stop_rx,
-            )));
-        }
+    // SAFETY: dup of a live socket; the copy is owned by the sampler.
+    let dup = unsafe { libc::dup(fd) };
+    if dup >= 0 {
+        // SAFETY: fresh fd from dup.
+        let owned = unsafe { OwnedFd::from_raw_fd(dup) };
+        sampling = Some(tokio::spawn(sample(
+            sh.clone(),
+            owned,
+            conn.clone(),
+            cc.clone(),
+            t_open,
+            blocked.clone(),
+            stop_rx,
+        )));
     }
     sh.open.lock().expect("open lock").insert(
         conn.clone(),
