@@ -725,13 +725,12 @@ async fn serve_conn(sh: Arc<Shared>, stream: TcpStream, tls: Option<tokio_rustls
     // The classifier runs on every connection (its tally is the record's
     // `limited_ms`, as QUIC's is); the samples are written only when
     // `--tcp-info` names a file.
-    let mut sampling = None;
     // SAFETY: dup of a live socket; the copy is owned by the sampler.
     let dup = unsafe { libc::dup(fd) };
-    if dup >= 0 {
+    let sampling = (dup >= 0).then(|| {
         // SAFETY: fresh fd from dup.
         let owned = unsafe { OwnedFd::from_raw_fd(dup) };
-        sampling = Some(tokio::spawn(sample(
+        tokio::spawn(sample(
             sh.clone(),
             owned,
             conn.clone(),
@@ -739,8 +738,8 @@ async fn serve_conn(sh: Arc<Shared>, stream: TcpStream, tls: Option<tokio_rustls
             t_open,
             blocked.clone(),
             stop_rx,
-        )));
-    }
+        ))
+    });
     sh.open.lock().expect("open lock").insert(
         conn.clone(),
         serde_json::json!({
