@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 from .errors import PrerequisiteError
 
@@ -44,3 +48,71 @@ def require_testbed() -> None:
     missing = missing_for_testbed()
     if missing:
         raise PrerequisiteError(missing)
+
+
+# -- optional parts: installed by scripts/setup only when first needed --------------------------
+
+#: Where Debian's Firefox ESR is.
+FIREFOX = "/usr/bin/firefox-esr"
+
+
+def caddy_binary() -> Path:
+    """caddy: $SATBENCH_CADDY_BIN, or the one scripts/setup builds into target/go."""
+    env = os.environ.get("SATBENCH_CADDY_BIN")
+    return Path(env) if env else REPO / "target" / "go" / "caddy"
+
+
+#: The optional parts ``scripts/setup --with`` installs, and how to tell one is present. The main
+#: job needs none of them; a run, a worker or a command that needs one installs it first.
+PARTS: dict[str, Callable[[], bool]] = {
+    "firefox": lambda: Path(FIREFOX).exists(),
+    "nginx": lambda: shutil.which("nginx") is not None,
+    "nghttpx": lambda: shutil.which("nghttpx") is not None,
+    "caddy": lambda: caddy_binary().is_file(),
+    "tshark": lambda: shutil.which("tshark") is not None,
+}
+
+
+def parts_missing(parts: Iterable[str]) -> list[str]:
+    return sorted(p for p in set(parts) if not PARTS[p]())
+
+
+def provide(parts: Iterable[str], say: Callable[[str], None] | None = None) -> None:
+    """Install the optional parts named that are missing (``bash scripts/setup --with ...``), once,
+    before anything is measured; a part that cannot be installed is a prerequisite error."""
+    missing = parts_missing(parts)
+    if not missing:
+        return
+    cmd = ["bash", str(REPO / "scripts" / "setup"), "--with", ",".join(missing)]
+    (say or (lambda m: print(m, file=sys.stderr, flush=True)))(
+        f"satbench: first use of {', '.join(missing)}: {' '.join(cmd[:2])} {' '.join(cmd[2:])}")
+    done = subprocess.run(cmd, stdin=subprocess.DEVNULL, check=False)
+    still = parts_missing(missing)
+    if done.returncode != 0 or still:
+        raise PrerequisiteError([f"{p}: scripts/setup --with {p} did not install it (exit code {done.returncode})"
+                                 for p in (still or missing)])
+
+
+def parts_of(factors: Mapping[str, Any]) -> set[str]:
+    """The optional parts a trial's factors need: its servers, clients and proxy, wherever a
+    population or a table names them."""
+    from .path.proxy import ALIASES  # noqa: PLC0415 - the proxy's names, without a cycle at import
+
+    found: set[str] = set()
+
+    def walk(v: Any, key: str | None) -> None:
+        if isinstance(v, Mapping) and key == "proxy":
+            walk(v.get("kind", "nginx"), "proxy")
+        elif isinstance(v, Mapping):
+            for k, x in v.items():
+                walk(x, str(k))
+        elif isinstance(v, list):
+            for x in v:
+                walk(x, key)
+        elif isinstance(v, str) and key in ("server", "client", "proxy"):
+            name = ALIASES.get(v, v) if key == "proxy" else v
+            if name in PARTS:
+                found.add(name)
+
+    walk(factors, None)
+    return found

@@ -151,5 +151,5 @@ def lab() -> Lab:
         FakeLoader.rtt_ms = tb.link.base_rtt_ms
         return tb
 
-    return Lab(testbed=testbed, client=client, server=lambda kind: FakeServer, prerequisites=lambda: None,
+    return Lab(testbed=testbed, client=client, server=lambda kind: FakeServer, prerequisites=lambda: None, provide=lambda parts: None,
                cleanup=lambda: [])

@@ -38,6 +38,7 @@ from urllib.parse import urlsplit
 
 from websockets.sync.client import connect
 
+from .. import prereq
 from ..errors import InputError, PrerequisiteError, TestbedError
 from ..model import ClientKind, ClientOutcome, Protocol
 from ..testbed.host import Host
@@ -46,7 +47,7 @@ from .base import Client, LoadRequest, Problem
 from .browser import _COLLECT, _OBSERVER, BrowseOptions, LoadResult, judge, outcome, page_metrics, settle
 from .chromium import program_version
 
-FIREFOX = "/usr/bin/firefox-esr"
+FIREFOX = prereq.FIREFOX
 
 #: Preferences for a quiet, cache-less, measurement profile: nothing reaches
 #: for outside hosts, nothing connects speculatively (it would skew the
@@ -152,8 +153,10 @@ def firefox_load(url: str, opts: BrowseOptions, connections: int = 6, *, host: H
     opts.validate()
     if not 1 <= connections <= 64:
         raise InputError(f"--connections: must be 1 to 64, got {connections}")
+    prereq.provide(["firefox"])
     if not Path(FIREFOX).exists():
-        raise PrerequisiteError([f"no Firefox at {FIREFOX}: install Debian's firefox-esr (scripts/setup does)"])
+        raise PrerequisiteError([f"no Firefox at {FIREFOX}: bash scripts/setup --with firefox installs Debian's "
+                                 "firefox-esr"])
     want = Protocol(opts.protocol).alpn
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="satbench-firefox-") as tmp:

@@ -35,9 +35,7 @@ from .options import experiment_keys, servers_of
 CADDY_VERSION = "v2.11.9"
 
 
-def caddy_binary() -> Path:
-    env = os.environ.get("SATBENCH_CADDY_BIN")
-    return Path(env) if env else prereq.REPO / "target" / "go" / "caddy"
+caddy_binary = prereq.caddy_binary
 
 
 def _nginx_conf(root: Path, logs: Path, cert: Path, key: Path, http_port: int, https_port: int) -> str:
@@ -213,9 +211,10 @@ class NginxServer(ThirdPartyServer):
 
     def _argv(self, c: ca_mod.CA, http_port: int, https_port: int, h3: bool, env: dict[str, str]
               ) -> tuple[list[str], bool]:
+        prereq.provide(["nginx"])
         binary = shutil.which("nginx")
         if binary is None:
-            raise PrerequisiteError(["no nginx: install Debian's nginx (scripts/setup does)"])
+            raise PrerequisiteError(["no nginx: bash scripts/setup --with nginx installs Debian's nginx"])
         conf = self.log_dir / "nginx.conf"
         conf.write_text(_nginx_conf(self.root, self.log_dir, c.server_cert, c.server_key, http_port, https_port))
         return [binary, "-c", str(conf), "-p", str(self.log_dir)], False
@@ -228,9 +227,12 @@ class CaddyServer(ThirdPartyServer):
 
     def _argv(self, c: ca_mod.CA, http_port: int, https_port: int, h3: bool, env: dict[str, str]
               ) -> tuple[list[str], bool]:
+        if "SATBENCH_CADDY_BIN" not in os.environ:
+            prereq.provide(["caddy"])
         binary = str(caddy_binary())
         if not Path(binary).exists():
-            raise PrerequisiteError([f"no caddy at {binary}: scripts/setup builds caddy {CADDY_VERSION}"])
+            raise PrerequisiteError([f"no caddy at {binary}: bash scripts/setup --with caddy builds caddy "
+                                     f"{CADDY_VERSION}"])
         conf = self.log_dir / "Caddyfile"
         conf.write_text(_caddyfile(self.root, self.log_dir, c.server_cert, c.server_key, http_port, https_port, h3))
         env.update(HOME=str(self.log_dir), XDG_DATA_HOME=str(self.log_dir / "xdg-data"),

@@ -13,6 +13,7 @@ callback and prints nothing.
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import os
 import platform
@@ -123,6 +124,8 @@ class Lab:
     client: Callable[[ClientKind], type[Client]] = client_class
     server: Callable[[ServerKind], type[Server]] = server_class
     prerequisites: Callable[[], None] = prereq.require_testbed
+    #: Installs the optional parts (caddy, Firefox, the proxies) the trials need, before any runs.
+    provide: Callable[[set[str]], None] = prereq.provide
     cleanup: Callable[[], list[str]] = cleanup
 
 
@@ -145,11 +148,18 @@ def _lock_version(crate: str) -> str | None:
     return m.group(1) if m else None
 
 
+def _file_sha256(path: Path) -> str | None:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
 def static_environment(lab: Lab, kinds: set[ClientKind]) -> dict[str, Any]:
     """What every trial of the sweep shares: versions, kernel, machine."""
     browsers = any(k.browser for k in kinds)
     return {"satbench": __version__, "commit": _git_commit(), "kernel": platform.release(),
-            "python": platform.python_version(),
+            "python": platform.python_version(), "python_lock": _file_sha256(prereq.REPO / "uv.lock"),
             "browser": lab.client(ClientKind.CHROMIUM).version() if browsers else None,
             "firefox": lab.client(ClientKind.FIREFOX).version() if browsers else None,
             "quiche": _lock_version("quiche"), "hyper": _lock_version("hyper"), "rustls": _lock_version("rustls"),
@@ -667,6 +677,7 @@ def run(exp: Experiment, db: Path, *, progress: Callable[[Event], None] | None =
     lab = lab or Lab()
     check_path(Path(db))
     lab.prerequisites()
+    lab.provide(set().union(*(prereq.parts_of(t.factors) for t in exp.trials)))
     lab.cleanup()  # what runs killed before (SIGKILL, power loss) left behind; live testbeds are not touched
     db = Path(db)
     with open_store(db, db_timeout_s) as store:

@@ -248,6 +248,8 @@ def serve_worker(scheduler: str, *, testbeds: int = 1, name: str | None = None, 
     if not 1 <= testbeds <= 256:
         raise PrerequisiteError([f"--testbeds: from 1 to 256, got {testbeds}"])
     prereq.require_testbed()
+    # A worker runs whatever trials come: every optional part a trial may need, before it joins.
+    prereq.provide(p for p in prereq.PARTS if p != "tshark")
     missing = [f"no {n} at {where()}: run 'cargo build --release' (scripts/setup does)"
                for n, where in BINARIES.items() if not where().is_file()]
     if missing:

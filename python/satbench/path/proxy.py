@@ -41,6 +41,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .. import prereq
 from ..endpoints import ca as ca_mod
 from ..endpoints import pages
 from ..endpoints.loader import loader_binary
@@ -201,8 +202,10 @@ class Proxy(PathElement):
         c = ca_mod.ensure()
         origins = {name: s.addr for s in tb.servers for name in s.names}
         opts = self._options()
+        prereq.provide([self.kind])
         if shutil.which(self.kind) is None:
-            raise TestbedError(f"no {self.kind}: install Debian's {PACKAGES[self.kind]} (scripts/setup does)")
+            raise TestbedError(f"no {self.kind}: bash scripts/setup --with {self.kind} installs Debian's "
+                               f"{PACKAGES[self.kind]}")
         if self.kind == "nghttpx":
             return nghttpx_argv(logs, c.server_cert, c.server_key, c.cert, origins, str(opts["upstream"]))
         conf = logs / "proxy-nginx.conf"
