@@ -83,13 +83,14 @@ def provide(parts: Iterable[str], say: Callable[[str], None] | None = None) -> N
     missing = parts_missing(parts)
     if not missing:
         return
-    cmd = ["bash", str(REPO / "scripts" / "setup"), "--with", ",".join(missing)]
+    cmd = ["bash", "scripts/setup", "--only", ",".join(missing)]
     (say or (lambda m: print(m, file=sys.stderr, flush=True)))(
-        f"satbench: first use of {', '.join(missing)}: {' '.join(cmd[:2])} {' '.join(cmd[2:])}")
-    done = subprocess.run(cmd, stdin=subprocess.DEVNULL, check=False)
+        f"satbench: first use of {', '.join(missing)}: {' '.join(cmd)}")
+    # Its lines go to stderr: satbench's stdout may be read by a program.
+    done = subprocess.run(cmd, cwd=REPO, stdin=subprocess.DEVNULL, stdout=sys.stderr, check=False)
     still = parts_missing(missing)
     if done.returncode != 0 or still:
-        raise PrerequisiteError([f"{p}: scripts/setup --with {p} did not install it (exit code {done.returncode})"
+        raise PrerequisiteError([f"{p}: bash scripts/setup --only {p} did not install it (exit code {done.returncode})"
                                  for p in (still or missing)])
 
 

@@ -54,6 +54,13 @@ from .metrics import nearest_rank
 from .model import ClientKind
 
 MECHANISMS = ("poll", "sse", "ws", "wt")
+#: What satbench-server accepts of a real-time stream's query (``--describe``'s ``realtime``, its one
+#: owner; tests/unit/test_contracts.py holds these equal): message sizes (from the smallest at which
+#: every message is exactly its size), messages per stream, the mean interval.
+MIN_MESSAGE_BYTES, MAX_MESSAGE_BYTES = 64, 1 << 20
+MAX_MESSAGES = 100_000
+MAX_INTERVAL_MS = 20_000
+
 SCENARIOS = ("server", "client", "chat", "room")
 ARRIVALS = ("constant", "poisson")
 #: How far below its propagation delay a message may seem to arrive (the

@@ -92,6 +92,7 @@ def test_pylock_is_the_export_of_uv_lock():
 @pytest.mark.parametrize("args, says", [
     (["--with", "netem"], "--with: unknown part 'netem'"),
     (["--only"], "--only needs a step"),
+    (["--only", "rust,netem"], "--only: unknown step or part 'netem'"),
     (["--fast"], "unknown argument --fast"),
 ])
 def test_bad_arguments_exit_2_with_one_line(args, says):

@@ -7,7 +7,10 @@ from __future__ import annotations
 import json
 import subprocess
 
+from satbench import realtime
+from satbench.endpoints import options
 from satbench.endpoints.satbench_server import server_binary
+from satbench.experiment import factors
 from satbench.results.report import LIMITS
 
 
@@ -15,3 +18,61 @@ def test_the_report_shows_exactly_the_servers_classes_of_what_limited_a_sender()
     out = subprocess.run([str(server_binary()), "--describe"], capture_output=True, text=True, timeout=30, check=True)
     described = json.loads(out.stdout)
     assert tuple(described["limited_by"]) == LIMITS
+
+
+def _flags() -> dict[str, dict[str, object]]:
+    out = subprocess.run([str(server_binary()), "--describe"], capture_output=True, text=True, timeout=30, check=True)
+    return {f["flag"]: f for f in json.loads(out.stdout)["flags"]}
+
+
+def _binary_accepts(flag: str, value: int) -> bool:
+    r = subprocess.run([str(server_binary()), "--check-args", "--root", "/", flag, str(value)],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode in (0, 2), r.stderr
+    assert (r.returncode == 0) == (r.stderr == ""), r.stderr
+    return r.returncode == 0
+
+
+def test_every_server_option_passed_to_the_binary_is_its_flag_of_the_same_kind_and_range() -> None:
+    flags = _flags()
+    passed = [f for f in options.fields() if f.metadata["binary"]]
+    assert passed
+    for f in passed:
+        d = flags.get(options.flag_of(f))
+        assert d is not None, f"{options.flag_of(f)} is not a flag of satbench-server"
+        if options.is_bool(f):
+            assert d["kind"] == "switch", d
+        elif f.metadata["choices"]:
+            assert d["kind"] == "choice" and set(d["choices"]) == set(f.metadata["choices"]), d  # type: ignore[call-overload]
+        else:
+            assert d["kind"] == "int", d
+            assert (d["lo"], d["hi"]) == (f.metadata["lo"], f.metadata["hi"]), (f.name, d)
+
+
+def test_every_server_option_range_holds_at_its_edges_on_both_sides() -> None:
+    ints = [f for f in options.fields() if f.metadata["binary"] and not options.is_bool(f)
+            and not f.metadata["choices"]]
+    assert {f.name for f in ints} >= {"sndbuf", "rcvbuf", "quic_initcwnd", "quic_max_data", "quic_max_stream_data"}
+    for f in ints:
+        lo, hi = f.metadata["lo"], f.metadata["hi"]
+        for v in (lo - 1, lo, hi, hi + 1):
+            inside = lo <= v <= hi
+            assert (options.check_value(f.name, v) is None) == inside, (f.name, v)
+            assert _binary_accepts(options.flag_of(f), v) == inside, (f.name, v)
+
+
+def test_the_real_time_factors_are_what_the_server_accepts() -> None:
+    out = subprocess.run([str(server_binary()), "--describe"], capture_output=True, text=True, timeout=30, check=True)
+    rt = json.loads(out.stdout)["realtime"]
+    assert (rt["min_size"], rt["max_size"]) == (realtime.MIN_MESSAGE_BYTES, realtime.MAX_MESSAGE_BYTES)
+    assert (rt["max_messages"], rt["max_interval_ms"]) == (realtime.MAX_MESSAGES, realtime.MAX_INTERVAL_MS)
+    check = factors.FACTORS["message_bytes"].check
+    assert check(rt["min_size"]) is None and check(rt["max_size"]) is None
+    assert check(rt["min_size"] - 1) is not None and check(rt["max_size"] + 1) is not None
+    assert factors.FACTORS["messages"].check(rt["max_messages"] + 1) is not None
+
+
+def test_the_readme_names_the_schema_version_the_code_writes() -> None:
+    from satbench import prereq
+    from satbench.results import schema
+    assert f"`user_version`, now {schema.VERSION})" in (prereq.REPO / "README.md").read_text()

@@ -47,6 +47,7 @@ mod tls;
 mod upload;
 mod url;
 
+use satbench_common::unix_ns;
 use session::{Proto, QuicStack, QuicWindows, Settings};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -307,13 +308,6 @@ fn cpu_seconds() -> f64 {
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
     let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
     tv(ru.ru_utime) + tv(ru.ru_stime)
-}
-
-fn unix_ns() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0)
 }
 
 /// Sleep until the wall clock reads `at` (ns): a coarse sleep, then a spin

@@ -187,31 +187,8 @@ impl RtQuery {
         if !self.wants_up() {
             return Vec::new();
         }
-        let mut rng = SplitMix(self.seed ^ 0x5bd1_e995 ^ (client as u64).wrapping_mul(0x9E37_79B9));
-        let mut t = 0.0;
-        (0..self.n)
-            .map(|_| {
-                t += if self.poisson {
-                    -self.interval_ms * (1.0 - rng.unit()).ln()
-                } else {
-                    self.interval_ms
-                };
-                t
-            })
-            .collect()
-    }
-}
-
-/// A small seeded generator (SplitMix64).
-struct SplitMix(u64);
-
-impl SplitMix {
-    fn unit(&mut self) -> f64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
+        let seed = satbench_common::up_seed(self.seed, client as u64);
+        satbench_common::arrivals_ms(seed, self.n, self.interval_ms, self.poisson)
     }
 }
 

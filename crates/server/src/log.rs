@@ -4,7 +4,6 @@
 use std::fs::File;
 use std::io::{LineWriter, Write};
 use std::sync::{Arc, Mutex};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 #[derive(Clone, Default)]
 pub struct JsonLines(Option<Arc<Mutex<LineWriter<File>>>>);
@@ -32,10 +31,4 @@ impl JsonLines {
     }
 }
 
-/// Nanoseconds since the Unix epoch.
-pub fn unix_ns() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0)
-}
+pub use satbench_common::unix_ns;

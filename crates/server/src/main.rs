@@ -69,6 +69,11 @@
 //!
 //! Keys go to $SSLKEYLOGFILE when it is set. Prints one JSON line when ready;
 //! exits 0 on SIGTERM or SIGINT; configuration errors exit 2.
+//!
+//! `satbench-server --describe` prints what the orchestrator reads of this
+//! binary (every flag with its kind and range, `RANGES`; the classes of what
+//! limited a sender); `satbench-server --check-args ARGS...` parses a
+//! command line as the server would and serves nothing.
 
 mod files;
 #[cfg(test)]
@@ -221,6 +226,72 @@ impl Default for Options {
     }
 }
 
+/// The numeric flags, each with its range (inclusive) and unit: the one place a range is set.
+/// `--describe` gives them to the orchestrator, whose own checks of the options it passes
+/// are held to them at the edges by a test on its side (tests/unit/test_contracts.py).
+pub const RANGES: &[(&str, u64, u64, &str)] = &[
+    ("--http-port", 0, 65_535, "(0: none)"),
+    ("--https-port", 1, 65_535, ""),
+    ("--sndbuf", 1, 1 << 30, "bytes"),
+    ("--rcvbuf", 1, 1 << 30, "bytes"),
+    ("--quic-initcwnd", 1, 10_000, "packets"),
+    ("--quic-max-data", 1, (1 << 62) - 1, "bytes"),
+    ("--quic-max-stream-data", 1, (1 << 62) - 1, "bytes"),
+    ("--idle-timeout-s", 1, 86_400, "s"),
+    ("--header-read-timeout-s", 1, 86_400, "s"),
+    ("--max-tcp-conns", 1, 1 << 20, "connections"),
+    ("--max-quic-conns", 1, 1 << 20, "connections"),
+];
+/// The flags with a fixed set of values.
+pub const CHOICES: &[(&str, &[&str])] = &[
+    ("--cc", &["cubic", "bbr", "reno"]),
+    ("--quic-stack", &["quiche", "quinn"]),
+];
+/// The switches (no value).
+pub const SWITCHES: &[&str] = &[
+    "--no-h3",
+    "--tfo",
+    "--no-nodelay",
+    "--webtransport",
+    "--no-resumption",
+    "--no-0rtt",
+    "--no-pacing",
+];
+/// The flags that take text (paths, an address).
+pub const TEXT: &[&str] = &[
+    "--root",
+    "--cert",
+    "--key",
+    "--bind",
+    "--access-log",
+    "--tcp-info",
+    "--quic-info",
+    "--qlog-dir",
+];
+
+/// Every flag as `--describe` gives it: `{"flag", "kind": "int"|"choice"|"switch"|"text", ...}`.
+fn describe_flags() -> Vec<serde_json::Value> {
+    let mut v: Vec<serde_json::Value> = RANGES
+        .iter()
+        .map(|(f, lo, hi, unit)| serde_json::json!({"flag": f, "kind": "int", "lo": lo, "hi": hi, "unit": unit}))
+        .collect();
+    v.extend(
+        CHOICES
+            .iter()
+            .map(|(f, c)| serde_json::json!({"flag": f, "kind": "choice", "choices": c})),
+    );
+    v.extend(
+        SWITCHES
+            .iter()
+            .map(|f| serde_json::json!({"flag": f, "kind": "switch"})),
+    );
+    v.extend(
+        TEXT.iter()
+            .map(|f| serde_json::json!({"flag": f, "kind": "text"})),
+    );
+    v
+}
+
 /// A command line that cannot be used; printed as `satbench-server: <message>`, exit 2.
 #[derive(Debug, thiserror::Error)]
 pub enum ArgError {
@@ -236,26 +307,26 @@ pub enum ArgError {
     /// `--cc` other than cubic, bbr or reno.
     #[error("--cc: must be cubic, bbr or reno, got {0:?}")]
     BadCc(String),
+    /// A number outside its flag's range (`RANGES`).
+    #[error("{flag}: must be {lo} to {hi}{unit}, got {value}")]
+    OutOfRange {
+        flag: &'static str,
+        lo: u64,
+        hi: u64,
+        unit: String,
+        value: u64,
+    },
     /// No `--root`.
     #[error("--root is required")]
     NoRoot,
     /// `--quic-stack` other than quiche or quinn.
     #[error("--quic-stack: must be quiche or quinn, got {0:?}")]
     BadQuicStack(String),
-    /// A window of 0 bytes, or above QUIC's 2^62 - 1.
-    #[error("{flag}: must be 1 to 4611686018427387903 bytes, got {value}")]
-    BadWindow { flag: &'static str, value: u64 },
-    /// An initial window of 0 packets.
-    #[error("--quic-initcwnd: must be at least 1 packet")]
-    BadInitcwnd,
     /// A setting quinn has no way to apply.
     #[error("{0}")]
     NotWithQuinn(&'static str),
     #[error("--webtransport needs --quic-stack quinn (quiche's HTTP/3 has no WebTransport)")]
     WebTransportNeedsQuinn,
-    /// A count or a timeout of 0.
-    #[error("{0}: must be at least 1")]
-    Zero(&'static str),
     /// Only one of `--cert` and `--key`.
     #[error("--cert and --key go together")]
     CertWithoutKey,
@@ -285,25 +356,29 @@ fn num<T: std::str::FromStr>(flag: &'static str, p: &mut lexopt::Parser) -> Resu
         .map_err(|_| ArgError::NotANumber { flag, value })
 }
 
-/// A count or a number of seconds, at least 1.
-fn positive<T: std::str::FromStr + PartialEq + From<u8>>(
-    flag: &'static str,
-    p: &mut lexopt::Parser,
-) -> Result<T, ArgError> {
-    let v: T = num(flag, p)?;
-    if v == T::from(0) {
-        return Err(ArgError::Zero(flag));
-    }
-    Ok(v)
-}
-
-/// A flow-control window in bytes: 1 to 2^62 - 1 (a QUIC varint).
-fn window(flag: &'static str, p: &mut lexopt::Parser) -> Result<u64, ArgError> {
+/// A number within its flag's range (`RANGES`).
+fn ranged<T: TryFrom<u64>>(flag: &'static str, p: &mut lexopt::Parser) -> Result<T, ArgError> {
+    let (lo, hi, unit) = RANGES
+        .iter()
+        .find(|r| r.0 == flag)
+        .map(|r| (r.1, r.2, r.3))
+        .expect("every ranged flag is in RANGES");
     let v: u64 = num(flag, p)?;
-    if v == 0 || v >= 1 << 62 {
-        return Err(ArgError::BadWindow { flag, value: v });
+    let out = || ArgError::OutOfRange {
+        flag,
+        lo,
+        hi,
+        unit: if unit.is_empty() {
+            String::new()
+        } else {
+            format!(" {unit}")
+        },
+        value: v,
+    };
+    if !(lo..=hi).contains(&v) {
+        return Err(out());
     }
-    Ok(v)
+    T::try_from(v).map_err(|_| out())
 }
 
 /// Parse the arguments after the program name.
@@ -328,8 +403,8 @@ where
                 o.cc = Some(v);
             }
             Long("bind") => o.bind = p.value()?.string()?,
-            Long("http-port") => o.http_port = num("--http-port", &mut p)?,
-            Long("https-port") => o.https_port = num("--https-port", &mut p)?,
+            Long("http-port") => o.http_port = ranged("--http-port", &mut p)?,
+            Long("https-port") => o.https_port = ranged("--https-port", &mut p)?,
             Long("no-h3") => {
                 o.h3 = false;
                 o.alt_svc = false;
@@ -344,9 +419,9 @@ where
                     other => return Err(ArgError::BadQuicStack(other.into())),
                 }
             }
-            Long("quic-max-data") => o.quic_max_data = Some(window("--quic-max-data", &mut p)?),
+            Long("quic-max-data") => o.quic_max_data = Some(ranged("--quic-max-data", &mut p)?),
             Long("quic-max-stream-data") => {
-                o.quic_max_stream_data = Some(window("--quic-max-stream-data", &mut p)?)
+                o.quic_max_stream_data = Some(ranged("--quic-max-stream-data", &mut p)?)
             }
             Long("qlog-dir") => o.qlog_dir = Some(p.value()?.string()?),
             Long("tfo") => o.tfo = true,
@@ -355,23 +430,20 @@ where
             Long("no-resumption") => o.resumption = false,
             Long("no-0rtt") => o.zero_rtt = false,
             Long("no-pacing") => o.pacing = false,
-            Long("sndbuf") => o.sndbuf = Some(num("--sndbuf", &mut p)?),
-            Long("rcvbuf") => o.rcvbuf = Some(num("--rcvbuf", &mut p)?),
-            Long("quic-initcwnd") => o.quic_initcwnd = Some(num("--quic-initcwnd", &mut p)?),
-            Long("idle-timeout-s") => o.idle_timeout_s = num("--idle-timeout-s", &mut p)?,
-            Long("max-tcp-conns") => o.max_tcp_conns = positive("--max-tcp-conns", &mut p)?,
-            Long("max-quic-conns") => o.max_quic_conns = positive("--max-quic-conns", &mut p)?,
+            Long("sndbuf") => o.sndbuf = Some(ranged("--sndbuf", &mut p)?),
+            Long("rcvbuf") => o.rcvbuf = Some(ranged("--rcvbuf", &mut p)?),
+            Long("quic-initcwnd") => o.quic_initcwnd = Some(ranged("--quic-initcwnd", &mut p)?),
+            Long("idle-timeout-s") => o.idle_timeout_s = ranged("--idle-timeout-s", &mut p)?,
+            Long("max-tcp-conns") => o.max_tcp_conns = ranged("--max-tcp-conns", &mut p)?,
+            Long("max-quic-conns") => o.max_quic_conns = ranged("--max-quic-conns", &mut p)?,
             Long("header-read-timeout-s") => {
-                o.header_read_timeout_s = Some(positive("--header-read-timeout-s", &mut p)?)
+                o.header_read_timeout_s = Some(ranged("--header-read-timeout-s", &mut p)?)
             }
             other => return Err(other.unexpected().into()),
         }
     }
     if o.root.is_empty() {
         return Err(ArgError::NoRoot);
-    }
-    if o.quic_initcwnd == Some(0) {
-        return Err(ArgError::BadInitcwnd);
     }
     if o.quic_stack == QuicStack::Quinn && !o.pacing {
         return Err(ArgError::NotWithQuinn(
@@ -464,10 +536,19 @@ fn limits(opts: &Options) -> serde_json::Value {
 
 /// `--describe`: the facts the orchestrator reads of this binary, as one
 /// JSON line (their one owner is here): the classes of what limited a
-/// sender, in the order reports show them.
+/// sender, in the order reports show them, and every flag with its kind and
+/// range or values.
 fn describe() -> serde_json::Value {
     serde_json::json!({
         "limited_by": limits::LimitedBy::ALL.iter().map(|c| c.name()).collect::<Vec<_>>(),
+        "flags": describe_flags(),
+        "realtime": {
+            "min_size": realtime::MIN_SIZE,
+            "max_size": realtime::MAX_SIZE,
+            "max_messages": realtime::MAX_MESSAGES,
+            "max_interval_ms": realtime::MAX_INTERVAL_MS,
+            "max_members": realtime::MAX_MEMBERS,
+        },
     })
 }
 
@@ -479,7 +560,16 @@ fn main() {
         println!("{}", describe());
         return;
     }
-    let opts = parse(std::env::args_os().skip(1)).unwrap_or_else(|e| usage(&e.to_string()));
+    // `--check-args ARGS...`: parse the arguments as a server would, serve nothing (exit 0, or
+    // 2 with the message): how the orchestrator's tests hold its checks to this parser.
+    let check_only = std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == "--check-args");
+    let opts = parse(std::env::args_os().skip(if check_only { 2 } else { 1 }))
+        .unwrap_or_else(|e| usage(&e.to_string()));
+    if check_only {
+        return;
+    }
     let root = files::Root::new(std::path::Path::new(&opts.root))
         .unwrap_or_else(|e| usage(&format!("--root {}: {e}", opts.root)));
     let open = |p: &Option<String>, flag: &str| {
@@ -701,12 +791,41 @@ mod tests {
         );
         assert_eq!(
             err(&["--root", "/", "--quic-initcwnd", "0"]),
-            "--quic-initcwnd: must be at least 1 packet"
+            "--quic-initcwnd: must be 1 to 10000 packets, got 0"
         );
         assert_eq!(
             err(&["--root", "/", "--quic-info"]),
             "--quic-info needs a value"
         );
+        assert_eq!(
+            err(&["--root", "/", "--sndbuf", "1073741825"]),
+            "--sndbuf: must be 1 to 1073741824 bytes, got 1073741825"
+        );
+    }
+
+    #[test]
+    fn every_flag_is_described_once_and_parsed() {
+        let flags = describe_flags();
+        let names: Vec<&str> = flags.iter().map(|f| f["flag"].as_str().unwrap()).collect();
+        let mut unique = names.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        assert_eq!(unique.len(), names.len());
+        // Each described flag is one this parser knows (an unknown one is refused as unknown).
+        for f in &flags {
+            let flag = f["flag"].as_str().unwrap();
+            let value = match f["kind"].as_str().unwrap() {
+                "int" => Some(f["lo"].to_string()),
+                "choice" => Some(f["choices"][1].as_str().unwrap().to_string()),
+                "switch" => None,
+                _ => Some("x".to_string()),
+            };
+            let mut args = vec!["--root".to_string(), "/".to_string(), flag.to_string()];
+            args.extend(value);
+            if let Err(ArgError::Unknown(a)) = parse(args.iter().map(String::as_str)) {
+                panic!("{flag} is described but not parsed ({a})");
+            }
+        }
     }
 
     #[test]
@@ -736,11 +855,11 @@ mod tests {
         assert_eq!(o.header_read_timeout().as_secs(), 9);
         assert_eq!(
             err(&["--root", "/", "--max-tcp-conns", "0"]),
-            "--max-tcp-conns: must be at least 1"
+            "--max-tcp-conns: must be 1 to 1048576 connections, got 0"
         );
         assert_eq!(
             err(&["--root", "/", "--header-read-timeout-s", "0"]),
-            "--header-read-timeout-s: must be at least 1"
+            "--header-read-timeout-s: must be 1 to 86400 s, got 0"
         );
         assert_eq!(
             err(&["--root", "/", "--max-quic-conns", "many"]),

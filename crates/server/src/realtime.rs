@@ -27,6 +27,10 @@
 pub const MAX_MESSAGES: u32 = 100_000;
 /// The largest message, in bytes.
 pub const MAX_SIZE: usize = 1 << 20;
+/// The smallest message size asked for: every message the server sends is then exactly the size
+/// asked for (the longest unpadded one, `message(MAX_MESSAGES, a 13-digit unix ms stamp, 0)`, is
+/// 64 bytes). The orchestrator's `message_bytes` factor starts here (a test holds it so).
+pub const MIN_SIZE: usize = 64;
 /// The longest mean interval between messages (idle connections close at the server's idle timeout).
 pub const MAX_INTERVAL_MS: f64 = 20_000.0;
 /// The most members a chat room may have.
@@ -159,7 +163,7 @@ impl Params {
                     }
                 }
                 "n" => p.n = within(k, v, 1..=MAX_MESSAGES, "")?,
-                "size" => p.size = within(k, v, 1..=MAX_SIZE, " bytes")?,
+                "size" => p.size = within(k, v, MIN_SIZE..=MAX_SIZE, " bytes")?,
                 "interval_ms" => p.interval_ms = within(k, v, 0.0..=MAX_INTERVAL_MS, " ms")?,
                 "arrivals" => {
                     p.arrivals = match v {
@@ -208,17 +212,10 @@ impl Schedule {
         if !p.scenario.down() {
             return Schedule { due_ns: Vec::new() };
         }
-        let mut rng = SplitMix(p.seed);
-        let mut t = 0.0f64;
-        let due_ns = (0..p.n)
-            .map(|_| {
-                t += match p.arrivals {
-                    Arrivals::Constant => p.interval_ms,
-                    // Inverse transform; u in (0, 1].
-                    Arrivals::Poisson => -p.interval_ms * (1.0 - rng.unit()).ln(),
-                };
-                (t * 1e6) as u64
-            })
+        let poisson = p.arrivals == Arrivals::Poisson;
+        let due_ns = satbench_common::arrivals_ms(p.seed, p.n, p.interval_ms, poisson)
+            .into_iter()
+            .map(|t| (t * 1e6) as u64)
             .collect();
         Schedule { due_ns }
     }
@@ -247,24 +244,6 @@ impl Schedule {
                 .take_while(|d| **d <= now_ns)
                 .count();
         (from..to, self.due_ns.get(to).copied())
-    }
-}
-
-/// A small seeded generator (SplitMix64): the same seed, the same arrivals.
-struct SplitMix(u64);
-
-impl SplitMix {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in [0, 1).
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
     }
 }
 
@@ -564,6 +543,13 @@ mod tests {
             let unpadded = message(17, 1_795_578_470_912_111_385, 0).len();
             assert_eq!(m.len(), size.max(unpadded), "{size}");
         }
+        // From MIN_SIZE on, every message is exactly its size, the longest one included.
+        let longest = message(u64::from(MAX_MESSAGES), 9_999_999_999_999_999_999, 0).len();
+        assert_eq!(longest, MIN_SIZE);
+        assert_eq!(
+            message(u64::from(MAX_MESSAGES), 9_999_999_999_999_999_999, MIN_SIZE).len(),
+            MIN_SIZE
+        );
         let up = Upstream::parse(br#"{"seq":3,"t_ms":1795578470912.5,"pad":"..."}"#).unwrap();
         assert_eq!((up.seq, up.t_ms, up.done), (3, 1_795_578_470_912.5, false));
         assert!(Upstream::parse(br#"{"done":true}"#).unwrap().done);

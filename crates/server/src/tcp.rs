@@ -3,7 +3,7 @@
 use crate::files::{is_upload, Resolved, Root};
 use crate::limits::Sampler;
 use crate::log::{unix_ns, JsonLines};
-use crate::tcpinfo::{self, SockError};
+use crate::tcpinfo::{self, SockError, Telemetry};
 use crate::Options;
 use bytes::Bytes;
 use http_body_util::BodyExt;

@@ -2,84 +2,25 @@
 
 use std::os::fd::RawFd;
 
-/// `struct tcp_info` of include/uapi/linux/tcp.h up to `tcpi_bytes_retrans`
-/// (the layout only ever grows at its end).
-#[repr(C)]
-#[derive(Default, Clone, Copy, Debug)]
-pub struct TcpInfo {
-    pub state: u8,
-    pub ca_state: u8,
-    pub retransmits: u8,
-    pub probes: u8,
-    pub backoff: u8,
-    pub options: u8,
-    pub wscale: u8,
-    /// `tcpi_delivery_rate_app_limited:1, tcpi_fastopen_client_fail:2`.
-    pub flags: u8,
-    pub rto: u32,
-    pub ato: u32,
-    pub snd_mss: u32,
-    pub rcv_mss: u32,
-    pub unacked: u32,
-    pub sacked: u32,
-    pub lost: u32,
-    pub retrans: u32,
-    pub fackets: u32,
-    pub last_data_sent: u32,
-    pub last_ack_sent: u32,
-    pub last_data_recv: u32,
-    pub last_ack_recv: u32,
-    pub pmtu: u32,
-    pub rcv_ssthresh: u32,
-    pub rtt: u32,
-    pub rttvar: u32,
-    pub snd_ssthresh: u32,
-    pub snd_cwnd: u32,
-    pub advmss: u32,
-    pub reordering: u32,
-    pub rcv_rtt: u32,
-    pub rcv_space: u32,
-    pub total_retrans: u32,
-    pub pacing_rate: u64,
-    pub max_pacing_rate: u64,
-    pub bytes_acked: u64,
-    pub bytes_received: u64,
-    pub segs_out: u32,
-    pub segs_in: u32,
-    pub notsent_bytes: u32,
-    pub min_rtt: u32,
-    pub data_segs_in: u32,
-    pub data_segs_out: u32,
-    pub delivery_rate: u64,
-    pub busy_time: u64,
-    pub rwnd_limited: u64,
-    pub sndbuf_limited: u64,
-    pub delivered: u32,
-    pub delivered_ce: u32,
-    pub bytes_sent: u64,
-    pub bytes_retrans: u64,
+pub use satbench_common::tcpinfo::{congestion, tcp_info, TcpInfo};
+
+/// What the server makes of a `TCP_INFO` reading: the classifier's input and the telemetry line.
+pub trait Telemetry {
+    fn observation(&self, write_blocked_us: u64) -> crate::limits::TcpObservation;
+    fn json(
+        &self,
+        conn: &str,
+        t_ns: u64,
+        cc: &str,
+        o: &crate::limits::TcpObservation,
+        v: &crate::limits::Verdict,
+    ) -> serde_json::Value;
 }
 
-pub fn tcp_info(fd: RawFd) -> Option<TcpInfo> {
-    let mut info = TcpInfo::default();
-    let mut len = std::mem::size_of::<TcpInfo>() as libc::socklen_t;
-    // SAFETY: info is a plain repr(C) struct of `len` bytes.
-    let r = unsafe {
-        libc::getsockopt(
-            fd,
-            libc::IPPROTO_TCP,
-            libc::TCP_INFO,
-            &mut info as *mut TcpInfo as *mut libc::c_void,
-            &mut len,
-        )
-    };
-    (r == 0).then_some(info)
-}
-
-impl TcpInfo {
+impl Telemetry for TcpInfo {
     /// What the classifier of `limits.rs` reads, with the microseconds the
     /// application's writes have waited for room in the socket.
-    pub fn observation(&self, write_blocked_us: u64) -> crate::limits::TcpObservation {
+    fn observation(&self, write_blocked_us: u64) -> crate::limits::TcpObservation {
         crate::limits::TcpObservation {
             write_blocked_us,
             cwnd_segs: self.snd_cwnd as u64,
@@ -95,7 +36,7 @@ impl TcpInfo {
 
     /// One line of `tcp_info.jsonl`, with the classifier's verdict on the
     /// interval it ends.
-    pub fn json(
+    fn json(
         &self,
         conn: &str,
         t_ns: u64,
@@ -129,27 +70,6 @@ impl TcpInfo {
             "delivered": self.delivered,
         })
     }
-}
-
-/// The congestion control of a TCP socket.
-pub fn congestion(fd: RawFd) -> Option<String> {
-    let mut buf = [0u8; 16];
-    let mut len = buf.len() as libc::socklen_t;
-    // SAFETY: buf is valid for len bytes.
-    let r = unsafe {
-        libc::getsockopt(
-            fd,
-            libc::IPPROTO_TCP,
-            libc::TCP_CONGESTION,
-            buf.as_mut_ptr() as *mut libc::c_void,
-            &mut len,
-        )
-    };
-    if r != 0 {
-        return None;
-    }
-    let end = buf.iter().position(|&b| b == 0).unwrap_or(len as usize);
-    Some(String::from_utf8_lossy(&buf[..end]).into_owned())
 }
 
 /// A failed socket call, naming the call and its subject: `setsockopt(SO_RCVBUF): ...`.
@@ -249,11 +169,6 @@ pub fn set_congestion(fd: RawFd, cc: &str) -> Result<(), SockError> {
 mod tests {
     use super::*;
     use std::os::fd::AsRawFd;
-
-    #[test]
-    fn layout_matches_the_kernel() {
-        assert_eq!(std::mem::size_of::<TcpInfo>(), 216);
-    }
 
     #[test]
     fn reads_info_and_sets_congestion_control() {

@@ -4,6 +4,9 @@ Each field of :class:`ServerOptions` is an option with its default, its help
 text, its command-line flag and the server kinds it applies to. The
 ``satbench serve`` and ``satbench shell`` flags and the experiment keys
 ``server.NAME`` are derived from these fields; nothing else lists them.
+The flags and ranges of those passed to satbench-server are the binary's
+(its ``--describe``): tests/unit/test_contracts.py holds these to them, at
+the edges of every range.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ from ..errors import InputError
 from ..model import DEFAULT_QUIC_STACK, QUIC_STACKS, ServerKind
 
 SATBENCH_ONLY = frozenset({ServerKind.SATBENCH})
+#: The largest QUIC variable-length integer (a flow-control window's limit).
+QUIC_VARINT_MAX = (1 << 62) - 1
 
 
 def option(default: Any, help: str, *, flag: str | None = None, metavar: str | None = None,
@@ -54,10 +59,10 @@ class ServerOptions:
     quic_stack: str = option(DEFAULT_QUIC_STACK, "the QUIC stack serving HTTP/3: quinn (with the h3 crate) or quiche",
                              choices=QUIC_STACKS, experiment=False)
     quic_max_data: int | None = option(None, "the QUIC connection flow-control window the server advertises "
-                                             "(fixed; default: the stack's own)", metavar="BYTES", hi=1 << 40)
+                                             "(fixed; default: the stack's own)", metavar="BYTES", hi=QUIC_VARINT_MAX)
     quic_max_stream_data: int | None = option(None, "the QUIC stream flow-control window the server advertises "
                                                     "(fixed; default: the stack's own)", metavar="BYTES",
-                                               hi=1 << 40)
+                                               hi=QUIC_VARINT_MAX)
     webtransport: bool = option(False, "WebTransport over HTTP/3 (quinn stack): the real-time endpoint /rt/wt "
                                        "(the experiment factor is realtime = \"wt\")", experiment=False)
     keylog: bool = option(False, "write TLS keys (SSLKEYLOGFILE format) to the log folder", experiment=False,

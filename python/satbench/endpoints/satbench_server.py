@@ -45,9 +45,9 @@ class SatbenchServer(Server):
                  extra: list[str] | None = None):
         self.root, self.log_dir, self.opts, self.host = Path(root), Path(log_dir), options or ServerOptions(), host
         self.cc = None if cc is None else CongestionControl(cc)
-        for name, port in (("--http-port", http_port), ("--https-port", https_port)):
-            if not 0 <= port <= 65535:
-                raise InputError(f"{name}: not a port: {port}")
+        for name, port, lo in (("--http-port", http_port, 0), ("--https-port", https_port, 1)):
+            if not lo <= port <= 65535:
+                raise InputError(f"{name}: not a port: {port}" + (" (0: no cleartext port)" if lo == 0 else ""))
         if not self.root.is_dir():
             raise InputError(f"serve: {root}: not a directory")
         b = server_binary()

@@ -99,10 +99,13 @@ CORE: tuple[Factor, ...] = (
     Factor("scenario", one_of(realtime.SCENARIOS), "server",
            "a real-time trial's updates: from the server, from the client, both (chat), or a chat room of the "
            "loader's clients, each one's messages relayed to all the others (room)", keyed=False),
-    Factor("messages", whole(1, 100_000), 100, "a real-time trial's messages in each direction", keyed=False),
-    Factor("message_bytes", whole(60, 1 << 20), 100, "the size of each real-time message", keyed=False),
+    Factor("messages", whole(1, realtime.MAX_MESSAGES), 100, "a real-time trial's messages in each direction",
+           keyed=False),
+    Factor("message_bytes", whole(realtime.MIN_MESSAGE_BYTES, realtime.MAX_MESSAGE_BYTES), 100,
+           "the size of each real-time message", keyed=False),
     Factor("interval_ms", lambda v: None if isinstance(v, (int, float)) and not isinstance(v, bool) and
-           0 <= v <= 20_000 else f"must be a number of ms from 0 to 20000, got {v!r}", 1000,
+           0 <= v <= realtime.MAX_INTERVAL_MS else f"must be a number of ms from 0 to {realtime.MAX_INTERVAL_MS}, "
+           f"got {v!r}", 1000,
            "the mean time between real-time messages (0: back to back)", keyed=False),
     Factor("arrivals", one_of(realtime.ARRIVALS), "constant",
            "real-time messages at a constant interval or as a Poisson process of that mean", keyed=False),

@@ -10,6 +10,33 @@
 // (performance.timeOrigin + performance.now()); every namespace of a
 // testbed shares the host's clock, so a message's one-way latency is its
 // receive stamp minus its send stamp.
+// <satbench-common> A port of crates/common (SplitMix64, up_seed, arrivals_ms), the one
+// generator of every real-time schedule; tests/e2e/test_realtime_schedule.py holds it to
+// the golden fixture the crate's tests write (tests/fixtures/rt-arrivals.json).
+const SATBENCH_M64 = (1n << 64n) - 1n;
+function satbenchUpSeed(seed, client) {
+  return (seed ^ 0x5bd1e995n ^ ((client * 0x9e3779b9n) & SATBENCH_M64)) & SATBENCH_M64;
+}
+function satbenchArrivals(seed, n, intervalMs, poisson) {
+  let state = BigInt.asUintN(64, seed);
+  const unit = () => {
+    state = (state + 0x9e3779b97f4a7c15n) & SATBENCH_M64;
+    let z = state;
+    z = ((z ^ (z >> 30n)) * 0xbf58476d1ce4e5b9n) & SATBENCH_M64;
+    z = ((z ^ (z >> 27n)) * 0x94d049bb133111ebn) & SATBENCH_M64;
+    z ^= z >> 31n;
+    return Number(z >> 11n) / 9007199254740992;
+  };
+  const out = [];
+  let t = 0;
+  for (let k = 0; k < n; k++) {
+    t += poisson ? -intervalMs * Math.log(1 - unit()) : intervalMs;
+    out.push(t);
+  }
+  return out;
+}
+// </satbench-common>
+
 (function () {
   "use strict";
   const q = new URLSearchParams(location.search);
@@ -19,10 +46,14 @@
   const size = parseInt(q.get("size") || "100", 10);
   const interval = parseFloat(q.get("interval_ms") || "1000");
   const arrivals = q.get("arrivals") || "constant";
-  const seed = parseInt(q.get("seed") || "1", 10);
+  const seed = q.get("seed") || "1";  // a u64, kept as text
   const session = q.get("session") || ("s" + Math.floor(Math.random() * 1e9));
   const room = q.get("room") || "";
   const members = parseInt(q.get("members") || "2", 10);
+  // The client's schedule: satbench-common's arrivals_ms for this client's seed (up_seed of the
+  // stream's seed, client 0), as the loader's is; drawn before the start is stamped.
+  const upOffsets = scenario === "server" ? [] :
+    satbenchArrivals(satbenchUpSeed(BigInt(seed), 0n), n, interval, arrivals === "poisson");
   const now = () => performance.timeOrigin + performance.now();
   const R = {mech, scenario, n, size, interval_ms: interval, arrivals, session, start_ms: now(), open_ms: null,
              server_open_ms: null, down: [], up: [], errors: [], done_ms: null};
@@ -62,10 +93,8 @@
   }
 
   // The client's messages: a constant interval, or a Poisson process of the
-  // same mean (its own seeded generator, not the server's), from the opening
-  // (in a room, from the room's start, when the server says so).
-  let rng = (seed ^ 0x5bd1e995) >>> 0 || 1;
-  function unit() { rng ^= rng << 13; rng >>>= 0; rng ^= rng >>> 17; rng ^= rng << 5; rng >>>= 0; return rng / 4294967296; }
+  // same mean, from the opening (in a room, from the room's start, when the
+  // server says so), at the offsets drawn before the start (upOffsets).
   function upMessage(seq) {
     const t = now();
     const head = `{"seq":${seq},"dir":"up","from":"${session}","t_ms":${t},"pad":"`;
@@ -76,10 +105,9 @@
   function runUp(send, allSent) {
     if (!wantUp || R.sched_ms !== undefined) return;
     R.sched_ms = now();
-    let due = 0, pending = [];
+    const pending = [];
     for (let k = 0; k < n; k++) {
-      due += arrivals === "poisson" ? -interval * Math.log(1 - unit()) : interval;
-      const at = R.sched_ms + due;
+      const at = R.sched_ms + upOffsets[k];
       pending.push(new Promise((resolve) => setTimeout(() => resolve(send(upMessage(k))), Math.max(0, at - now()))));
     }
     Promise.all(pending).then(() => allSent()).catch((e) => fail("upstream: " + e));
