@@ -127,7 +127,7 @@ class ServerKind(enum.StrEnum):
 
 
 #: The QUIC stacks of the satbench server and the loader, the default first: chosen on the evidence
-#: of study A's validation (README, "QUIC stacks"): with quinn, HTTP/3 over GEO is as study A found it;
+#: of study A's validation (docs/manual.md, "QUIC stacks"): with quinn, HTTP/3 over GEO is as study A found it;
 #: quiche's BBR start-up makes it the slowest version there.
 QUIC_STACKS = ("quinn", "quiche")
 DEFAULT_QUIC_STACK = QUIC_STACKS[0]

@@ -72,7 +72,7 @@ def test_the_real_time_factors_are_what_the_server_accepts() -> None:
     assert factors.FACTORS["messages"].check(rt["max_messages"] + 1) is not None
 
 
-def test_the_readme_names_the_schema_version_the_code_writes() -> None:
+def test_the_manual_names_the_schema_version_the_code_writes() -> None:
     from satbench import prereq
     from satbench.results import schema
-    assert f"`user_version`, now {schema.VERSION})" in (prereq.REPO / "README.md").read_text()
+    assert f"`user_version`, now {schema.VERSION})" in (prereq.REPO / "docs" / "manual.md").read_text()

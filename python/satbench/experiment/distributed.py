@@ -104,7 +104,8 @@ def check_scheduler_address(address: str, *, resolve: Callable[[str], list[str]]
     if addrs and all(ipaddress.ip_address(a.split("%")[0]).is_loopback for a in addrs):
         return address
     raise InputError(f"scheduler {address}: plain tcp:// is only allowed on loopback; workers run as root and Dask "
-                     "sends pickled code, so use tls:// with certificates (README: 'Studies on several machines')")
+                     "sends pickled code, so use tls:// with certificates "
+                     "(docs/manual.md: 'Studies on several machines')")
 
 
 def check_tls_config(address: str, role: str) -> None:
@@ -118,7 +119,7 @@ def check_tls_config(address: str, role: str) -> None:
                            f"distributed.comm.tls.{role}.key") if not dask.config.get(k, None)]
     if missing:
         raise InputError(f"scheduler {address}: TLS needs {', '.join(missing)} in Dask's configuration "
-                         "(README: 'Studies on several machines')")
+                         "(docs/manual.md: 'Studies on several machines')")
 
 
 # -- what a worker must share with its coordinator --------------------------------------------
