@@ -3,7 +3,7 @@
 use crate::files::{is_upload, Resolved, Root};
 use crate::limits::Sampler;
 use crate::log::{unix_ns, JsonLines};
-use crate::tcpinfo::{self, SockError, Telemetry};
+use crate::tcpinfo::{self, SockError};
 use crate::Options;
 use bytes::Bytes;
 use http_body_util::BodyExt;
@@ -683,10 +683,10 @@ async fn sample(
     let one = |sampler: &mut Sampler, at_close: bool| {
         if let Some(i) = tcpinfo::tcp_info(fd.as_raw_fd()) {
             let t = unix_ns();
-            let o = i.observation(blocked.total_us(t));
+            let o = tcpinfo::observation(&i, blocked.total_us(t));
             let v = sampler.sample_tcp(t, &o);
             if sh.tcp_info.enabled() {
-                let mut j = i.json(&conn, t, &cc, &o, &v);
+                let mut j = tcpinfo::line(&i, &conn, t, &cc, &o, &v);
                 if at_close {
                     j["at_close"] = true.into();
                 }

@@ -4,72 +4,57 @@ use std::os::fd::RawFd;
 
 pub use satbench_common::tcpinfo::{congestion, tcp_info, TcpInfo};
 
-/// What the server makes of a `TCP_INFO` reading: the classifier's input and the telemetry line.
-pub trait Telemetry {
-    fn observation(&self, write_blocked_us: u64) -> crate::limits::TcpObservation;
-    fn json(
-        &self,
-        conn: &str,
-        t_ns: u64,
-        cc: &str,
-        o: &crate::limits::TcpObservation,
-        v: &crate::limits::Verdict,
-    ) -> serde_json::Value;
+/// What the classifier of `limits.rs` reads of a `TCP_INFO` reading, with the microseconds the
+/// application's writes have waited for room in the socket.
+pub fn observation(i: &TcpInfo, write_blocked_us: u64) -> crate::limits::TcpObservation {
+    crate::limits::TcpObservation {
+        write_blocked_us,
+        cwnd_segs: i.snd_cwnd as u64,
+        in_flight_segs: (i.unacked as u64 + i.retrans as u64)
+            .saturating_sub(i.sacked as u64 + i.lost as u64),
+        mss: i.snd_mss as u64,
+        notsent_bytes: i.notsent_bytes as u64,
+        busy_us: i.busy_time,
+        rwnd_limited_us: i.rwnd_limited,
+        sndbuf_limited_us: i.sndbuf_limited,
+    }
 }
 
-impl Telemetry for TcpInfo {
-    /// What the classifier of `limits.rs` reads, with the microseconds the
-    /// application's writes have waited for room in the socket.
-    fn observation(&self, write_blocked_us: u64) -> crate::limits::TcpObservation {
-        crate::limits::TcpObservation {
-            write_blocked_us,
-            cwnd_segs: self.snd_cwnd as u64,
-            in_flight_segs: (self.unacked as u64 + self.retrans as u64)
-                .saturating_sub(self.sacked as u64 + self.lost as u64),
-            mss: self.snd_mss as u64,
-            notsent_bytes: self.notsent_bytes as u64,
-            busy_us: self.busy_time,
-            rwnd_limited_us: self.rwnd_limited,
-            sndbuf_limited_us: self.sndbuf_limited,
-        }
-    }
-
-    /// One line of `tcp_info.jsonl`, with the classifier's verdict on the
-    /// interval it ends.
-    fn json(
-        &self,
-        conn: &str,
-        t_ns: u64,
-        cc: &str,
-        o: &crate::limits::TcpObservation,
-        v: &crate::limits::Verdict,
-    ) -> serde_json::Value {
-        serde_json::json!({
-            "input": o.json(),
-            "limited_by": v.limited_by.name(), "interval_ms": v.interval_ms,
-            "sacked": self.sacked, "retrans": self.retrans,
-            "in_flight": (self.unacked as u64 + self.retrans as u64)
-                .saturating_sub(self.sacked as u64 + self.lost as u64),
-            "t_unix_ns": t_ns, "conn": conn, "cc": cc, "state": self.state,
-            "ca_state": self.ca_state, "cwnd": self.snd_cwnd, "ssthresh": self.snd_ssthresh,
-            "srtt_us": self.rtt, "rttvar_us": self.rttvar, "min_rtt_us": self.min_rtt,
-            "retransmits": self.retransmits, "total_retrans": self.total_retrans,
-            "lost": self.lost, "unacked": self.unacked, "mss": self.snd_mss,
-            "pacing_rate_Bps": self.pacing_rate, "delivery_rate_Bps": self.delivery_rate,
-            "bytes_acked": self.bytes_acked, "bytes_sent": self.bytes_sent,
-            "bytes_retrans": self.bytes_retrans, "segs_out": self.segs_out,
-            "notsent_bytes": self.notsent_bytes, "options": self.options,
-            "syn_data": self.options & 0x20 != 0,
-            // Chrono counters (Linux 4.10+), cumulative µs: sending, limited
-            // by the peer's receive window, limited by the send buffer.
-            "busy_time_us": self.busy_time, "rwnd_limited_us": self.rwnd_limited,
-            "sndbuf_limited_us": self.sndbuf_limited,
-            // tcpi_delivery_rate_app_limited: the delivery rate sample was
-            // taken while the application had nothing to send.
-            "app_limited": self.flags & 1 != 0,
-            "delivered": self.delivered,
-        })
-    }
+/// One line of `tcp_info.jsonl`, with the classifier's verdict on the
+/// interval it ends.
+pub fn line(
+    i: &TcpInfo,
+    conn: &str,
+    t_ns: u64,
+    cc: &str,
+    o: &crate::limits::TcpObservation,
+    v: &crate::limits::Verdict,
+) -> serde_json::Value {
+    serde_json::json!({
+        "input": o.json(),
+        "limited_by": v.limited_by.name(), "interval_ms": v.interval_ms,
+        "sacked": i.sacked, "retrans": i.retrans,
+        "in_flight": (i.unacked as u64 + i.retrans as u64)
+            .saturating_sub(i.sacked as u64 + i.lost as u64),
+        "t_unix_ns": t_ns, "conn": conn, "cc": cc, "state": i.state,
+        "ca_state": i.ca_state, "cwnd": i.snd_cwnd, "ssthresh": i.snd_ssthresh,
+        "srtt_us": i.rtt, "rttvar_us": i.rttvar, "min_rtt_us": i.min_rtt,
+        "retransmits": i.retransmits, "total_retrans": i.total_retrans,
+        "lost": i.lost, "unacked": i.unacked, "mss": i.snd_mss,
+        "pacing_rate_Bps": i.pacing_rate, "delivery_rate_Bps": i.delivery_rate,
+        "bytes_acked": i.bytes_acked, "bytes_sent": i.bytes_sent,
+        "bytes_retrans": i.bytes_retrans, "segs_out": i.segs_out,
+        "notsent_bytes": i.notsent_bytes, "options": i.options,
+        "syn_data": i.options & 0x20 != 0,
+        // Chrono counters (Linux 4.10+), cumulative µs: sending, limited
+        // by the peer's receive window, limited by the send buffer.
+        "busy_time_us": i.busy_time, "rwnd_limited_us": i.rwnd_limited,
+        "sndbuf_limited_us": i.sndbuf_limited,
+        // tcpi_delivery_rate_app_limited: the delivery rate sample was
+        // taken while the application had nothing to send.
+        "app_limited": i.flags & 1 != 0,
+        "delivered": i.delivered,
+    })
 }
 
 /// A failed socket call, naming the call and its subject: `setsockopt(SO_RCVBUF): ...`.
@@ -183,9 +168,9 @@ mod tests {
         assert!(i.snd_cwnd > 0 && i.snd_mss > 0);
         let mut sampler = crate::limits::Sampler::starting(0);
         let info = tcp_info(s.as_raw_fd()).unwrap();
-        let o = info.observation(0);
+        let o = observation(&info, 0);
         let v = sampler.sample_tcp(10_000_000, &o);
-        let j = info.json("t1", 10_000_000, "reno", &o, &v);
+        let j = line(&info, "t1", 10_000_000, "reno", &o, &v);
         assert_eq!(j["interval_ms"], 10.0);
         assert!(j["limited_by"].is_string() && j["in_flight"].is_u64());
         // Chrono counters count in jiffies: only their presence is certain here.
