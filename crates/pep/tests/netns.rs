@@ -273,11 +273,11 @@ impl Pep {
         self.child.id()
     }
 
-    /// The log's lines so far.
+    /// The log's complete lines so far (the PEP may be writing the last one as it is read).
     fn lines(&self) -> Vec<Value> {
-        std::fs::read_to_string(&self.log)
-            .unwrap_or_default()
-            .lines()
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let done = text.rfind('\n').map_or("", |end| &text[..end]);
+        done.lines()
             .map(|l| serde_json::from_str(l).unwrap())
             .collect()
     }
@@ -478,12 +478,19 @@ fn reset(s: TcpStream) {
 }
 
 /// The logged connection whose client-side leg has this client address.
-fn by_client(conns: &[Value], client: SocketAddr) -> &Value {
+/// The log line of the connection from `client` to the server's `port`: both, since a client's
+/// ephemeral port may come again for another server port once its earlier connection is gone
+/// (a reset leaves no TIME_WAIT).
+fn by_client(conns: &[Value], client: SocketAddr, port: u16) -> &Value {
     let c = client.to_string();
+    let to = format!(":{port}");
     conns
         .iter()
-        .find(|l| l["in"]["peer"] == c.as_str())
-        .unwrap_or_else(|| panic!("no log line for {c}"))
+        .find(|l| {
+            l["in"]["peer"] == c.as_str()
+                && l["in"]["local"].as_str().is_some_and(|a| a.ends_with(&to))
+        })
+        .unwrap_or_else(|| panic!("no log line for {c} to port {port}"))
 }
 
 // ----------------------------------------------------------------- scenarios
@@ -834,7 +841,7 @@ fn pep_over_namespaces() {
     let cr = client_reset(8004);
     let conns = pep.wait_conns(4);
 
-    let l = by_client(&conns, client);
+    let l = by_client(&conns, client, 8001);
     let server = format!("{SERVER_IP}:8001");
     assert_eq!(l["in"]["local"], server.as_str());
     assert_eq!(l["out"]["local"], client.to_string().as_str());
@@ -866,7 +873,7 @@ fn pep_over_namespaces() {
     assert!(l["out"]["init_cwnd"].as_u64().unwrap() >= 1);
     assert!(l["in"]["tcp_info"]["srtt_us"].as_u64().unwrap() > 0);
 
-    let l = by_client(&conns, hc);
+    let l = by_client(&conns, hc, 8002);
     assert_eq!(
         (l["first"]["by"].as_str(), l["first"]["how"].as_str()),
         (Some("client"), Some("fin"))
@@ -881,7 +888,7 @@ fn pep_over_namespaces() {
         (Some(100_000), Some(3 * MB))
     );
 
-    let l = by_client(&conns, sr);
+    let l = by_client(&conns, sr, 8003);
     assert_eq!(
         (l["first"]["by"].as_str(), l["first"]["how"].as_str()),
         (Some("server"), Some("rst"))
@@ -892,7 +899,7 @@ fn pep_over_namespaces() {
     );
     assert_eq!(l["outcome"], "rst");
 
-    let l = by_client(&conns, cr);
+    let l = by_client(&conns, cr, 8004);
     assert_eq!(
         (l["first"]["by"].as_str(), l["first"]["how"].as_str()),
         (Some("client"), Some("rst"))
@@ -904,7 +911,7 @@ fn pep_over_namespaces() {
     println!("log lines: tuples, bytes, times, ends, TCP_INFO and congestion control per leg as expected");
     println!(
         "log line: {}",
-        serde_json::to_string(by_client(&conns, client)).unwrap()
+        serde_json::to_string(by_client(&conns, client, 8001)).unwrap()
     );
 
     // Setup latency and throughput through the PEP.
@@ -1056,17 +1063,17 @@ fn two_peps_in_series() {
     let t = terminal.wait_conns(3);
     let g = gateway.wait_conns(3);
     for (conns, middle) in [(&t, "out"), (&g, "in")] {
-        let l = by_client(conns, client);
+        let l = by_client(conns, client, 8101);
         assert_eq!(l["outcome"], "fin");
         assert_eq!(l[middle]["faces"], "satellite");
         assert_eq!(l[middle]["tcp_info"]["cc"], "reno");
         assert_eq!(l["bytes_up"].as_u64(), Some(4 * MB));
-        assert_eq!(by_client(conns, hc)["first"]["by"], "client");
-        assert_eq!(by_client(conns, sr)["first"]["how"], "rst");
+        assert_eq!(by_client(conns, hc, 8102)["first"]["by"], "client");
+        assert_eq!(by_client(conns, sr, 8103)["first"]["how"], "rst");
     }
     // The gateway's server: reset; the terminal saw that as the gateway's reset.
-    assert_eq!(by_client(&g, sr)["first"]["by"], "server");
-    assert_eq!(by_client(&t, sr)["first"]["by"], "server");
+    assert_eq!(by_client(&g, sr, 8103)["first"]["by"], "server");
+    assert_eq!(by_client(&t, sr, 8103)["first"]["by"], "server");
     let (ts, tc, _) = terminal.stop();
     let (gs, gc, _) = gateway.stop();
     assert_eq!((tc, gc), (0, 0));
