@@ -35,6 +35,7 @@ from .endpoints.loader import LoadOptions, format_run, load
 from .endpoints.options import ServerOptions
 from .endpoints.satbench_server import SatbenchServer
 from .errors import InputError, SatbenchError
+from .experiment import plan as plan_mod
 from .experiment import runner
 from .experiment import spec as experiment_spec
 from .experiment.plan import Plan
@@ -582,6 +583,11 @@ def _executor(a: argparse.Namespace, exp: experiment_spec.Experiment) -> Any:
     if scheduler is not None:
         distributed.check_scheduler_address(scheduler)
     cores = distributed.split_cores(parallel) if parallel is not None else None
+    if parallel is not None and parallel > 1:
+        # N testbeds on this machine: refused where they would not measure as one at a time does.
+        problems = plan_mod.parallel_problems(exp.trials, parallel, len(os.sched_getaffinity(0)))
+        if problems:
+            raise InputError(f"--parallel {parallel}: {problems[0]}")
     return distributed.dask_executor(scheduler=scheduler, parallel=parallel, cores=cores,
                                      fetch_artefacts=not a.artefacts_on_workers, progress=_cluster_progress)
 

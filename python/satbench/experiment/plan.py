@@ -7,6 +7,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from ..model import ClientKind
 from . import population
 from .design import RunOrder, Trial
 from .estimate import trial_s
@@ -22,6 +23,8 @@ def trial_estimate(t: Trial) -> float:
 #: project's 2-core machine (docs/benchmarks.md, "Browsers at once"); and loader clients per core.
 BROWSERS_PER_CORE = {"chromium": 2, "firefox": 2}
 LOADERS_PER_CORE = 200
+#: See CORES_PER_TESTBED.
+BROWSER_TESTBED_CORES = 1
 
 
 def heavy_populations(trials: list[Trial], cores: int | None = None) -> list[str]:
@@ -47,6 +50,33 @@ def heavy_populations(trials: list[Trial], cores: int | None = None) -> list[str
     if loaders > LOADERS_PER_CORE * cores:
         out.append(f"populations of up to {loaders} loader clients need about {-(-loaders // LOADERS_PER_CORE)} "
                    f"cores (this machine has {cores}): their trials may be CPU-starved")
+    return out
+
+
+#: The cores one testbed needs of its own, by the heaviest client among its trials, for a trial run
+#: beside others (``--parallel N``) to measure as it does alone: measured on the project's 2-core
+#: machine with one testbed per core (docs/benchmarks.md, "Testbeds at once").
+CORES_PER_TESTBED = {"browser": BROWSER_TESTBED_CORES, "loader": 1, "curl": 1}
+
+
+def _heaviest_client(t: Trial) -> str:
+    groups = population.groups(t.factors)
+    kinds = [g.kind for g in groups] if groups is not None else [ClientKind(str(t.factors.get("client")))]
+    return "browser" if any(k.browser for k in kinds) else "curl" if kinds == [ClientKind.CURL] else "loader"
+
+
+def parallel_problems(trials: list[Trial], testbeds: int, cores: int) -> list[str]:
+    """Why ``testbeds`` at once on ``cores`` would not measure these trials as one testbed at a
+    time does (empty: they may run so)."""
+    each = cores // testbeds
+    out = [f"{testbeds} testbeds at once leave each {each} core(s): {w}" for w in heavy_populations(trials, each)]
+    for kind in sorted({_heaviest_client(t) for t in trials}):
+        need = CORES_PER_TESTBED[kind]
+        if each < need:
+            most = max(1, cores // need)
+            out.append(f"{testbeds} testbeds at once leave each {each} core(s), and a {kind} trial needs {need} of its "
+                       f"own to measure as it does alone (docs/benchmarks.md, \"Testbeds at once\"): at most "
+                       f"--parallel {most} on {cores} cores")
     return out
 
 
@@ -86,6 +116,9 @@ class Plan:
                                           for h, s in e.links.items()),
                  f"  to run: {len(self.todo)} trials, estimated {format_duration(self.estimate_s())}"]
         lines += [f"  WARNING: {w}" for w in heavy_populations(trials)]
+        if e.parallel and e.parallel > 1:
+            lines += [f"  REFUSED as written (parallel = {e.parallel}): {w}"
+                      for w in parallel_problems(trials, e.parallel, len(os.sched_getaffinity(0)))]
         if e.design is not None:
             lines[2:2] = ["  " + d for d in e.design.describe()] + (
                 [f"  blocks: by {e.block}, each in its own random order"] if e.block else [])
