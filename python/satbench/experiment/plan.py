@@ -24,7 +24,7 @@ def trial_estimate(t: Trial) -> float:
 BROWSERS_PER_CORE = {"chromium": 2, "firefox": 2}
 LOADERS_PER_CORE = 200
 #: See CORES_PER_TESTBED.
-BROWSER_TESTBED_CORES = 1
+BROWSER_TESTBED_CORES = 2
 
 
 def heavy_populations(trials: list[Trial], cores: int | None = None) -> list[str]:
