@@ -45,10 +45,7 @@ const SETTINGS_WAIT: Duration = Duration::from_secs(30);
 
 /// Unix time in ms, from the wall clock every namespace shares.
 fn now_ms() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs_f64() * 1e3)
-        .unwrap_or(0.0)
+    satbench_common::unix_ns() as f64 / 1e6
 }
 
 fn err(e: impl std::fmt::Display) -> String {
