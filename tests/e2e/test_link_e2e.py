@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 import struct
 import time
 from pathlib import Path
@@ -187,9 +188,14 @@ def test_leo_profile_steps_its_delay_at_the_scheduled_second() -> None:
 
     # The return delay of a probe, then the forward delay of its echo: a probe sent up to one one-way
     # delay before an instant meets the new forward delay.
+    # No probe beats its delay (physics); a probe may come late when the host's scheduler holds a process
+    # on a loaded 2-core machine (CI saw one of 60 at +3 ms), so lateness is bounded for nine in ten and
+    # the median, not for every probe: a step at the wrong second moves all of them by 10 ms or more.
     for rtts, want, least in ((sent(-1.4, -0.2), before, 50), (sent(0.05, 0.2), spike, 3),  # the spike loses 10 %
                               (sent(0.45, 1.4), after, 40)):                                 # each way
-        assert len(rtts) >= least and all(abs(x - want) < 3 for x in rtts), (want, rtts)
+        assert len(rtts) >= least and min(rtts) > want - 0.5, (want, rtts)
+        assert statistics.median(rtts) < want + 1.5, (want, rtts)
+        assert sum(x < want + 3 for x in rtts) >= 0.9 * len(rtts), (want, rtts)
     # Nothing else in the window (the spike's 10 % loss aside) was out of place.
     assert r.received >= 140
 
