@@ -492,11 +492,11 @@ def _plan_args(p: argparse.ArgumentParser) -> None:
 
 
 def _plan(a: argparse.Namespace, _: list[str]) -> int:
-    from .results.read import Results  # noqa: PLC0415 - pandas loads on use
-
     exp = experiment_spec.load(a.file)
     stored_seed, done = None, frozenset[str]()
     if a.db and Path(a.db).exists():
+        from .results.read import Results  # noqa: PLC0415 - pandas loads on use (a plan without --db needs none)
+
         # Read-only: planning never migrates or writes a database.
         with Results(a.db) as r:
             row = r.db.execute("SELECT id, seed FROM experiments WHERE name = ?", (exp.name,)).fetchone()
