@@ -8,6 +8,10 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from satbench.experiment.trialspec import TrialSpec
 
 REPO = Path(__file__).resolve().parents[1]
 SATBENCH = [sys.executable, "-m", "satbench"]
@@ -111,3 +115,10 @@ def client_json(tb, command: str, url: str, protocol: str, *extra: str, timeout:
                       capture_output=True, text=True, timeout=timeout)
     assert p.returncode in (0, 3), p.stderr[-2000:]
     return json.loads(p.stdout)
+
+
+def trial(**factors: object) -> TrialSpec:
+    """A trial for a path element used on its own (a page-less HTTP/2 trial over GEO unless told)."""
+    from satbench.experiment.trialspec import TrialSpec  # noqa: PLC0415 - tests that need no trial skip the import
+
+    return TrialSpec.of({"link": "geo", "protocol": "h2", "page": "blank", **factors})

@@ -39,6 +39,7 @@ from .experiment import plan as plan_mod
 from .experiment import runner
 from .experiment import spec as experiment_spec
 from .experiment.plan import Plan
+from .experiment.trialspec import TrialSpec
 from .link import profile
 from .link.spec import LinkSpec, resolve
 from .model import DEFAULT_QUIC_STACK, QUIC_STACKS, CongestionControl, Protocol, TrialStatus, choices
@@ -252,15 +253,18 @@ def _shell(a: argparse.Namespace, rest: list[str]) -> int:
     proxy = ({"kind": a.proxy, **({"upstream": a.proxy_upstream} if a.proxy_upstream else {}),
               **({"cache": a.proxy_cache} if a.proxy_cache else {})}
              if a.proxy and (a.proxy_upstream or a.proxy_cache) else a.proxy)
-    factors = {"pep": pep or "none", "tunnel": a.tunnel or "none", "proxy": proxy or "none", "cc": a.cc or "cubic"}
-    path: list[PathElement] = []
+    # The shell's trial, as the path elements see one: its path and congestion control (it loads no page).
+    given = {"pep": pep or "none", "tunnel": a.tunnel or "none", "proxy": proxy or "none", "cc": a.cc or "cubic"}
     for factor in ("pep", "tunnel", "proxy"):
+        if problem := element_class(factor).check(given[factor]):
+            raise InputError(f"--{factor}: {problem}")
+    trial = TrialSpec.of({"link": link.name, "protocol": "h2", "page": "blank", **given})
+    path: list[PathElement] = []
+    for factor, value in trial.path.items():
         cls = element_class(factor)
-        if factors[factor] != cls.default:
-            problem = cls.check(factors[factor], factors)
-            if problem:
-                raise InputError(f"--{factor}: {problem}")
-            path.append(cls(factors[factor], {}, factors))
+        if problem := cls.conflict(value, trial):
+            raise InputError(f"--{factor}: {problem}")
+        path.append(cls(value, {}, trial))
     prereq.require_testbed()
     r = run_shell(spec, rest or None, serve=serve, on_ready=banner, path=path)
     if a.json_out:

@@ -47,11 +47,14 @@ import math
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .link.spec import LinkSpec
 from .metrics import nearest_rank
-from .model import ClientKind
+from .model import ClientKind, Protocol
+
+if TYPE_CHECKING:
+    from .experiment.trialspec import TrialSpec
 
 MECHANISMS = ("poll", "sse", "ws", "wt")
 #: What satbench-server accepts of a real-time stream's query (``--describe``'s ``realtime``, its one
@@ -103,21 +106,64 @@ def one_way_ms(links: Mapping[str, LinkSpec]) -> tuple[float, float]:
     return (sum(s.forward.min_delay_ms for s in links.values()), sum(s.ret.min_delay_ms for s in links.values()))
 
 
-def query(factors: Mapping[str, Any], session: str, seed: int) -> str:
+@dataclass(frozen=True)
+class RealtimeSpec:
+    """A trial's real-time scenario (the ``realtime`` factor and its family), typed once
+    (:class:`satbench.experiment.trialspec.TrialSpec`)."""
+
+    mechanism: str
+    scenario: str
+    messages: int
+    message_bytes: int
+    interval_ms: float
+    arrivals: str
+    #: The clients that report: one browser, or the loader's clients (a room's members).
+    clients: int
+
+
+def query(rt: RealtimeSpec, session: str, seed: int) -> str:
     """The scenario's query (the realtime page's, and the loader's): a room is named after the session, and
     has the loader's clients as its members."""
-    q = (f"?mech={factors['realtime']}&scenario={factors.get('scenario', 'server')}"
-         f"&n={int(factors.get('messages', 100))}&size={int(factors.get('message_bytes', 100))}"
-         f"&interval_ms={float(factors.get('interval_ms', 1000))}&arrivals={factors.get('arrivals', 'constant')}"
-         f"&seed={seed % 2**31}&session={session}")
-    if factors.get("scenario") == "room":
-        q += f"&room={session}&members={int(factors.get('clients', 1))}"
+    q = (f"?mech={rt.mechanism}&scenario={rt.scenario}&n={rt.messages}&size={rt.message_bytes}"
+         f"&interval_ms={float(rt.interval_ms)}&arrivals={rt.arrivals}&seed={seed % 2**31}&session={session}")
+    if rt.scenario == "room":
+        q += f"&room={session}&members={rt.clients}"
     return q
 
 
-def loader_url(factors: Mapping[str, Any], session: str, seed: int, host: str = "server.test") -> str:
+def problem(t: TrialSpec) -> tuple[str, str] | None:
+    """Why a trial cannot run its real-time scenario, as (factor, why) (None if it can, or it has none)."""
+    rt = t.realtime
+    if rt is None:
+        if t.page == "realtime":
+            return "page", "the realtime page runs a real-time scenario: set realtime (poll, sse or ws)"
+        return None
+    if t.page != "realtime":
+        return "realtime", "a real-time trial loads the realtime page: page = \"realtime\""
+    if t.population is not None or not (t.client.browser or t.client is ClientKind.LOADER):
+        return "realtime", ("the real-time client runs in a browser (client = \"chromium\" or \"firefox\") or "
+                            "in the loader (client = \"loader\", clients = N light clients)")
+    if rt.mechanism == "wt":
+        if not t.client.browser:
+            return "realtime", "WebTransport runs in a browser (client = \"chromium\" or \"firefox\")"
+        if t.protocol is not Protocol.H3 or t.quic_stack != "quinn":
+            return "realtime", ("WebTransport is HTTP/3's, on the server's quinn stack: protocol = \"h3\", "
+                                "quic_stack = \"quinn\"")
+    elif t.protocol not in (Protocol.H1, Protocol.H2):
+        return "realtime", ("poll, sse and ws run over h1 or h2 (the server's HTTP/3 has only WebTransport, "
+                            "and no browser opens a WebSocket over HTTP/3): realtime = \"wt\" for HTTP/3")
+    if rt.scenario == "room" and (t.client is not ClientKind.LOADER or t.clients < 2):
+        return "scenario", "a chat room's members are the loader's clients: client = \"loader\", clients >= 2"
+    if t.server.value != "satbench" or t.shards > 1:
+        return "realtime", "the real-time endpoints are satbench-server's, on one host (server = \"satbench\")"
+    if "proxy" in t.path:
+        return "realtime", "the gateway proxy does not pass WebSocket or hold long polls: proxy = \"none\""
+    return None
+
+
+def loader_url(rt: RealtimeSpec, session: str, seed: int, host: str = "server.test") -> str:
     """The URL the loader runs a scenario with (``satbench-load --realtime``): the endpoints' and the query."""
-    return f"https://{host}/rt/{query(factors, session, seed)}"
+    return f"https://{host}/rt/{query(rt, session, seed)}"
 
 
 def client_results(raw: Any) -> list[dict[str, Any] | None] | None:
@@ -129,16 +175,16 @@ def client_results(raw: Any) -> list[dict[str, Any] | None] | None:
     return [raw.get("page_result")]
 
 
-def judge(factors: Mapping[str, Any], results: Sequence[dict[str, Any] | None] | None,
+def judge(rt: RealtimeSpec, protocol: str, results: Sequence[dict[str, Any] | None] | None,
           server_log: list[dict[str, Any]], links: Mapping[str, LinkSpec]) -> Verdict:
-    """The trial's messages and metrics from what its clients recorded and the server's log."""
-    mech, scenario = str(factors["realtime"]), str(factors.get("scenario", "server"))
-    n = int(factors.get("messages", 100))
+    """The trial's messages and metrics (its scenario ``rt`` over ``protocol``) from what its clients
+    recorded and the server's log."""
+    mech, scenario, n = rt.mechanism, rt.scenario, rt.messages
     if not results or any(not r for r in results):
         return Verdict({}, [], invalid="the realtime page left no result" if not results or len(results) == 1
                        else "a client left no result")
     rs: list[dict[str, Any]] = [r for r in results if r]
-    want = 1 if ClientKind(str(factors.get("client", "loader"))).browser else int(factors.get("clients", 1))
+    want = rt.clients
     if len(rs) != want:
         return Verdict({}, [], invalid=f"{len(rs)} of {want} clients reported")
     sessions = [str(r.get("session")) for r in rs]
@@ -213,7 +259,7 @@ def judge(factors: Mapping[str, Any], results: Sequence[dict[str, Any] | None] |
                 if inv and ordered_up:
                     problems.append(f"{who}messages relayed from client {j} arrived out of order")
                 reordered_relay += inv
-        problems += [f"{who}{x}" for x in _mechanism(mech, scenario, str(factors.get("protocol")), reqs, n)]
+        problems += [f"{who}{x}" for x in _mechanism(mech, scenario, protocol, reqs, n)]
     lost = sum(1 for m in messages if m.recv_unix_ms is None)
     if lost:
         problems.insert(0, f"{lost} of {len(messages)} messages never arrived")

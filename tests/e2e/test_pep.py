@@ -23,7 +23,7 @@ from satbench.endpoints.options import ServerOptions
 from satbench.endpoints.satbench_server import SatbenchServer
 from satbench.path.pep import Pep
 
-from ..helpers import SATBENCH, run_cli, satbench_leftovers
+from ..helpers import SATBENCH, run_cli, satbench_leftovers, trial
 
 UDP_ECHO = ("import socket\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\ns.bind(('0.0.0.0', 7))\n"
             "while True:\n    d, a = s.recvfrom(2048)\n    s.sendto(d, a)\n")
@@ -60,7 +60,8 @@ def download(generated_pages: Any, tmp_path: Path, pep: Pep | None) -> dict[str,
 def test_a_pep_at_both_ends_splits_the_round_trip_and_speeds_up_a_download(generated_pages: Any,
                                                                            tmp_path: Path) -> None:
     plain = download(generated_pages, tmp_path / "plain", None)
-    pep = Pep({"at": "both", "satellite": SATELLITE_LEG}, {})
+    value = {"at": "both", "satellite": SATELLITE_LEG}
+    pep = Pep(value, {}, trial(pep=value))
     (tmp_path / "pep").mkdir()
     split = download(generated_pages, tmp_path / "pep", pep)
     print(f"without PEP: {plain}\nwith PEP: { {k: v for k, v in split.items() if k != 'link'} }")

@@ -16,7 +16,7 @@ from satbench.endpoints.options import ServerOptions
 from satbench.endpoints.satbench_server import SatbenchServer
 from satbench.path.pep import Pep
 
-from ..helpers import run_cli, satbench_leftovers
+from ..helpers import run_cli, satbench_leftovers, trial
 
 
 def _avg_rtt(out: str) -> float:
@@ -40,7 +40,7 @@ def test_the_terrestrial_delay_is_behind_the_gateway_only() -> None:
 
 def test_behind_peps_the_server_sees_the_terrestrial_round_trip(generated_pages: Any, tmp_path: Path) -> None:
     out, _ = generated_pages
-    pep = Pep("both", {})
+    pep = Pep("both", {}, trial(pep="both", terrestrial="terrestrial"))
     with Testbed(TestbedSpec(link=load_profile("geo"), terrestrial=load_profile("terrestrial"), seed=1)) as tb:
         with SatbenchServer(out, tmp_path / "server", ServerOptions(), cc="cubic", host=tb.server) as srv:
             with pep.start(tb, tmp_path):

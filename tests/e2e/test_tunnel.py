@@ -18,7 +18,7 @@ from pathlib import Path
 from satbench import Testbed, TestbedSpec, load_profile
 from satbench.path.tunnel import Tunnel
 
-from ..helpers import SATBENCH, run_cli, satbench_leftovers
+from ..helpers import SATBENCH, run_cli, satbench_leftovers, trial
 
 #: What the emulator's classifier counts of TCP: if all are zero, no TCP segment crossed the link.
 TCP_PARTS = ("tcp_retransmitted", "tls_handshake", "tls_record_overhead", "tcp_payload", "tls_application",
@@ -79,7 +79,7 @@ def test_through_the_tunnel_the_peps_split_nothing(tmp_path: Path) -> None:
 
 
 def test_the_mtu_is_enforced_where_packets_enter_the_tunnel(tmp_path: Path) -> None:
-    tunnel = Tunnel("wireguard", {})
+    tunnel = Tunnel("wireguard", {}, trial(link="lan", tunnel="wireguard"))
     spec = TestbedSpec(link=load_profile("lan"), seed=1)
     tunnel.configure(spec)
     with Testbed(spec) as tb, tunnel.start(tb, tmp_path):

@@ -11,6 +11,7 @@ import pytest
 from satbench.errors import ProfileError
 from satbench.experiment import design, estimate, spec
 from satbench.experiment.plan import Plan
+from satbench.experiment.trialspec import TrialSpec
 from satbench.link import profile
 from satbench.link.spec import resolve
 from satbench.results.stats import jain, mann_whitney_p, median_diff_ci
@@ -165,9 +166,9 @@ def test_demo_is_small_and_shows_both_quic_stacks() -> None:
 def test_estimate_follows_rtt_rate_and_size() -> None:
     f = {"link": "geo", "protocol": "h2", "page": "uniform-2m", "client": "loader", "clients": 1, "connections": 6}
     geo, lan_link = resolve(profile.load("geo")), resolve(profile.load("lan"))
-    big = estimate.trial_s(f, geo)
-    small = estimate.trial_s({**f, "page": "uniform-100k"}, geo)
-    lan = estimate.trial_s(f, lan_link)
+    big = estimate.trial_s(TrialSpec.of(f), geo)
+    small = estimate.trial_s(TrialSpec.of({**f, "page": "uniform-100k"}), geo)
+    lan = estimate.trial_s(TrialSpec.of(f), lan_link)
     # 2 MB at 10 Mbit/s is 1.6 s of transfer plus round trips of 530 ms.
     assert 1.6 + 4 * 0.53 < big < 1.6 + 12 * 0.53 + 1
     assert small < big and lan < small

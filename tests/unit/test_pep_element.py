@@ -6,14 +6,19 @@ from __future__ import annotations
 
 import pytest
 
+from satbench.experiment.trialspec import TrialSpec
 from satbench.path.pep import Pep, _split_leg
+
+
+def trial(pep: object, **more: object) -> TrialSpec:
+    return TrialSpec.of({"link": "geo", "protocol": "h2", "page": "blank", "pep": pep, **more})
 
 
 @pytest.mark.parametrize("value", ["terminal", "gateway", "both", {"at": "both"},
                                    {"at": "terminal", "satellite": "cc=bbr,sndbuf=16M,rcvbuf=4m,initcwnd=100",
                                     "terrestrial": "cc=cubic,nodelay,fastopen=off,maxseg=1400", "max_conns": 10}])
 def test_good_values(value: object) -> None:
-    assert Pep.check(value, {}) is None
+    assert Pep.check(value) is None
 
 
 @pytest.mark.parametrize("value, words", [
@@ -29,7 +34,7 @@ def test_good_values(value: object) -> None:
     ({"at": "both", "max_conns": True}, "max_conns must be a whole number"),
 ])
 def test_bad_values_say_what_is_wrong(value: object, words: str) -> None:
-    problem = Pep.check(value, {})
+    problem = Pep.check(value)
     assert problem is not None and words in problem, problem
 
 
@@ -40,8 +45,8 @@ def test_initial_window_is_taken_out_of_the_socket_settings() -> None:
 
 
 def test_places() -> None:
-    assert Pep("both", {}).places() == ["terminal", "gateway"]
-    assert Pep({"at": "gateway"}, {}).places() == ["gateway"]
+    assert Pep("both", {}, trial("both")).places() == ["terminal", "gateway"]
+    assert Pep({"at": "gateway"}, {}, trial({"at": "gateway"})).places() == ["gateway"]
 
 
 def test_labels() -> None:
@@ -63,6 +68,6 @@ def test_the_gateway_proxy_takes_a_terminal_pep_given_either_way() -> None:
     from satbench.path.proxy import Proxy
 
     for pep in ("terminal", {"at": "terminal", "satellite": "cc=bbr"}):
-        assert Proxy.check("nginx", {"pep": pep}) is None, pep
+        assert Proxy.check("nginx") is None and Proxy.conflict("nginx", trial(pep, proxy="nginx")) is None, pep
     for pep in ("gateway", "both", {"at": "gateway"}, {"at": "both", "max_conns": 10}):
-        assert "PEP at the gateway" in (Proxy.check("nginx", {"pep": pep}) or ""), pep
+        assert "PEP at the gateway" in (Proxy.conflict("nginx", trial(pep, proxy="nginx")) or ""), pep

@@ -8,11 +8,30 @@ from typing import Any
 
 import pytest
 
-from satbench import load_profile
+from satbench import load_profile, realtime
 from satbench.link.spec import LinkSpec, resolve
-from satbench.realtime import client_results, judge, loader_url, one_way_ms, query
+from satbench.realtime import RealtimeSpec, client_results, one_way_ms
 
 T0 = 1_795_000_000_000.0  # unix ms
+
+
+def spec(f: dict[str, Any]) -> RealtimeSpec:
+    """A scenario as a trial's factors give it (the loader's clients report)."""
+    return RealtimeSpec(mechanism=f["realtime"], scenario=f.get("scenario", "server"), messages=f.get("messages", 100),
+                        message_bytes=f.get("message_bytes", 100), interval_ms=f.get("interval_ms", 1000),
+                        arrivals=f.get("arrivals", "constant"), clients=f.get("clients", 1))
+
+
+def judge(f: dict[str, Any], results: Any, log: list[dict[str, Any]], links: dict[str, LinkSpec]) -> realtime.Verdict:
+    return realtime.judge(spec(f), f.get("protocol", "h2"), results, log, links)
+
+
+def query(f: dict[str, Any], session: str, seed: int) -> str:
+    return realtime.query(spec(f), session, seed)
+
+
+def loader_url(f: dict[str, Any], session: str, seed: int) -> str:
+    return realtime.loader_url(spec(f), session, seed)
 
 
 @pytest.fixture(scope="module")

@@ -109,9 +109,9 @@ def room_bench(*, clients: int = ROOM_CLIENTS, messages: int = ROOM_MESSAGES) ->
             with tb:
                 with SatbenchServer(root, Path(tmp) / "logs", ServerOptions(), cc="cubic", telemetry=False,
                                     host=tb.server):
-                    f = {"realtime": mech, "scenario": "room", "messages": messages, "interval_ms": 1000,
-                         "arrivals": "poisson", "clients": clients}
-                    url = realtime.loader_url(f, session=f"bench-{mech}", seed=1)
+                    rt = realtime.RealtimeSpec(mechanism=mech, scenario="room", messages=messages, message_bytes=100,
+                                               interval_ms=1000, arrivals="poisson", clients=clients)
+                    url = realtime.loader_url(rt, session=f"bench-{mech}", seed=1)
                     argv = LoadOptions(protocol="h2", clients=clients, timeout_s=600, mode="realtime",
                                        realtime=mech).argv(url)
                     p = tb.client.run(argv, capture_output=True, text=True, timeout=660)

@@ -22,6 +22,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from ..experiment.trialspec import TrialSpec
 from ..path.pep import Pep
 from ..testbed import measure
 from ..testbed.testbed import Testbed, TestbedSpec
@@ -89,7 +90,8 @@ def _one(pep: bool, seconds: float, connections: int) -> dict[str, Any]:
         if not pep:
             b = measure.bulk(tb.client, tb.server, seconds=seconds)
             return {"gbps": b.goodput_bps(skip_s=1) / 1e9, "setup_us": _setup_us(tb, connections)}
-        element = Pep("gateway", {})
+        trial = TrialSpec.of({"link": "lan", "protocol": "h2", "page": "blank", "pep": "gateway"})
+        element = Pep("gateway", {}, trial)
         with element.start(tb, Path(tmp)):
             pid = element.running["gateway"]["proc"].pid
             cpu0 = _cpu_s(pid)

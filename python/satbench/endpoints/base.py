@@ -10,10 +10,10 @@ The runner knows only these interfaces.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Self
+from typing import TYPE_CHECKING, ClassVar, Self
 
 from ..model import (
     DEFAULT_QUIC_STACK,
@@ -26,6 +26,10 @@ from ..model import (
 )
 from ..testbed.host import Host
 from .options import ServerOptions
+
+if TYPE_CHECKING:
+    from ..experiment.population import Group
+    from ..experiment.trialspec import TrialSpec
 
 #: What an impossible combination of factors is: (the factor to blame, why).
 Problem = tuple[str, str]
@@ -77,8 +81,9 @@ class Client(ABC):
     uploads: ClassVar[bool] = False
 
     @classmethod
-    def check(cls, factors: Mapping[str, Any]) -> Problem | None:
-        """Why this client cannot run a trial with these factors (None if it can)."""
+    def check(cls, group: "Group") -> Problem | None:
+        """Why this client cannot load as ``group`` asks: its clients at once in one process (a
+        population's are one each), its protocol, its connections (None if it can)."""
         return None
 
     @classmethod
@@ -121,8 +126,8 @@ class Server(ABC):
     protocols: ClassVar[frozenset[Protocol]] = frozenset(Protocol)
 
     @classmethod
-    def check(cls, factors: Mapping[str, Any]) -> Problem | None:
-        """Why this server cannot run a trial with these factors (None if it can)."""
+    def check(cls, trial: "TrialSpec") -> Problem | None:
+        """Why this server cannot serve this trial (None if it can)."""
         return None
 
     @classmethod

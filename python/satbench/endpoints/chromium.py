@@ -24,9 +24,8 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from playwright.sync_api import Error as PlaywrightError
@@ -38,6 +37,9 @@ from ..testbed.host import Host
 from . import ca as ca_mod
 from .base import Client, LoadRequest, Problem
 from .browser import _COLLECT, _OBSERVER, BrowseOptions, LoadResult, judge, outcome, page_metrics, settle
+
+if TYPE_CHECKING:
+    from ..experiment.population import Group
 
 CHROMIUM = "/usr/bin/chromium"
 BASE_FLAGS = ["--no-sandbox", "--headless", "--disable-gpu", "--no-first-run", "--disable-background-networking",
@@ -262,10 +264,10 @@ class Chromium(Client):
         self.browser = Browser()
 
     @classmethod
-    def check(cls, factors: Mapping[str, Any]) -> Problem | None:
-        if factors.get("clients", 1) != 1:
+    def check(cls, group: "Group") -> Problem | None:
+        if group.n != 1:
             return "clients", "a browser trial runs one browser; use client = \"loader\" for many clients"
-        if factors.get("connections", 6) != 6:
+        if group.connections != 6:
             return "connections", ("Chromium's HTTP/1.1 limit of 6 connections per host cannot be changed; "
                                    "use client = \"firefox\" or \"loader\"")
         return None

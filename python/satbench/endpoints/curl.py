@@ -13,15 +13,17 @@ from __future__ import annotations
 import json
 import statistics
 import subprocess
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import InputError, TestbedError
 from ..model import DEFAULT_QUIC_STACK, ClientKind, ClientOutcome, TrialStatus
 from . import ca as ca_mod
 from .base import Client, LoadRequest, Problem
 from .loader import LoadOptions, load
+
+if TYPE_CHECKING:
+    from ..experiment.population import Group
 
 PHASES = ("dns_s", "connect_s", "tls_s", "first_byte_s", "total_s")
 
@@ -112,8 +114,8 @@ class Curl(Client):
     kind = ClientKind.CURL
 
     @classmethod
-    def check(cls, factors: Mapping[str, Any]) -> Problem | None:
-        if factors.get("clients", 1) != 1:
+    def check(cls, group: "Group") -> Problem | None:
+        if group.n != 1:
             return "clients", "curl fetches one URL per trial: clients must be 1"
         return None
 

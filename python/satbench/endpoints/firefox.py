@@ -31,9 +31,8 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from websockets.sync.client import connect
@@ -46,6 +45,9 @@ from . import ca as ca_mod
 from .base import Client, LoadRequest, Problem
 from .browser import _COLLECT, _OBSERVER, BrowseOptions, LoadResult, judge, outcome, page_metrics, settle
 from .chromium import program_version
+
+if TYPE_CHECKING:
+    from ..experiment.population import Group
 
 FIREFOX = prereq.FIREFOX
 
@@ -257,8 +259,8 @@ class Firefox(Client):
     kind = ClientKind.FIREFOX
 
     @classmethod
-    def check(cls, factors: Mapping[str, Any]) -> Problem | None:
-        if factors.get("clients", 1) != 1:
+    def check(cls, group: "Group") -> Problem | None:
+        if group.n != 1:
             return "clients", "a browser trial runs one browser; use client = \"loader\" for many clients"
         return None
 

@@ -12,9 +12,8 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import prereq
 from ..errors import InputError, PrerequisiteError
@@ -24,6 +23,9 @@ from ..testbed.proc import describe_exit, read_ready_line, stop_process
 from . import ca as ca_mod
 from .base import Problem, Server, ServeRequest
 from .options import ServerOptions, server_argv
+
+if TYPE_CHECKING:
+    from ..experiment.trialspec import TrialSpec
 
 
 def server_binary() -> Path:
@@ -88,8 +90,8 @@ class SatbenchServer(Server):
         self.ready: dict[str, Any] = read_ready_line(self.proc, "satbench-server", 15.0)
 
     @classmethod
-    def check(cls, factors: Mapping[str, Any]) -> Problem | None:
-        if factors.get("quic_stack") == "quinn" and factors.get("server.pacing") is False:
+    def check(cls, trial: "TrialSpec") -> Problem | None:
+        if trial.quic_stack == "quinn" and trial.server_options.get("pacing") is False:
             return "server.pacing", "quinn always paces (quinn-proto has no switch for its pacer)"
         return None
 

@@ -19,9 +19,8 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import prereq
 from ..errors import PrerequisiteError, TestbedError
@@ -30,7 +29,10 @@ from ..testbed.host import Host
 from ..testbed.proc import describe_exit
 from . import ca as ca_mod
 from .base import Problem, Server, ServeRequest
-from .options import experiment_keys, servers_of
+from .options import servers_of
+
+if TYPE_CHECKING:
+    from ..experiment.trialspec import TrialSpec
 
 CADDY_VERSION = "v2.11.9"
 
@@ -146,17 +148,16 @@ class ThirdPartyServer(Server):
         return cls(req.root, req.log_dir, req.host, cc=req.cc, h3=req.options.h3)
 
     @classmethod
-    def check(cls, factors: Mapping[str, Any]) -> Problem | None:
-        for name in experiment_keys():
-            key = f"server.{name}"
-            if key in factors and cls.kind not in servers_of(name):
-                return key, f"applies to the {', '.join(sorted(servers_of(name)))} server only, not {cls.kind}"
-        if str(factors.get("page", "")).startswith("upload:"):
+    def check(cls, trial: "TrialSpec") -> Problem | None:
+        for name in trial.server_options:
+            if cls.kind not in servers_of(name):
+                return f"server.{name}", (f"applies to the {', '.join(sorted(servers_of(name)))} server only, "
+                                          f"not {cls.kind}")
+        if trial.upload_bytes is not None:
             return "page", f"the upload sink is satbench-server's; {cls.kind} has none"
-        if factors.get("protocol") == Protocol.H3 and Protocol.H3 not in cls.protocols:
+        if trial.protocol is Protocol.H3 and Protocol.H3 not in cls.protocols:
             return "protocol", f"{cls.kind} serves no HTTP/3 here"
-        if factors.get("quic_stack", DEFAULT_QUIC_STACK) != DEFAULT_QUIC_STACK or \
-                factors.get("quic_window", "stack") != "stack":
+        if trial.quic_stack != DEFAULT_QUIC_STACK or trial.quic_window != "stack":
             return "quic_stack", f"the QUIC stack and windows are satbench-server's and the loader's, not {cls.kind}'s"
         return None
 

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..link.spec import LinkSpec
-from ..model import ClientKind, CongestionControl, Protocol, ServerKind
 from .factors import FACTORS, REQUIRED, keyed
+from .trialspec import TrialSpec
 
 
 def trial_key(factors: dict[str, Any], rep: int, links: dict[str, LinkSpec] | dict[str, str]) -> str:
@@ -40,7 +40,8 @@ def trial_key_v1(factors: dict[str, Any], rep: int) -> str:
 
 @dataclass
 class Trial:
-    factors: dict[str, Any]
+    #: What the trial is, typed once (its factor values are ``spec.factors``).
+    spec: TrialSpec
     rep: int
     links: dict[str, LinkSpec]
     scenarios: list[str] = field(default_factory=list)
@@ -48,37 +49,27 @@ class Trial:
 
     def __post_init__(self) -> None:
         if not self.key:
-            self.key = trial_key(self.factors, self.rep, self.links)
+            self.key = trial_key(dict(self.spec.factors), self.rep, self.links)
 
     @property
-    def protocol(self) -> Protocol:
-        return Protocol(self.factors["protocol"])
-
-    @property
-    def cc(self) -> CongestionControl:
-        return CongestionControl(self.factors["cc"])
-
-    @property
-    def client(self) -> ClientKind:
-        return ClientKind(self.factors["client"])
-
-    @property
-    def server(self) -> ServerKind:
-        return ServerKind(self.factors["server"])
+    def factors(self) -> dict[str, Any]:
+        """The factor values as stored (a copy): for storage and display only; code reads ``spec``."""
+        return dict(self.spec.factors)
 
     @property
     def link(self) -> LinkSpec:
         return self.links["link"]
 
     def label(self, only: list[str] | None = None) -> str:
-        keys = only if only else [k for k, v in self.factors.items()
+        f = self.spec.factors
+        keys = only if only else [k for k, v in f.items()
                                   if k not in FACTORS or v != FACTORS[k].default or k in REQUIRED]
-        return " ".join(f"{k}={self.factors[k]}" for k in keys if k in self.factors)
+        return " ".join(f"{k}={f[k]}" for k in keys if k in f)
 
 
 def canonical_order(trials: list[Trial]) -> list[Trial]:
     """Trials sorted by their identifying factors and repetition."""
-    return sorted(trials, key=lambda t: (json.dumps(keyed(t.factors), sort_keys=True, default=str), t.rep))
+    return sorted(trials, key=lambda t: (json.dumps(keyed(dict(t.spec.factors)), sort_keys=True, default=str), t.rep))
 
 
 @dataclass(frozen=True)
@@ -101,9 +92,9 @@ def run_order(trials: list[Trial], order: str, file_seed: int | None, stored_see
         rnd = random.Random(seed)
         rnd.shuffle(ordered)
         if block is not None:
-            keys = list(dict.fromkeys(json.dumps(t.factors.get(block), default=str) for t in ordered))
+            keys = list(dict.fromkeys(json.dumps(t.spec.get(block), default=str) for t in ordered))
             rnd.shuffle(keys)
-            ordered = [t for k in keys for t in ordered if json.dumps(t.factors.get(block), default=str) == k]
+            ordered = [t for k in keys for t in ordered if json.dumps(t.spec.get(block), default=str) == k]
     return RunOrder(seed=seed, trials=ordered)
 
 

@@ -12,12 +12,12 @@ expected number of losses (a few losses hardly shrink the window).
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from ..endpoints import pages
 from ..link.spec import LinkSpec
 from ..model import ClientKind
 from . import population
+from .trialspec import TrialSpec
 
 #: Harness overhead per trial (testbed build and teardown, server start, client
 #: start), without the LCP wait, as measured on a 2-core machine, per client kind:
@@ -66,18 +66,18 @@ def page_bytes(page: str) -> tuple[int, int]:
     return GENERATED_PAGES[page]
 
 
-def trial_s(factors: dict[str, Any], link: LinkSpec) -> float:
+def trial_s(ts: TrialSpec, link: LinkSpec) -> float:
     """A model of one trial's duration over ``link``."""
     rtt = link.base_rtt_ms / 1000
     # An upload's bytes take the return link.
-    way = link.ret if str(factors["page"]).startswith("upload:") else link.forward
+    way = link.ret if ts.upload_bytes is not None else link.forward
     rate = way.mean_mbps
     p_loss = way.packet_loss_1500
-    total, n_objects = page_bytes(str(factors["page"]))
-    client = factors.get("client", "chromium")
-    proto = factors.get("protocol", "h2")
-    mix = population.groups(factors)
-    clients = population.size(factors)
+    total, n_objects = page_bytes(ts.page)
+    client = ts.client.value
+    proto = ts.protocol.value if ts.protocol is not None else "h2"
+    mix = ts.population
+    clients = ts.clients
     if mix is not None:  # a population: its slowest group's protocol, and its heaviest kind's overhead
         proto = "h1" if any(g.protocol.value == "h1" for g in mix) else mix[0].protocol.value
         client = "chromium" if any(g.kind.value == "chromium" for g in mix) else (
@@ -86,7 +86,7 @@ def trial_s(factors: dict[str, Any], link: LinkSpec) -> float:
     rounds = handshake + 1  # + the HTML request
     conns = 1
     if n_objects:
-        conns = 1 if proto != "h1" else min(n_objects, int(factors.get("connections", 6)))
+        conns = 1 if proto != "h1" else min(n_objects, ts.connections)
         if proto == "h1":
             rounds += math.ceil(n_objects / conns)  # one request per object per connection
             if conns > 1:
@@ -103,7 +103,7 @@ def trial_s(factors: dict[str, Any], link: LinkSpec) -> float:
     transfer = ss_rounds * rtt + (max(0.0, total - 2 * ss_bytes) * clients * 8 / (rate * 1e6) if rate else 0.0)
     if rate:
         transfer = max(transfer, bits / (rate * 1e6))
-    c = MATHIS_C.get(("quic" if proto == "h3" else "tcp", str(factors.get("cc", "cubic"))))
+    c = MATHIS_C.get(("quic" if proto == "h3" else "tcp", ts.cc.value))
     if p_loss > 0 and rtt > 0:
         if c is None:
             # Losses are repaired a round trip later; the last ones cost a tail-loss probe,
@@ -121,8 +121,8 @@ def trial_s(factors: dict[str, Any], link: LinkSpec) -> float:
     t = rounds * rtt + transfer + OVERHEAD_S.get(str(client), 0.5)
     if ClientKind(str(client)).browser:
         t += LCP_SETTLE_S
-    if factors.get("realtime", "none") != "none":  # the scenario's schedule, then its last message's trip
-        t += int(factors.get("messages", 100)) * float(factors.get("interval_ms", 1000)) / 1000 + 2 * rtt
+    if ts.realtime is not None:  # the scenario's schedule, then its last message's trip
+        t += ts.realtime.messages * ts.realtime.interval_ms / 1000 + 2 * rtt
     if mix is not None:  # every client prepares before the barrier (browsers start their drivers and launch)
         t += population.RELEASE_LEAD_S + (clients * BROWSER_READY_S if client != "loader"
                                           else clients * population.RELEASE_LEAD_PER_LOADER_S)

@@ -123,58 +123,11 @@ CORE: tuple[Factor, ...] = (
 )
 
 
-def shards_problem(factors: dict[str, Any]) -> tuple[str, str] | None:
-    """Why a trial's factors cannot shard its page (None if they can, or do not shard)."""
-    if int(factors.get("shards", 1)) <= 1:
-        return None
-    page = str(factors.get("page"))
-    if page.startswith(("bulk:", "upload:")) or page == "blank":
-        return "shards", f"the page {page} has no objects to spread over shards"
-    groups = population.groups(factors)
-    kinds = [ClientKind(str(factors.get("client", "chromium")))] if groups is None else [g.kind for g in groups]
-    if not all(k.fetches_objects for k in kinds):
-        return "shards", "a sharded page needs a client that loads its objects (a browser or the loader)"
-    if str(factors.get("server", "satbench")) != "satbench":
-        return "shards", "the shards are satbench servers (their logs count each origin's connections)"
-    return None
-
-
-def realtime_problem(factors: dict[str, Any]) -> tuple[str, str] | None:
-    """Why a trial's factors cannot run its real-time scenario (None if they can, or it has none)."""
-    rt = factors.get("realtime", "none")
-    if rt == "none":
-        if factors.get("page") == "realtime":
-            return "page", "the realtime page runs a real-time scenario: set realtime (poll, sse or ws)"
-        return None
-    if factors.get("page") != "realtime":
-        return "realtime", "a real-time trial loads the realtime page: page = \"realtime\""
-    kind = ClientKind(str(factors.get("client")))
-    if population.groups(factors) is not None or not (kind.browser or kind is ClientKind.LOADER):
-        return "realtime", ("the real-time client runs in a browser (client = \"chromium\" or \"firefox\") or "
-                            "in the loader (client = \"loader\", clients = N light clients)")
-    if rt == "wt":
-        if not kind.browser:
-            return "realtime", "WebTransport runs in a browser (client = \"chromium\" or \"firefox\")"
-        if factors.get("protocol") != "h3" or factors.get("quic_stack", DEFAULT_QUIC_STACK) != "quinn":
-            return "realtime", ("WebTransport is HTTP/3's, on the server's quinn stack: protocol = \"h3\", "
-                                "quic_stack = \"quinn\"")
-    elif factors.get("protocol") not in ("h1", "h2"):
-        return "realtime", ("poll, sse and ws run over h1 or h2 (the server's HTTP/3 has only WebTransport, "
-                            "and no browser opens a WebSocket over HTTP/3): realtime = \"wt\" for HTTP/3")
-    if factors.get("scenario") == "room" and (kind is not ClientKind.LOADER or int(factors.get("clients", 1)) < 2):
-        return "scenario", "a chat room's members are the loader's clients: client = \"loader\", clients >= 2"
-    if str(factors.get("server", "satbench")) != "satbench" or int(factors.get("shards", 1)) > 1:
-        return "realtime", "the real-time endpoints are satbench-server's, on one host (server = \"satbench\")"
-    if factors.get("proxy", "none") != "none":
-        return "realtime", "the gateway proxy does not pass WebSocket or hold long polls: proxy = \"none\""
-    return None
-
-
 def _path_factor(name: str) -> Factor:
     cls = element_class(name)
 
     def check(v: Any) -> str | None:
-        return cls.check(v, {})
+        return cls.check(v)
 
     # The access link is satbench 0.1's; elements added since are keyed only when present.
     return Factor(name, check, cls.default, cls.meaning, keyed=name == "access")

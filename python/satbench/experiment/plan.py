@@ -8,14 +8,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..model import ClientKind
-from . import population
 from .design import RunOrder, Trial
 from .estimate import trial_s
 from .spec import Experiment
 
 
 def trial_estimate(t: Trial) -> float:
-    return trial_s(t.factors, t.link)
+    return trial_s(t.spec, t.link)
 
 
 #: Browsers of each kind a population may run per core of this machine and stay valid (not CPU-starved,
@@ -35,7 +34,7 @@ def heavy_populations(trials: list[Trial], cores: int | None = None) -> list[str
     need: dict[str, int] = {}
     loaders = 0
     for t in trials:
-        groups = population.groups(t.factors) or []
+        groups = list(t.spec.population or ())
         for kind in BROWSERS_PER_CORE:
             need[kind] = max(need.get(kind, 0), sum(g.n for g in groups if g.kind.value == kind))
         loaders = max(loaders, sum(g.n for g in groups if not g.kind.browser))
@@ -60,8 +59,7 @@ CORES_PER_TESTBED = {"browser": BROWSER_TESTBED_CORES, "loader": 1, "curl": 1}
 
 
 def _heaviest_client(t: Trial) -> str:
-    groups = population.groups(t.factors)
-    kinds = [g.kind for g in groups] if groups is not None else [ClientKind(str(t.factors.get("client")))]
+    kinds = t.spec.kinds
     return "browser" if any(k.browser for k in kinds) else "curl" if kinds == [ClientKind.CURL] else "loader"
 
 

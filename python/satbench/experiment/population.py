@@ -85,22 +85,15 @@ def check(value: Any) -> str | None:
     return None
 
 
-def groups(factors: Mapping[str, Any]) -> list[Group] | None:
-    """The population a trial's factors describe (None: one client kind, as ever)."""
-    value = factors.get("clients")
-    if not isinstance(value, dict):
-        return None
+def groups(value: Mapping[str, Any], client: ClientKind, connections: int) -> list[Group]:
+    """The population a checked ``clients`` table describes: each protocol's clients, of the trial's
+    ``client`` kind and ``connections`` unless its group names its own (empty groups left out)."""
     out = []
     for k, v in value.items():
         spec = v if isinstance(v, dict) else {"n": v}
-        out.append(Group(Protocol(k), int(spec["n"]), ClientKind(spec.get("client", factors.get("client", "loader"))),
-                         int(spec.get("connections", factors.get("connections", 6)))))
+        out.append(Group(Protocol(k), int(spec["n"]), ClientKind(spec.get("client", client)),
+                         int(spec.get("connections", connections))))
     return [g for g in out if g.n > 0]
-
-
-def size(factors: Mapping[str, Any]) -> int:
-    g = groups(factors)
-    return sum(x.n for x in g) if g is not None else int(factors.get("clients", 1))
 
 
 class CpuSampler:
@@ -264,8 +257,3 @@ def by_terminal(clients: list[ClientResult], terminal_of: dict[str, int]) -> dic
         totals.append(m[f"throughput_mbps_term{k + 1}"])
     m["jain_terminals"] = jain([x for x in totals if x is not None]) if None not in totals else None
     return m
-
-
-def hosts_needed(factors: Mapping[str, Any]) -> int:
-    """Client hosts a trial needs: one per client, or one for all (``hosts = "shared"``)."""
-    return 1 if factors.get("hosts", "each") == "shared" else size(factors)

@@ -35,11 +35,11 @@ from .. import prereq, realtime
 from ..bound import CHROMIUM_CONNECTIONS, Bottleneck, Bound, ClientLimits, PageShape, lower_bound
 from ..endpoints import LoadRequest, ServeRequest, client_class, pages, server_class
 from ..endpoints.base import Client, Server
-from ..endpoints.options import ServerOptions, experiment_keys
+from ..endpoints.options import ServerOptions
 from ..errors import SatbenchError, TestbedError
+from ..link.spec import LinkSpec
 from ..metrics import object_metrics, page_path
 from ..model import (
-    DEFAULT_QUIC_STACK,
     HEADER_FLOOR_PCT,
     ClientKind,
     ClientOutcome,
@@ -61,6 +61,7 @@ from . import population
 from .design import Trial, trial_key, trial_seed
 from .plan import trial_estimate
 from .spec import Experiment, resolve_trial_links
+from .trialspec import TrialSpec
 
 METRIC_KEYS = ("plt_ms", "fcp_ms", "lcp_ms", "ttfb_ms")
 #: A trial's TLS keys (artefact "keylog"), beside its capture (pcap/).
@@ -169,11 +170,6 @@ def static_environment(lab: Lab, kinds: set[ClientKind]) -> dict[str, Any]:
 # -- one trial ---------------------------------------------------------------------------
 
 
-def _shards(t: Trial) -> int:
-    """The origin hosts a trial's page is spread over (1: not sharded)."""
-    return int(t.factors.get("shards", 1))
-
-
 def trial_bound(t: Trial, pages_root: Path, page_sizes: dict[str, int],
                 objects: list[ObjectTiming] | None = None) -> Bound:
     """The physical and window bounds of a trial (bound.py) with each
@@ -182,29 +178,27 @@ def trial_bound(t: Trial, pages_root: Path, page_sizes: dict[str, int],
     population, the least of its groups' bounds. Only the objects every
     client really fetched count (``objects``: the load's per-object records;
     None: all of the page's)."""
-    page = str(t.factors["page"])
-    upload = pages.upload_size(page) is not None
+    ts = t.spec
+    page = ts.page
+    upload = ts.upload_bytes is not None
     path = Bottleneck.of(t.links, upload=upload)
-    if page.startswith(("bulk:", "upload:")) or not t.client.fetches_objects:
+    if ts.single or not ts.client.fetches_objects:
         shape = PageShape(page_sizes.get(page, 0))
     else:
         fetched: set[str] | None = None
         if objects:
-            url = pages.url_of(page, shards=_shards(t))
+            url = pages.url_of(page, shards=ts.shards)
             per: dict[int, set[str]] = {}
             for o in objects:
                 if (rel := page_path(o.url, url)) and o.end_ms is not None:
                     per.setdefault(o.client, set()).add(rel)
             fetched = set.intersection(*per.values()) if per else set()
-        shape = PageShape.load(pages_root, page, shards=_shards(t), fetched=fetched)
-    groups = population.groups(t.factors) or [population.Group(
-        Protocol(t.factors["protocol"]), 1, t.client, int(t.factors.get("connections", CHROMIUM_CONNECTIONS)))]
-    initcwnd = None if upload else t.factors.get(
-        "server.quic_initcwnd" if t.factors.get("protocol") == "h3" else "server.tcp_initcwnd")
+        shape = PageShape.load(pages_root, page, shards=ts.shards, fetched=fetched)
+    initcwnd = None if upload else ts.initcwnd
     bounds = [lower_bound(shape, path, ClientLimits(
         g.protocol.version, connections=CHROMIUM_CONNECTIONS if g.kind is ClientKind.CHROMIUM else g.connections,
-        tls=g.protocol.tls, dns_rounds=1 if t.factors.get("dns") == "link" else 0,
-        initcwnd=int(initcwnd or 10))) for g in groups]
+        tls=g.protocol.tls, dns_rounds=1 if ts.dns_over_link else 0,
+        initcwnd=initcwnd or 10)) for g in ts.groups]
     return min(bounds, key=lambda b: b.lower_bound_ms)
 
 
@@ -213,16 +207,17 @@ def fetched_bytes(t: Trial, pages_root: Path, page_sizes: dict[str, int], object
     page it fetched (once each, by the page's manifest), summed over the clients; without per-object
     records, the whole page once per client. What the protocol overhead is counted against: the
     loader fetches no object a script adds, and a page it only partly loaded is no whole page."""
-    page = str(t.factors["page"])
+    ts = t.spec
+    page = ts.page
     whole = page_sizes.get(page, 0)
-    n = population.size(t.factors)
-    if t.factors.get("realtime", "none") != "none" and not t.client.browser:
+    n = ts.clients
+    if ts.realtime is not None and not ts.client.browser:
         return 0  # the loader's real-time clients load no page: their bytes are messages (rt_wire_*)
-    if not objects or page.startswith(("bulk:", "upload:")):
+    if not objects or ts.single:
         return whole * n
     sizes = pages.object_sizes(pages_root, page)
     html = whole - sum(sizes.values())
-    url = pages.url_of(page, shards=_shards(t))
+    url = pages.url_of(page, shards=ts.shards)
     per: dict[int, set[str]] = {}
     for o in objects:
         rel = page_path(o.url, url)
@@ -261,10 +256,10 @@ class Runner:
     def __init__(self, exp: Experiment, order_seed: int, pages_root: Path, art_root: Path, lab: Lab | None = None):
         self.exp, self.order_seed, self.pages_root, self.art_root = exp, order_seed, pages_root, art_root
         self.lab = lab or Lab()
-        self.page_sizes = pages.prepare(pages_root, {str(t.factors["page"]) for t in exp.trials})
-        for page, k in {(str(t.factors["page"]), _shards(t)) for t in exp.trials if _shards(t) > 1}:
+        self.page_sizes = pages.prepare(pages_root, {t.spec.page for t in exp.trials})
+        for page, k in {(t.spec.page, t.spec.shards) for t in exp.trials if t.spec.shards > 1}:
             pages.shard(pages_root, page, k)
-        self.env = static_environment(self.lab, {t.client for t in exp.trials})
+        self.env = static_environment(self.lab, {k for t in exp.trials for k in t.spec.kinds})
         self.clients: dict[ClientKind, Client] = {}
 
     def close(self) -> None:
@@ -292,16 +287,16 @@ class Runner:
         try:
             shutil.rmtree(art, ignore_errors=True)
             art.mkdir(parents=True)
-            path = elements(t.factors, t.links)
+            path = elements(t.spec, t.links)
             spec = self._testbed_spec(t, seed, art, path)
             with self.lab.testbed(spec) as tb:
                 clock.mark("testbed_up_s")
-                set_knobs = knobs.from_factors(t.factors)
+                set_knobs = list(t.spec.knobs)
                 rec.env["knobs"] = knobs.apply(set_knobs, tb)
                 with ExitStack() as running:
                     for e in path:
                         running.enter_context(e.start(tb, art))
-                    servers = [running.enter_context(self.lab.server(t.server).start(req))
+                    servers = [running.enter_context(self.lab.server(t.spec.server).start(req))
                                for req in self._serve(t, tb, art)]
                     for e in path:
                         e.serving(tb)
@@ -320,8 +315,8 @@ class Runner:
 
     def _testbed_spec(self, t: Trial, seed: int, art: Path, path: list[PathElement]) -> TestbedSpec:
         """The trial's testbed, as its path elements shape it."""
-        spec = TestbedSpec(link=t.link, seed=seed, clients=population.hosts_needed(t.factors), servers=_shards(t),
-                           terminals=int(t.factors.get("terminals", 1)), dns=t.factors.get("dns") == "link",
+        spec = TestbedSpec(link=t.link, seed=seed, clients=t.spec.hosts_needed, servers=t.spec.shards,
+                           terminals=t.spec.terminals, dns=t.spec.dns_over_link,
                            pcap_dir=art / "pcap" if "pcap" in self.exp.artefacts else None)
         for e in path:
             e.configure(spec)
@@ -359,27 +354,25 @@ class Runner:
     def _serve(self, t: Trial, tb: RunningTestbed, art: Path) -> list[ServeRequest]:
         """An origin on the first server host, and on each further shard host
         of a sharded page (its logs in a folder of its own under server/)."""
-        names = experiment_keys()
-        given = {k[7:]: v for k, v in t.factors.items() if k.startswith("server.") and k[7:] in names}
+        ts = t.spec
+        given = dict(ts.server_options)
         window = self._quic_window(t)
         if window is not None:
             given.setdefault("quic_max_data", window)
             given.setdefault("quic_max_stream_data", window)
-        opts = ServerOptions(quic_stack=str(t.factors.get("quic_stack", DEFAULT_QUIC_STACK)),
-                             nodelay=bool(t.factors.get("nodelay", True)),
-                             webtransport=t.factors.get("realtime") == "wt",
+        opts = ServerOptions(quic_stack=ts.quic_stack, nodelay=ts.nodelay,
+                             webtransport=ts.realtime is not None and ts.realtime.mechanism == "wt",
                              keylog="keylog" in self.exp.artefacts, **given)
-        return [ServeRequest(root=self.pages_root, log_dir=art / "server" / (h.role if j else ""), host=h, cc=t.cc,
+        return [ServeRequest(root=self.pages_root, log_dir=art / "server" / (h.role if j else ""), host=h, cc=ts.cc,
                              options=opts, telemetry="server" in self.exp.artefacts)
-                for j, h in enumerate(tb.servers[:_shards(t)])]
+                for j, h in enumerate(tb.servers[:ts.shards])]
 
     def _load(self, t: Trial, tb: RunningTestbed, art: Path) -> ClientOutcome:
         """The trial's load: one client (of any kind), or a population released at once."""
-        groups = population.groups(t.factors)
-        if groups is None:
-            return self.client(t.client).load(self._request(t, tb, art))
+        if t.spec.population is None:
+            return self.client(t.spec.client).load(self._request(t, tb, art))
         fair = t.link.forward.mean_mbps
-        out = population.run(groups, self._request(t, tb, art), tb.clients, self.client, fair)
+        out = population.run(list(t.spec.population), self._request(t, tb, art), tb.clients, self.client, fair)
         if len(set(tb.client_terminal)) > 1:
             out.metrics.update(population.by_terminal(out.clients, dict(
                 zip((h.role for h in tb.clients), tb.client_terminal))))
@@ -387,27 +380,24 @@ class Runner:
         return out
 
     def _request(self, t: Trial, tb: RunningTestbed, art: Path) -> LoadRequest:
-        page = str(t.factors["page"])
-        mixed = population.groups(t.factors) is not None
-        url = pages.url_of(page, shards=_shards(t), scheme="https" if mixed else t.protocol.scheme)
-        rt = t.factors.get("realtime", "none")
-        if rt != "none":
+        ts = t.spec
+        url = pages.url_of(ts.page, shards=ts.shards, scheme=ts.protocol.scheme if ts.protocol else "https")
+        rt = ts.realtime
+        if rt is not None:
             seed = trial_seed(self.order_seed, t.key)
-            url = (realtime.loader_url(t.factors, session=t.key, seed=seed) if not t.client.browser
-                   else url + realtime.query(t.factors, session=t.key, seed=seed))
-        return LoadRequest(url=url, realtime=None if rt == "none" else str(rt), origins=pages.shard_hosts(_shards(t)),
-                           protocol=Protocol.H2 if mixed else t.protocol, host=tb.client,
-                           timeout_s=self.exp.timeout_s, clients=1 if mixed else int(t.factors["clients"]),
-                           connections=int(t.factors["connections"]),
-                           single=page.startswith(("bulk:", "upload:")), upload=pages.upload_size(page),
-                           artefacts=art, keep=frozenset(self.exp.artefacts),
-                           quic_stack=str(t.factors.get("quic_stack", DEFAULT_QUIC_STACK)),
+            url = (realtime.loader_url(rt, session=t.key, seed=seed) if not ts.client.browser
+                   else url + realtime.query(rt, session=t.key, seed=seed))
+        return LoadRequest(url=url, realtime=None if rt is None else rt.mechanism, origins=pages.shard_hosts(ts.shards),
+                           protocol=ts.protocol or Protocol.H2, host=tb.client,
+                           timeout_s=self.exp.timeout_s, clients=1 if ts.population else ts.clients,
+                           connections=ts.connections, single=ts.single, upload=ts.upload_bytes,
+                           artefacts=art, keep=frozenset(self.exp.artefacts), quic_stack=ts.quic_stack,
                            quic_window=self._quic_window(t))
 
     @staticmethod
     def _quic_window(t: Trial) -> int | None:
         """The QUIC windows a trial sets: none (each stack's own), bytes, or twice the path's BDP."""
-        w = t.factors.get("quic_window", "stack")
+        w = t.spec.quic_window
         if w == "stack":
             return None
         if w == "bdp":
@@ -425,33 +415,34 @@ class Runner:
         rec.metrics.update(outcome.metrics)
         rec.objects, rec.clients = outcome.objects, outcome.clients
         used = rec.server_summary.cc if rec.server_summary else None
-        if rec.status is TrialStatus.VALID and used and used != [t.cc.value]:
-            rec.status, rec.reason = TrialStatus.INVALID, f"the server used {', '.join(used)}, not {t.cc.value}"
-        stack = str(t.factors.get("quic_stack", DEFAULT_QUIC_STACK))
+        ts = t.spec
+        if rec.status is TrialStatus.VALID and used and used != [ts.cc.value]:
+            rec.status, rec.reason = TrialStatus.INVALID, f"the server used {', '.join(used)}, not {ts.cc.value}"
+        stack = ts.quic_stack
         stacks = rec.server_summary.quic_stacks if rec.server_summary else None
         if rec.status is TrialStatus.VALID and stacks and stacks != [stack]:
             rec.status = TrialStatus.INVALID
             rec.reason = f"the server's QUIC stack was {', '.join(stacks)}, not {stack}"
         tls = rec.server_summary.tls if rec.server_summary else None
-        if rec.status is TrialStatus.VALID and tls and population.groups(t.factors) is None and \
-                tls != [t.protocol.tls]:
+        if rec.status is TrialStatus.VALID and tls and ts.protocol is not None and tls != [ts.protocol.tls]:
             rec.status = TrialStatus.INVALID
             rec.reason = (f"the server saw {'TLS' if True in tls else 'cleartext'} requests, not only "
-                          f"{'TLS' if t.protocol.tls else 'cleartext'} ones")
-        if t.factors.get("realtime", "none") != "none":
-            Runner._realtime(rec, t, outcome)
+                          f"{'TLS' if ts.protocol.tls else 'cleartext'} ones")
+        if ts.realtime is not None:
+            Runner._realtime(rec, ts, ts.realtime, t.links, outcome)
 
     @staticmethod
-    def _realtime(rec: TrialRecord, t: Trial, outcome: ClientOutcome) -> None:
+    def _realtime(rec: TrialRecord, ts: TrialSpec, rt: realtime.RealtimeSpec, links: dict[str, LinkSpec],
+                  outcome: ClientOutcome) -> None:
         """A real-time trial's messages and metrics (satbench.realtime), and
         the server's TCP_NODELAY as read back from its connections."""
         summary = rec.server_summary
-        v = realtime.judge(t.factors, realtime.client_results(outcome.raw),
-                           (summary.realtime_log if summary else None) or [], t.links)
+        v = realtime.judge(rt, str(ts.protocol), realtime.client_results(outcome.raw),
+                           (summary.realtime_log if summary else None) or [], links)
         rec.metrics.update(v.metrics)
         rec.messages = v.messages
         rec.env["realtime"] = v.env
-        want = bool(t.factors.get("nodelay", True))
+        want = ts.nodelay
         seen = summary.nodelay if summary else None
         # What the server's connections read back (1: TCP_NODELAY on all; 0: off on all), beside the factor.
         rec.metrics["server_nodelay"] = None if not seen or len(seen) > 1 else float(seen == [True])
@@ -461,7 +452,7 @@ class Runner:
             rec.status, rec.reason = TrialStatus.FAILED, v.failed
         elif v.invalid:
             rec.status, rec.reason = TrialStatus.INVALID, v.invalid
-        elif seen != [want] and not (t.factors.get("realtime") == "wt" and not seen):  # WebTransport: QUIC only
+        elif seen != [want] and not (rt.mechanism == "wt" and not seen):  # WebTransport: QUIC only
             rec.status, rec.reason = TrialStatus.INVALID, f"the server's TCP_NODELAY read {seen}, not {want}"
 
     def _bound(self, rec: TrialRecord, t: Trial) -> None:
@@ -487,10 +478,10 @@ class Runner:
 
     def _finish(self, rec: TrialRecord, t: Trial, clock: _Clock, art: Path, outcome: ClientOutcome | None
                 ) -> TrialRecord:
-        page = str(t.factors["page"])
+        page = t.spec.page
         page_total = fetched_bytes(t, self.pages_root, self.page_sizes, rec.objects)
         if outcome is not None and rec.objects:
-            rec.metrics.update(object_metrics(rec.objects, pages.url_of(page, shards=_shards(t)),
+            rec.metrics.update(object_metrics(rec.objects, pages.url_of(page, shards=t.spec.shards),
                                               pages.object_sizes(self.pages_root, page)))
         if rec.link_counters is not None:
             try:
@@ -677,7 +668,7 @@ def run(exp: Experiment, db: Path, *, progress: Callable[[Event], None] | None =
     lab = lab or Lab()
     check_path(Path(db))
     lab.prerequisites()
-    lab.provide(set().union(*(prereq.parts_of(t.factors) for t in exp.trials)))
+    lab.provide(set().union(*(prereq.parts_of(t.spec.factors) for t in exp.trials)))
     lab.cleanup()  # what runs killed before (SIGKILL, power loss) left behind; live testbeds are not touched
     db = Path(db)
     with open_store(db, db_timeout_s) as store:
@@ -722,7 +713,7 @@ def run(exp: Experiment, db: Path, *, progress: Callable[[Event], None] | None =
                     summary.reasons[rec.reason[:120]] = summary.reasons.get(rec.reason[:120], 0) + 1
                 est = trial_estimate(t)
                 spent_est, spent_real, est_left = spent_est + est, spent_real + rec.duration_s, est_left - est
-                cell = " ".join(f"{k}={t.factors[k]}" for k in exp.varied if k in t.factors) or "all"
+                cell = " ".join(f"{k}={t.spec.factors[k]}" for k in exp.varied if k in t.spec.factors) or "all"
                 plt = rec.metrics.get("plt_ms")
                 if plt is not None and rec.status is TrialStatus.VALID:
                     cells.setdefault(cell, []).append(plt)

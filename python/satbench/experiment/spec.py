@@ -42,21 +42,23 @@ import json
 import math
 import re
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
+from .. import realtime
 from ..endpoints import client_class, server_class
 from ..endpoints.options import needs_returning_client
 from ..errors import ProfileError
 from ..link import profile as link_profile
 from ..link.spec import LinkSpec, check, resolve
-from ..model import ClientKind, ServerKind
-from ..path import ELEMENTS, element_class
+from ..model import ServerKind
+from ..path import element_class
 from ..testbed.testbed import terminal_subnets
-from . import designs, population
+from . import designs
 from .design import RunOrder, Trial, run_order
-from .factors import FACTORS, REQUIRED, check_of, known, realtime_problem, shards_problem
+from .factors import FACTORS, REQUIRED, check_of, known
+from .trialspec import TrialSpec, complete, shards_problem
 
 ARTEFACTS = ("server", "har", "netlog", "pcap", "keylog")
 EXPERIMENT_KEYS = {"name", "description", "repetitions", "order", "seed", "timeout_s", "warmup", "artefacts",
@@ -299,8 +301,8 @@ def parse(doc: dict[str, Any], text: str, file: str) -> Experiment:
     links = _Links()
     by_key: dict[str, Trial] = {}
     for sname, f, index, table, c_reps in combos:
-        full = _complete(f)
-        if population.groups(full) is not None:
+        full = complete(f)
+        if isinstance(full.get("clients"), dict):
             if "protocol" in full and full["protocol"] != "mix":
                 t_, k_, i_ = (table, "protocol", index) if loc.line(table, "protocol", index) else ("factors",
                                                                                                     "protocol", None)
@@ -319,29 +321,13 @@ def parse(doc: dict[str, Any], text: str, file: str) -> Experiment:
                 return err(message, table, culprit, index, culprit)
             return err(message, "factors", culprit, None, culprit)
 
-        pop = population.groups(full)
-        if pop is None:
-            problem = client_class(ClientKind(full["client"])).check(full)
-        else:
-            problem = next((("clients", f"{g.protocol}: {p[1]}") for g in pop if (p := client_class(g.kind).check(
-                {"clients": 1, "connections": g.connections}))), None)
-        if not problem and str(full["page"]).startswith("upload:"):
-            kinds = [ClientKind(full["client"])] if pop is None else [g.kind for g in pop]
-            if not all(client_class(k).uploads for k in kinds):
-                problem = ("page", "an upload runs in the loader: client = \"loader\" (or a population of loaders)")
-        problem = (problem or server_class(ServerKind(full["server"])).check(full) or shards_problem(full)
-                   or realtime_problem(full))
-        if not problem and int(full.get("terminals", 1)) > 1:
-            if pop is None or full.get("hosts", "each") != "each":
-                problem = ("terminals", "several terminals need a population of clients on hosts of their own "
-                                        "(clients = { h2 = 4 }, hosts = \"each\"): clients are dealt to terminals")
-            elif "access" in full and full["access"] != "none":
-                problem = ("terminals", "an access link behind several terminals is not supported")
+        ts = TrialSpec.of(full)
+        problem = _combination_problem(ts)
         if problem:
             raise blame(*problem)
-        trial_links = _resolve_links(full, links, blame)
+        trial_links = _resolve_links(ts, links, blame)
         for rep in range(1, c_reps + 1):
-            tr = Trial(factors=full, rep=rep, links=trial_links, scenarios=[sname])
+            tr = Trial(spec=ts, rep=rep, links=trial_links, scenarios=[sname])
             if tr.key in by_key:
                 if sname not in by_key[tr.key].scenarios:
                     by_key[tr.key].scenarios.append(sname)
@@ -350,11 +336,11 @@ def parse(doc: dict[str, Any], text: str, file: str) -> Experiment:
     trials = list(by_key.values())
     all_keys: list[str] = []
     for t in trials:
-        for k in t.factors:
+        for k in t.spec.factors:
             if k not in all_keys:
                 all_keys.append(k)
-    varied = [k for k in all_keys if len({json.dumps(t.factors.get(k), default=str) for t in trials}) > 1]
-    if "keylog" in artefacts and any(t.factors.get("server", "satbench") != "satbench" for t in trials):
+    varied = [k for k in all_keys if len({json.dumps(t.spec.get(k), default=str) for t in trials}) > 1]
+    if "keylog" in artefacts and any(t.spec.server is not ServerKind.SATBENCH for t in trials):
         raise err("keylog: only the satbench server writes its TLS keys (nginx and caddy have no SSLKEYLOGFILE)",
                   "experiment", "artefacts", fld="experiment.artefacts")
     for k in varied:
@@ -468,20 +454,6 @@ def _design(raw: Any, base: dict[str, list[Any]], err: Callable[..., ExperimentE
     return Design(kind, names, rows, frac, baseline={n: base[n][0] for n in names})
 
 
-def _complete(f: dict[str, Any]) -> dict[str, Any]:
-    """A combination with every defaulted factor filled in, named factors first."""
-    full: dict[str, Any] = {}
-    for k, fac in FACTORS.items():
-        if k in f:
-            full[k] = f[k]
-        elif fac.default is not None:
-            full[k] = fac.default
-    for k in sorted(f):
-        if k not in FACTORS:
-            full[k] = f[k]
-    return full
-
-
 def resolve_trial_links(factors: dict[str, Any], ran: dict[str, Any] | None = None) -> dict[str, LinkSpec]:
     """The links of a stored trial: the satellite link it ``ran`` (the
     configuration the emulator reported), or else as its factors resolve
@@ -496,30 +468,46 @@ def resolve_trial_links(factors: dict[str, Any], ran: dict[str, Any] | None = No
             raise ExperimentError(f"{answer.get('field')}: {answer.get('message')}", field="link")
         name = str(factors["link"])
         link = LinkSpec.from_check(answer, name=name, label=name, description="")
-    return _resolve_links(factors, _Links(), blame, link)
+    return _resolve_links(TrialSpec.of(factors), _Links(), blame, link)
 
 
-def _resolve_links(full: dict[str, Any], links: _Links, blame: Callable[[str, str], ExperimentError],
+def _combination_problem(ts: TrialSpec) -> tuple[str, str] | None:
+    """Why a trial's factors, each a valid level, cannot run together, as (factor, why)."""
+    if ts.population is None:
+        problem = client_class(ts.client).check(ts.groups[0])
+    else:  # each of a population's clients loads alone on its host
+        problem = next((("clients", f"{g.protocol}: {p[1]}") for g in ts.population
+                        if (p := client_class(g.kind).check(replace(g, n=1)))), None)
+    if not problem and ts.upload_bytes is not None and not all(client_class(k).uploads for k in ts.kinds):
+        problem = ("page", "an upload runs in the loader: client = \"loader\" (or a population of loaders)")
+    problem = problem or server_class(ts.server).check(ts) or shards_problem(ts) or realtime.problem(ts)
+    if not problem and ts.terminals > 1:
+        if ts.population is None or ts.hosts != "each":
+            problem = ("terminals", "several terminals need a population of clients on hosts of their own "
+                                    "(clients = { h2 = 4 }, hosts = \"each\"): clients are dealt to terminals")
+        elif "access" in ts.path:
+            problem = ("terminals", "an access link behind several terminals is not supported")
+    return problem
+
+
+def _resolve_links(ts: TrialSpec, links: _Links, blame: Callable[[str, str], ExperimentError],
                    link: LinkSpec | None = None) -> dict[str, LinkSpec]:
     """The trial's links, resolved by the emulator (the satellite link given
     as ``link``, if it is); a refused value is blamed on the factor that gave
     it (an override, or the profile itself)."""
-    overrides = {f"{k[5:]}={v}": k for k, v in full.items() if k.startswith("link.")}
+    overrides = {f"{k}={v}": f"link.{k}" for k, v in ts.link_overrides.items()}
     out: dict[str, LinkSpec] = {}
-    terminals = int(full.get("terminals", 1))
+    terminals = ts.terminals
     try:
-        out["link"] = link or links.resolve(str(full["link"]), list(overrides), terminals)
+        out["link"] = link or links.resolve(ts.link, list(overrides), terminals)
     except ProfileError as e:
         culprit = overrides.get((e.file or "").removeprefix("--set "), "link")
         if terminals > 1 and (e.field or "").startswith("terminals"):
             culprit = "terminals"
         raise blame(culprit, str(e)) from None
-    for factor in ELEMENTS:
+    for factor, value in ts.path.items():
         cls = element_class(factor)
-        value = full.get(factor, cls.default)
-        if value == cls.default:
-            continue
-        problem = cls.check(value, full)
+        problem = cls.conflict(value, ts)
         if problem:
             raise blame(factor, problem)
         try:

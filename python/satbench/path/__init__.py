@@ -26,6 +26,7 @@ from ..link.profile import LinkProfile
 from ..link.spec import LinkSpec
 
 if TYPE_CHECKING:
+    from ..experiment.trialspec import TrialSpec
     from ..testbed.testbed import Testbed, TestbedSpec
 
 
@@ -37,14 +38,20 @@ class PathElement(ABC):
     default: ClassVar[Any] = "none"
     meaning: ClassVar[str] = ""
 
-    def __init__(self, value: Any, links: Mapping[str, LinkSpec], factors: Mapping[str, Any] | None = None):
-        #: Its value, the links it needs, and the trial's other factors (a proxy
+    def __init__(self, value: Any, links: Mapping[str, LinkSpec], trial: "TrialSpec"):
+        #: Its value, the links it needs, and the trial it is part of (a proxy
         #: sends with the trial's congestion control, say).
-        self.value, self.links, self.factors = value, dict(links), dict(factors or {})
+        self.value, self.links, self.trial = value, dict(links), trial
 
     @classmethod
-    def check(cls, value: Any, factors: Mapping[str, Any]) -> str | None:
-        """Why ``value`` (with the trial's other factors) cannot be (None if it can)."""
+    def check(cls, value: Any) -> str | None:
+        """Why ``value`` is no level of the element's factor (None if it is)."""
+        return None
+
+    @classmethod
+    def conflict(cls, value: Any, trial: "TrialSpec") -> str | None:
+        """Why ``value`` cannot be part of this trial (None if it can): the element with the
+        trial's other factors."""
         return None
 
     @classmethod
@@ -102,12 +109,11 @@ def element_class(factor: str) -> type[PathElement]:
     return cls
 
 
-def elements(factors: Mapping[str, Any], links: Mapping[str, LinkSpec]) -> list[PathElement]:
-    """The path elements a trial's factors place (absent ones left out)."""
+def elements(trial: "TrialSpec", links: Mapping[str, LinkSpec]) -> list[PathElement]:
+    """The path elements a trial places (absent ones left out), in the registry's order."""
     out = []
     for factor in ELEMENTS:
-        cls = element_class(factor)
-        value = factors.get(factor, cls.default)
-        if value != cls.default:
-            out.append(cls(value, {r: links[r] for r in cls.profiles(value)}, factors))
+        if factor in trial.path:
+            cls, value = element_class(factor), trial.path[factor]
+            out.append(cls(value, {r: links[r] for r in cls.profiles(value)}, trial))
     return out

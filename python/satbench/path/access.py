@@ -3,7 +3,6 @@ behind a terminal, say): emulated like the satellite link, from a profile."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ProfileError
@@ -21,7 +20,7 @@ class AccessLink(PathElement):
     meaning = "access link profile between clients and terminal, or none"
 
     @classmethod
-    def check(cls, value: Any, factors: Mapping[str, Any]) -> str | None:
+    def check(cls, value: Any) -> str | None:
         return None if isinstance(value, str) and value else f"must be a link profile name or none, got {value!r}"
 
     @classmethod

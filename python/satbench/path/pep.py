@@ -34,7 +34,7 @@ import json
 import re
 import statistics
 import subprocess
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -113,7 +113,7 @@ class Pep(PathElement):
                "with each leg's TCP settings")
 
     @classmethod
-    def check(cls, value: Any, factors: Mapping[str, Any]) -> str | None:
+    def check(cls, value: Any) -> str | None:
         if isinstance(value, str):
             return None if value in PLACES or value == "none" else (
                 f"must be none, terminal, gateway or both (or a table), got {value!r}")

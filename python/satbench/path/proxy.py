@@ -36,7 +36,7 @@ import shutil
 import statistics
 import subprocess
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -46,10 +46,12 @@ from ..endpoints import ca as ca_mod
 from ..endpoints import pages
 from ..endpoints.loader import loader_binary
 from ..errors import TestbedError
+from ..model import ServerKind
 from . import PathElement
 from .pep import placement
 
 if TYPE_CHECKING:
+    from ..experiment.trialspec import TrialSpec
     from ..testbed.host import Host
     from ..testbed.testbed import Testbed
 
@@ -155,7 +157,7 @@ class Proxy(PathElement):
                "optional cache) or nghttpx (HTTP/1.1 or HTTP/2 to the origins), or none")
 
     @classmethod
-    def check(cls, value: Any, factors: Mapping[str, Any]) -> str | None:
+    def check(cls, value: Any) -> str | None:
         if value == cls.default:
             return None
         v = {"kind": value} if isinstance(value, str) else value
@@ -175,13 +177,17 @@ class Proxy(PathElement):
         if v.get("upstream", "h1") not in UPSTREAMS[kind]:
             why = " (nginx fetches from origins over HTTP/1.x only; nghttpx also over h2)" if kind == "nginx" else ""
             return f"upstream must be {' or '.join(UPSTREAMS[kind])}{why}, got {v.get('upstream')!r}"
-        if placement(factors.get("pep", "none")) not in ("none", "terminal"):
+        return None
+
+    @classmethod
+    def conflict(cls, value: Any, trial: "TrialSpec") -> str | None:
+        if placement(trial.path.get("pep", "none")) not in ("none", "terminal"):
             return "a PEP at the gateway and the proxy there would both take the connections: use one"
-        if factors.get("tunnel", "none") != "none":
+        if "tunnel" in trial.path:
             return "behind the VPN tunnel the proxy sees no TCP: use one"
-        if str(factors.get("server", "satbench")) != "satbench":
+        if trial.server is not ServerKind.SATBENCH:
             return "the proxy's origin is satbench-server"
-        if int(factors.get("terminals", 1)) > 1:
+        if trial.terminals > 1:
             return "a proxy with several terminals is not supported; use one terminal"
         return None
 
@@ -219,7 +225,7 @@ class Proxy(PathElement):
         logs = artefacts.resolve()
         argv = self._command(tb, logs)
         self.log = logs / "proxy.jsonl"
-        cc = str(self.factors.get("cc", "cubic"))
+        cc = self.trial.cc.value
         # The proxy is the sender over the satellite now: the trial's congestion control on its routes there.
         self.routes = gw.change_routes({"congctl": cc}, lambda f: f[f.index("dev") + 1] == "sat0")
         rules = ("table ip satbench_proxy {\n chain to_proxy { type nat hook prerouting priority -100;"
@@ -254,10 +260,10 @@ class Proxy(PathElement):
         """Load the trial's page through the proxy from the gateway itself
         (the loader: the HTML and what it names), so that the cache holds it;
         these requests are logged apart (``warm``) and not counted."""
-        page = str(self.factors.get("page", ""))
-        if not page or page.startswith("upload:"):
+        page = self.trial.page
+        if not page or self.trial.upload_bytes is not None:
             return 0
-        shards = int(self.factors.get("shards", 1))
+        shards = self.trial.shards
         argv = [str(loader_binary()), pages.url_of(page, shards=shards), "--protocol", "h1", "--cacert", str(ca),
                 "--connect-to", f"127.0.0.1:{HTTPS_PORT}", "--timeout", "60"]
         if page.startswith("bulk:"):

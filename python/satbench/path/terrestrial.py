@@ -12,7 +12,7 @@ trial's ``env.path.terrestrial`` and metrics ``terrestrial_dropped_fwd`` and
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,6 +23,7 @@ from ..model import DirectionCounters
 from . import PathElement
 
 if TYPE_CHECKING:
+    from ..experiment.trialspec import TrialSpec
     from ..testbed.testbed import Testbed, TestbedSpec
 
 
@@ -32,10 +33,14 @@ class TerrestrialLink(PathElement):
     meaning = "terrestrial link profile between the gateway and the servers, or none"
 
     @classmethod
-    def check(cls, value: Any, factors: Mapping[str, Any]) -> str | None:
+    def check(cls, value: Any) -> str | None:
         if not isinstance(value, str) or not value:
             return f"must be a link profile name or none, got {value!r}"
-        if int(factors.get("terminals", 1)) > 1:
+        return None
+
+    @classmethod
+    def conflict(cls, value: Any, trial: "TrialSpec") -> str | None:
+        if trial.terminals > 1:
             return "a terrestrial link with several terminals is not supported; use one terminal"
         return None
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -39,6 +39,7 @@ from ..testbed.shell import human_bytes
 from . import PathElement
 
 if TYPE_CHECKING:
+    from ..experiment.trialspec import TrialSpec
     from ..testbed.host import Host
     from ..testbed.testbed import Testbed, TestbedSpec
 
@@ -60,7 +61,7 @@ class Tunnel(PathElement):
     meaning = "a VPN from each client host to an endpoint on the server LAN (wireguard), or none"
 
     @classmethod
-    def check(cls, value: Any, factors: Mapping[str, Any]) -> str | None:
+    def check(cls, value: Any) -> str | None:
         if value == cls.default:
             return None
         v = {"kind": value} if isinstance(value, str) else value
@@ -77,7 +78,11 @@ class Tunnel(PathElement):
         ka = v.get("keepalive")
         if ka is not None and (isinstance(ka, bool) or not isinstance(ka, int) or not 1 <= ka <= 3600):
             return f"keepalive must be seconds from 1 to 3600, got {ka!r}"
-        if int(factors.get("terminals", 1)) > 1:
+        return None
+
+    @classmethod
+    def conflict(cls, value: Any, trial: "TrialSpec") -> str | None:
+        if trial.terminals > 1:
             return "a VPN with several terminals is not supported; use one terminal"
         return None
 

@@ -1,0 +1,185 @@
+"""One trial, typed once.
+
+An experiment file's factors are checked level by level
+(:mod:`.factors`) and combined into trials (:mod:`.spec`); each trial's
+complete factor values (every default filled) become a :class:`TrialSpec`
+here, once, and every later room (the planner, the estimate, the runner, the
+bound, the real-time judge, the endpoints' and path elements' checks) reads
+its typed fields. Nothing after this module calls ``factors.get(key,
+default)``: a default lives in its factor's definition and is read here.
+
+The factor values themselves are kept (:attr:`TrialSpec.factors`, a read-only
+``Mapping`` to the type checker; a plain dict so that a trial pickles for Dask):
+they are what the results database stores and what the trial's key hashes
+(:func:`.factors.keyed`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from ..endpoints import pages
+from ..endpoints.options import experiment_keys
+from ..model import ClientKind, CongestionControl, Protocol, ServerKind
+from ..path import ELEMENTS, element_class
+from ..realtime import RealtimeSpec
+from ..testbed.knobs import Knob, from_factors
+from . import population as populations
+from .factors import FACTORS
+from .population import Group
+
+#: The protocol factor of a population: each group's protocol is its own.
+MIX = "mix"
+
+
+def complete(given: Mapping[str, Any]) -> dict[str, Any]:
+    """The factor values with every defaulted factor filled in: the named
+    factors in their registry's order, then the families (``link.*``,
+    ``server.*``, knobs) in name order. A required factor left out stays out
+    (the experiment's parser names it)."""
+    full: dict[str, Any] = {}
+    for k, fac in FACTORS.items():
+        if k in given:
+            full[k] = given[k]
+        elif fac.default is not None:
+            full[k] = fac.default
+    for k in sorted(given):
+        if k not in FACTORS:
+            full[k] = given[k]
+    return full
+
+
+def _quic_window(v: Any) -> str | int:
+    return v if v in ("stack", "bdp") else int(v)
+
+
+@dataclass(frozen=True)
+class TrialSpec:
+    """What one trial is, as every room after the parser reads it."""
+
+    #: Every factor's value, defaults filled (read-only): what is stored and keyed.
+    factors: Mapping[str, Any] = field(repr=False)
+    link: str
+    #: None for a population (each group has its own).
+    protocol: Protocol | None
+    cc: CongestionControl
+    page: str
+    client: ClientKind
+    #: The mixed population (None: ``clients`` of the one client kind).
+    population: tuple[Group, ...] | None
+    #: How many clients load at once (a population's total).
+    clients: int
+    connections: int
+    server: ServerKind
+    #: A population's client hosts: one each (``each``) or one for all (``shared``).
+    hosts: str
+    terminals: int
+    shards: int
+    realtime: RealtimeSpec | None
+    nodelay: bool
+    #: ``local`` (hosts files) or ``link`` (a DNS server across the link).
+    dns: str
+    quic_stack: str
+    #: ``stack``, ``bdp`` or bytes.
+    quic_window: str | int
+    #: The satbench server's options the trial sets (``server.OPTION``), by option name.
+    server_options: Mapping[str, Any]
+    #: Link-profile overrides (``link.KEY``), as ``--set KEY=VALUE`` takes them.
+    link_overrides: Mapping[str, Any]
+    #: The path elements placed (their factor's value; absent ones left out).
+    path: Mapping[str, Any]
+
+    @classmethod
+    def of(cls, given: Mapping[str, Any]) -> TrialSpec:
+        """The trial of a combination of factor values (checked level by level already)."""
+        f = complete(given)
+        if f.keys() == given.keys():
+            f = dict(given)  # complete already: its order is the stored one (a population's protocol last)
+        client = ClientKind(str(f["client"]))
+        groups = (populations.groups(f["clients"], client, int(f["connections"])) if isinstance(f["clients"], dict)
+                  else None)
+        proto = str(f["protocol"])
+        size = sum(g.n for g in groups) if groups is not None else int(f["clients"])
+        rt = None
+        if f["realtime"] != "none":
+            rt = RealtimeSpec(mechanism=str(f["realtime"]), scenario=str(f["scenario"]), messages=int(f["messages"]),
+                              message_bytes=int(f["message_bytes"]), interval_ms=float(f["interval_ms"]),
+                              arrivals=str(f["arrivals"]), clients=1 if client.browser else size)
+        names = experiment_keys()
+        return cls(
+            factors=f, link=str(f["link"]),
+            protocol=None if groups is not None or proto == MIX else Protocol(proto),
+            cc=CongestionControl(str(f["cc"])), page=str(f["page"]), client=client,
+            population=tuple(groups) if groups is not None else None, clients=size,
+            connections=int(f["connections"]), server=ServerKind(str(f["server"])), hosts=str(f["hosts"]),
+            terminals=int(f["terminals"]), shards=int(f["shards"]), realtime=rt, nodelay=bool(f["nodelay"]),
+            dns=str(f["dns"]), quic_stack=str(f["quic_stack"]), quic_window=_quic_window(f["quic_window"]),
+            server_options={k[7:]: v for k, v in f.items() if k.startswith("server.") and k[7:] in names},
+            link_overrides={k[5:]: v for k, v in f.items() if k.startswith("link.")},
+            path={k: f[k] for k in ELEMENTS if k in f and f[k] != element_class(k).default})
+
+    # -- derived, each in one place ------------------------------------------------------
+
+    @property
+    def kinds(self) -> list[ClientKind]:
+        """The client kinds that load (a population's groups', or the one)."""
+        return [g.kind for g in self.population] if self.population is not None else [self.client]
+
+    @property
+    def groups(self) -> list[Group]:
+        """The clients as groups: a population's, or one group of the one kind and protocol."""
+        if self.population is not None:
+            return list(self.population)
+        assert self.protocol is not None
+        return [Group(self.protocol, self.clients, self.client, self.connections)]
+
+    @property
+    def upload_bytes(self) -> int | None:
+        """The bytes an upload POSTs (None: the trial downloads)."""
+        return pages.upload_size(self.page)
+
+    @property
+    def single(self) -> bool:
+        """One file (``bulk:`` or ``upload:``), not a page of objects."""
+        return self.page.startswith(("bulk:", "upload:"))
+
+    @property
+    def hosts_needed(self) -> int:
+        """Client hosts: one per client, or one for all (``hosts = "shared"``)."""
+        return 1 if self.hosts == "shared" else self.clients
+
+    @property
+    def dns_over_link(self) -> bool:
+        return self.dns == "link"
+
+    @property
+    def initcwnd(self) -> int | None:
+        """The server's initial window the trial sets, for its protocol (None: the sender's own)."""
+        v = self.server_options.get("quic_initcwnd" if self.protocol is Protocol.H3 else "tcp_initcwnd")
+        return None if v is None else int(v)
+
+    @cached_property
+    def knobs(self) -> tuple[Knob, ...]:
+        """The sysctl and offload settings the trial makes on its hosts."""
+        return tuple(from_factors(dict(self.factors)))
+
+    def get(self, name: str) -> Any:
+        """A factor's value by name (defaults filled; None if the trial has no such factor):
+        for code that is handed a factor's name, such as a report's grouping or a block."""
+        return self.factors.get(name)
+
+
+def shards_problem(t: TrialSpec) -> tuple[str, str] | None:
+    """Why a trial cannot shard its page, as (factor, why) (None if it can, or does not shard)."""
+    if t.shards <= 1:
+        return None
+    if t.single or t.page == "blank":
+        return "shards", f"the page {t.page} has no objects to spread over shards"
+    if not all(k.fetches_objects for k in t.kinds):
+        return "shards", "a sharded page needs a client that loads its objects (a browser or the loader)"
+    if t.server is not ServerKind.SATBENCH:
+        return "shards", "the shards are satbench servers (their logs count each origin's connections)"
+    return None
