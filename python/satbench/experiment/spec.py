@@ -172,62 +172,125 @@ class _Links:
 
 
 def parse(doc: dict[str, Any], text: str, file: str) -> Experiment:
-    loc = Locator(text)
+    """An experiment from its parsed TOML (``text`` locates problems by line)."""
+    return _Parser(doc, text, file).experiment()
 
-    def err(msg: str, table: str | None, key: str | None = None, index: int | None = None,
+
+@dataclass(frozen=True)
+class _Settings:
+    """The [experiment] table, checked."""
+
+    name: str
+    description: str
+    repetitions: int
+    order: str
+    seed: int | None
+    timeout_s: float
+    warmup: int
+    artefacts: list[str]
+    scheduler: str | None
+    parallel: int | None
+
+
+@dataclass(frozen=True)
+class _Combo:
+    """One combination of factor levels, from a scenario, the design, [factors] or a [[trial]]."""
+
+    scenario: str
+    factors: dict[str, Any]
+    index: int | None
+    table: str
+    repetitions: int
+
+
+class _Parser:
+    """An experiment file, parsed in steps: the [experiment] table, the factors of each table, their
+    combinations, the trials with their links, and what the trials vary. Every problem is an
+    :class:`ExperimentError` at the file's line and field."""
+
+    def __init__(self, doc: dict[str, Any], text: str, file: str):
+        self.doc, self.text, self.file, self.loc = doc, text, file, Locator(text)
+
+    def err(self, msg: str, table: str | None, key: str | None = None, index: int | None = None,
             fld: str | None = None) -> ExperimentError:
-        return ExperimentError(msg, file=file, line=loc.line(table, key, index), field=fld)
+        return ExperimentError(msg, file=self.file, line=self.loc.line(table, key, index), field=fld)
 
-    for k in doc:
-        if k not in ("experiment", "factors", "scenario", "trial", "design"):
-            raise err("unknown table or key (expected [experiment], [factors], [design], [[scenario]], [[trial]])",
-                      None, k, fld=k)
-    ex = doc.get("experiment")
-    if not isinstance(ex, dict):
-        raise ExperimentError("missing [experiment] table (with at least name)", file=file, line=1)
-    for k in ex:
-        if k not in EXPERIMENT_KEYS:
-            raise err(f"unknown key (known: {', '.join(sorted(EXPERIMENT_KEYS))})", "experiment", k,
-                      fld=f"experiment.{k}")
-    name = ex.get("name")
-    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name or ""):
-        raise err("must be a name of letters, digits, '-', '_' or '.'", "experiment", "name" if "name" in ex else None,
-                  fld="experiment.name")
+    def experiment(self) -> Experiment:
+        doc = self.doc
+        for k in doc:
+            if k not in ("experiment", "factors", "scenario", "trial", "design"):
+                raise self.err("unknown table or key (expected [experiment], [factors], [design], [[scenario]], "
+                               "[[trial]])", None, k, fld=k)
+        st = self.settings()
+        base_raw = doc.get("factors", {})
+        if not isinstance(base_raw, dict):
+            raise self.err("must be a table", "factors", fld="factors")
+        base = self.factors(base_raw, "factors", None, False)
+        trials = self.trials(self.combinations(base, st.repetitions))
+        varied = self.varied(trials, st.artefacts)
+        design = doc.get("design")
+        return Experiment(name=st.name, description=st.description, file=self.file, text=self.text,
+                          repetitions=st.repetitions, order=st.order, seed=st.seed, timeout_s=st.timeout_s,
+                          warmup=st.warmup, artefacts=st.artefacts, varied=varied, trials=trials,
+                          design=_design(design, base, self.err) if design is not None else None,
+                          block=design.get("block") if isinstance(design, dict) else None,
+                          scheduler=st.scheduler, parallel=st.parallel, levels=dict(base))
 
-    def num(key: str, default: Any, check: Callable[[Any], bool], what: str) -> Any:
-        v = ex.get(key, default)
-        if isinstance(v, bool) or not check(v):
-            raise err(f"{what}, got {v!r}", "experiment", key, fld=f"experiment.{key}")
-        return v
+    def settings(self) -> _Settings:
+        ex = self.doc.get("experiment")
+        if not isinstance(ex, dict):
+            raise ExperimentError("missing [experiment] table (with at least name)", file=self.file, line=1)
+        for k in ex:
+            if k not in EXPERIMENT_KEYS:
+                raise self.err(f"unknown key (known: {', '.join(sorted(EXPERIMENT_KEYS))})", "experiment", k,
+                               fld=f"experiment.{k}")
 
-    reps = num("repetitions", 1, lambda v: isinstance(v, int) and 1 <= v <= 100_000,
-               "must be a whole number from 1 to 100000")
-    order = ex.get("order", "random")
-    if order not in ("random", "sequential"):
-        raise err(f"must be random or sequential, got {order!r}", "experiment", "order", fld="experiment.order")
-    seed = num("seed", 0, lambda v: isinstance(v, int) and 0 <= v < 2**63,
-               "must be a whole number from 0 to 2^63-1") if "seed" in ex else None
-    timeout = num("timeout_s", 180, lambda v: isinstance(v, (int, float)) and math.isfinite(v) and 0 < v <= 86_400,
-                  "must be a number of seconds from 0 to 86400")
-    warmup = num("warmup", 0, lambda v: isinstance(v, int) and 0 <= v <= 100, "must be a whole number from 0 to 100")
-    artefacts = ex.get("artefacts", ["server"])
-    if not isinstance(artefacts, list) or any(a not in ARTEFACTS for a in artefacts):
-        raise err(f"must be a list of {', '.join(ARTEFACTS)}, got {artefacts!r}", "experiment", "artefacts",
-                  fld="experiment.artefacts")
-    description = ex.get("description", "")
-    if not isinstance(description, str):
-        raise err("must be a string", "experiment", "description", fld="experiment.description")
-    scheduler = ex.get("scheduler")
-    if scheduler is not None and (not isinstance(scheduler, str) or not re.fullmatch(SCHEDULER_RE, scheduler)):
-        raise err(f"must be a Dask scheduler address, tls://HOST:PORT (or tcp:// on loopback), got {scheduler!r}",
-                  "experiment", "scheduler", fld="experiment.scheduler")
-    parallel = num("parallel", 1, lambda v: isinstance(v, int) and 1 <= v <= 256,
-                   "must be a whole number of testbeds from 1 to 256") if "parallel" in ex else None
-    if scheduler is not None and parallel is not None:
-        raise err("give scheduler (a cluster) or parallel (testbeds on this machine), not both", "experiment",
-                  "parallel", fld="experiment.parallel")
+        def bad(key: str, what: str) -> ExperimentError:
+            return self.err(what, "experiment", key, fld=f"experiment.{key}")
 
-    def check_factors(table: dict[str, Any], where: str, index: int | None, scalars_only: bool) -> dict[str, list[Any]]:
+        name = ex.get("name")
+        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name or ""):
+            raise self.err("must be a name of letters, digits, '-', '_' or '.'", "experiment",
+                           "name" if "name" in ex else None, fld="experiment.name")
+
+        def num(key: str, default: Any, check: Callable[[Any], bool], what: str) -> Any:
+            v = ex.get(key, default)
+            if isinstance(v, bool) or not check(v):
+                raise bad(key, f"{what}, got {v!r}")
+            return v
+
+        reps = num("repetitions", 1, lambda v: isinstance(v, int) and 1 <= v <= 100_000,
+                   "must be a whole number from 1 to 100000")
+        order = ex.get("order", "random")
+        if order not in ("random", "sequential"):
+            raise bad("order", f"must be random or sequential, got {order!r}")
+        seed = num("seed", 0, lambda v: isinstance(v, int) and 0 <= v < 2**63,
+                   "must be a whole number from 0 to 2^63-1") if "seed" in ex else None
+        timeout = num("timeout_s", 180, lambda v: isinstance(v, (int, float)) and math.isfinite(v) and
+                      0 < v <= 86_400, "must be a number of seconds from 0 to 86400")
+        warmup = num("warmup", 0, lambda v: isinstance(v, int) and 0 <= v <= 100,
+                     "must be a whole number from 0 to 100")
+        artefacts = ex.get("artefacts", ["server"])
+        if not isinstance(artefacts, list) or any(a not in ARTEFACTS for a in artefacts):
+            raise bad("artefacts", f"must be a list of {', '.join(ARTEFACTS)}, got {artefacts!r}")
+        description = ex.get("description", "")
+        if not isinstance(description, str):
+            raise bad("description", "must be a string")
+        scheduler = ex.get("scheduler")
+        if scheduler is not None and (not isinstance(scheduler, str) or not re.fullmatch(SCHEDULER_RE, scheduler)):
+            raise bad("scheduler", f"must be a Dask scheduler address, tls://HOST:PORT (or tcp:// on loopback), "
+                                   f"got {scheduler!r}")
+        parallel = num("parallel", 1, lambda v: isinstance(v, int) and 1 <= v <= 256,
+                       "must be a whole number of testbeds from 1 to 256") if "parallel" in ex else None
+        if scheduler is not None and parallel is not None:
+            raise bad("parallel", "give scheduler (a cluster) or parallel (testbeds on this machine), not both")
+        return _Settings(name=name, description=description, repetitions=reps, order=order, seed=seed,
+                         timeout_s=float(timeout), warmup=warmup, artefacts=artefacts, scheduler=scheduler,
+                         parallel=parallel)
+
+    def factors(self, table: dict[str, Any], where: str, index: int | None, scalars_only: bool
+                ) -> dict[str, list[Any]]:
+        """A table's factors, each value checked as a level of its factor: factor -> levels."""
         out: dict[str, list[Any]] = {}
         for k, v in table.items():
             if where == "scenario" and k in ("name", "repetitions"):
@@ -235,128 +298,141 @@ def parse(doc: dict[str, Any], text: str, file: str) -> Experiment:
             fld = f"{where}.{k}" if index is None else f"{where}[{index}].{k}"
             levels = v if isinstance(v, list) else [v]
             if scalars_only and isinstance(v, list):
-                raise err("a trial fixes each factor: give one value, not a list", where, k, index, fld)
+                raise self.err("a trial fixes each factor: give one value, not a list", where, k, index, fld)
             if not levels:
-                raise err("needs at least one level", where, k, index, fld)
+                raise self.err("needs at least one level", where, k, index, fld)
             check = check_of(k)
             if check is None:
-                raise err(f"unknown factor (known: {known()})", where, k, index, fld)
+                raise self.err(f"unknown factor (known: {known()})", where, k, index, fld)
             for lv in levels:
                 problem = check(lv)
                 if problem:
-                    raise err(problem, where, k, index, fld)
+                    raise self.err(problem, where, k, index, fld)
             if len({json.dumps(x) for x in levels}) != len(levels):
-                raise err(f"levels repeat: {levels!r}", where, k, index, fld)
+                raise self.err(f"levels repeat: {levels!r}", where, k, index, fld)
             out[k] = levels
         return out
 
-    base_raw = doc.get("factors", {})
-    if not isinstance(base_raw, dict):
-        raise err("must be a table", "factors", fld="factors")
-    base = check_factors(base_raw, "factors", None, False)
-    scen_raw = doc.get("scenario", [])
-    trial_raw = doc.get("trial", [])
-    if not isinstance(scen_raw, list) or not isinstance(trial_raw, list):
-        raise ExperimentError("scenario and trial must be arrays of tables ([[scenario]], [[trial]])", file=file)
-    # (scenario, factors, index, table, repetitions)
-    combos: list[tuple[str, dict[str, Any], int | None, str, int]] = []
-    if scen_raw:
+    def combinations(self, base: dict[str, list[Any]], reps: int) -> list[_Combo]:
+        """The combinations of levels the study runs: each scenario's cross product, the design's rows,
+        or [factors]' cross product; and the explicit [[trial]]s."""
+        doc = self.doc
+        scen_raw, trial_raw = doc.get("scenario", []), doc.get("trial", [])
+        if not isinstance(scen_raw, list) or not isinstance(trial_raw, list):
+            raise ExperimentError("scenario and trial must be arrays of tables ([[scenario]], [[trial]])",
+                                  file=self.file)
+        if "design" in doc and (scen_raw or trial_raw):
+            raise self.err("a [design] applies to [factors]; it cannot be combined with [[scenario]] or [[trial]]",
+                           "design", fld="design")
+        combos: list[_Combo] = []
+        if scen_raw:
+            combos += self._scenarios(scen_raw, base, reps)
+        elif "design" in doc:
+            design = _design(doc["design"], base, self.err)
+            rest = [k for k in base if k not in design.factors]
+            for values in itertools.product(*(base[k] for k in rest)):
+                for row in design.rows:
+                    combos.append(_Combo("main", {**dict(zip(rest, values)), **row}, None, "factors", reps))
+        elif not trial_raw or any(len(v) > 1 for v in base.values()):
+            # The cross product of [factors]; with explicit trials and only fixed
+            # factors, [factors] just gives the trials their defaults.
+            keys = list(base)
+            for values in itertools.product(*(base[k] for k in keys)):
+                combos.append(_Combo("main", dict(zip(keys, values)), None, "factors", reps))
+        fixed = {k: v[0] for k, v in base.items() if len(v) == 1}
+        for i, t in enumerate(trial_raw):
+            if not isinstance(t, dict):
+                raise self.err("must be a table", "trial", None, i, f"trial[{i}]")
+            own = self.factors(t, "trial", i, True)
+            combos.append(_Combo(f"trial{i + 1}", {**fixed, **{k: v[0] for k, v in own.items()}}, i, "trial", reps))
+        if not combos:
+            raise ExperimentError("no trials: give [factors], [[scenario]] or [[trial]]", file=self.file)
+        return combos
+
+    def _scenarios(self, scen_raw: list[Any], base: dict[str, list[Any]], reps: int) -> list[_Combo]:
+        combos = []
         for i, s in enumerate(scen_raw):
             if not isinstance(s, dict):
-                raise err("must be a table", "scenario", None, i, f"scenario[{i}]")
-            own = check_factors(s, "scenario", i, False)
-            sname = s.get("name", f"scenario{i + 1}")
+                raise self.err("must be a table", "scenario", None, i, f"scenario[{i}]")
+            own = self.factors(s, "scenario", i, False)
             s_reps = s.get("repetitions", reps)
             if isinstance(s_reps, bool) or not isinstance(s_reps, int) or not 1 <= s_reps <= 100_000:
-                raise err(f"must be a whole number from 1 to 100000, got {s_reps!r}", "scenario", "repetitions", i,
-                          f"scenario[{i}].repetitions")
+                raise self.err(f"must be a whole number from 1 to 100000, got {s_reps!r}", "scenario", "repetitions",
+                               i, f"scenario[{i}].repetitions")
             merged = {**base, **own}
             keys = list(merged)
             for values in itertools.product(*(merged[k] for k in keys)):
-                combos.append((str(sname), dict(zip(keys, values)), i, "scenario", s_reps))
-    elif "design" in doc:
-        design = _design(doc["design"], base, err)
-        rest = [k for k in base if k not in design.factors]
-        for values in itertools.product(*(base[k] for k in rest)):
-            for row in design.rows:
-                combos.append(("main", {**dict(zip(rest, values)), **row}, None, "factors", reps))
-    elif not trial_raw or any(len(v) > 1 for v in base.values()):
-        # The cross product of [factors]; with explicit trials and only fixed
-        # factors, [factors] just gives the trials their defaults.
-        keys = list(base)
-        for values in itertools.product(*(base[k] for k in keys)):
-            combos.append(("main", dict(zip(keys, values)), None, "factors", reps))
-    for i, t in enumerate(trial_raw):
-        if not isinstance(t, dict):
-            raise err("must be a table", "trial", None, i, f"trial[{i}]")
-        own = check_factors(t, "trial", i, True)
-        fixed = {k: v[0] for k, v in base.items() if len(v) == 1}
-        combos.append((f"trial{i + 1}", {**fixed, **{k: v[0] for k, v in own.items()}}, i, "trial", reps))
-    if not combos:
-        raise ExperimentError("no trials: give [factors], [[scenario]] or [[trial]]", file=file)
-    if "design" in doc and (scen_raw or trial_raw):
-        raise err("a [design] applies to [factors]; it cannot be combined with [[scenario]] or [[trial]]", "design",
-                  fld="design")
+                combos.append(_Combo(str(s.get("name", f"scenario{i + 1}")), dict(zip(keys, values)), i, "scenario",
+                                     s_reps))
+        return combos
 
-    links = _Links()
-    by_key: dict[str, Trial] = {}
-    for sname, f, index, table, c_reps in combos:
-        full = complete(f)
+    def trials(self, combos: list[_Combo]) -> list[Trial]:
+        """Each combination as a typed trial, checked as a whole, its links resolved; repeated; a trial
+        two scenarios share run once, in both."""
+        links = _Links()
+        by_key: dict[str, Trial] = {}
+        for c in combos:
+            ts = self.trial_spec(c)
+
+            def blame(culprit: str, message: str, c: _Combo = c) -> ExperimentError:
+                """An error at the culprit's line: in this scenario or trial if set there, else in [factors]."""
+                if c.table != "factors" and self.loc.line(c.table, culprit, c.index):
+                    return self.err(message, c.table, culprit, c.index, culprit)
+                return self.err(message, "factors", culprit, None, culprit)
+
+            problem = _combination_problem(ts)
+            if problem:
+                raise blame(*problem)
+            trial_links = _resolve_links(ts, links, blame)
+            for rep in range(1, c.repetitions + 1):
+                tr = Trial(spec=ts, rep=rep, links=trial_links, scenarios=[c.scenario])
+                if tr.key in by_key:
+                    if c.scenario not in by_key[tr.key].scenarios:
+                        by_key[tr.key].scenarios.append(c.scenario)
+                else:
+                    by_key[tr.key] = tr
+        return list(by_key.values())
+
+    def trial_spec(self, c: _Combo) -> TrialSpec:
+        """A combination's trial: every default filled, a population's protocol ``mix``."""
+        full = complete(c.factors)
         if isinstance(full.get("clients"), dict):
             if "protocol" in full and full["protocol"] != "mix":
-                t_, k_, i_ = (table, "protocol", index) if loc.line(table, "protocol", index) else ("factors",
-                                                                                                    "protocol", None)
-                raise err("a population's protocols come from its clients table: leave protocol out", t_, k_, i_,
-                          "protocol")
+                t_, k_, i_ = ((c.table, "protocol", c.index) if self.loc.line(c.table, "protocol", c.index)
+                              else ("factors", "protocol", None))
+                raise self.err("a population's protocols come from its clients table: leave protocol out", t_, k_,
+                               i_, "protocol")
             full["protocol"] = "mix"
         missing = [k for k in REQUIRED if k not in full]
         if missing:
             k = missing[0]
-            raise ExperimentError(f"factor {k!r} is required ({FACTORS[k].meaning})", file=file,
-                                  line=loc.line(table, None, index), field=f"factors.{k}")
+            raise ExperimentError(f"factor {k!r} is required ({FACTORS[k].meaning})", file=self.file,
+                                  line=self.loc.line(c.table, None, c.index), field=f"factors.{k}")
+        return TrialSpec.of(full)
 
-        def blame(culprit: str, message: str, table: str = table, index: int | None = index) -> ExperimentError:
-            """An error at the culprit's line: in this scenario or trial if set there, else in [factors]."""
-            if table != "factors" and loc.line(table, culprit, index):
-                return err(message, table, culprit, index, culprit)
-            return err(message, "factors", culprit, None, culprit)
-
-        ts = TrialSpec.of(full)
-        problem = _combination_problem(ts)
-        if problem:
-            raise blame(*problem)
-        trial_links = _resolve_links(ts, links, blame)
-        for rep in range(1, c_reps + 1):
-            tr = Trial(spec=ts, rep=rep, links=trial_links, scenarios=[sname])
-            if tr.key in by_key:
-                if sname not in by_key[tr.key].scenarios:
-                    by_key[tr.key].scenarios.append(sname)
-            else:
-                by_key[tr.key] = tr
-    trials = list(by_key.values())
-    all_keys: list[str] = []
-    for t in trials:
-        for k in t.spec.factors:
-            if k not in all_keys:
-                all_keys.append(k)
-    varied = [k for k in all_keys if len({json.dumps(t.spec.get(k), default=str) for t in trials}) > 1]
-    if "keylog" in artefacts and any(t.spec.server is not ServerKind.SATBENCH for t in trials):
-        raise err("keylog: only the satbench server writes its TLS keys (nginx and caddy have no SSLKEYLOGFILE)",
-                  "experiment", "artefacts", fld="experiment.artefacts")
-    for k in varied:
-        acts_on = needs_returning_client(k[7:]) if k.startswith("server.") else None
-        if acts_on:
-            # No client returns yet: every load is a first view in a fresh profile or process.
-            where = next(((table, i) for table, i in [("factors", None), *[("scenario", j) for j in
-                                                                          range(len(scen_raw))]]
-                          if loc.line(table, k, i)), ("factors", None))
-            raise err(f"acts only on a client that comes back ({acts_on}), and every trial's client loads the page "
-                      "once, in a fresh profile: varying it would measure nothing", where[0], k, where[1], k)
-    block = doc.get("design", {}).get("block") if isinstance(doc.get("design"), dict) else None
-    return Experiment(name=name, description=description, file=file, text=text, repetitions=reps, order=order,
-                      seed=seed, timeout_s=float(timeout), warmup=warmup, artefacts=artefacts, varied=varied,
-                      trials=trials, design=_design(doc["design"], base, err) if "design" in doc else None,
-                      block=block, scheduler=scheduler, parallel=parallel, levels=dict(base))
+    def varied(self, trials: list[Trial], artefacts: list[str]) -> list[str]:
+        """The factors whose value differs between trials; refused where varying one measures nothing."""
+        all_keys: list[str] = []
+        for t in trials:
+            for k in t.spec.factors:
+                if k not in all_keys:
+                    all_keys.append(k)
+        varied = [k for k in all_keys if len({json.dumps(t.spec.get(k), default=str) for t in trials}) > 1]
+        if "keylog" in artefacts and any(t.spec.server is not ServerKind.SATBENCH for t in trials):
+            raise self.err("keylog: only the satbench server writes its TLS keys (nginx and caddy have no "
+                           "SSLKEYLOGFILE)", "experiment", "artefacts", fld="experiment.artefacts")
+        scenarios = len(self.doc.get("scenario", []))
+        for k in varied:
+            acts_on = needs_returning_client(k[7:]) if k.startswith("server.") else None
+            if acts_on:
+                # No client returns yet: every load is a first view in a fresh profile or process.
+                where = next(((table, i) for table, i in [("factors", None), *[("scenario", j)
+                                                                              for j in range(scenarios)]]
+                              if self.loc.line(table, k, i)), ("factors", None))
+                raise self.err(f"acts only on a client that comes back ({acts_on}), and every trial's client loads "
+                               "the page once, in a fresh profile: varying it would measure nothing", where[0], k,
+                               where[1], k)
+        return varied
 
 
 @dataclass(frozen=True)
