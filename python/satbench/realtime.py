@@ -47,14 +47,10 @@ import math
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .link.spec import LinkSpec
 from .metrics import nearest_rank
-from .model import ClientKind, Protocol
-
-if TYPE_CHECKING:
-    from .experiment.trialspec import TrialSpec
 
 MECHANISMS = ("poll", "sse", "ws", "wt")
 #: What satbench-server accepts of a real-time stream's query (``--describe``'s ``realtime``, its one
@@ -129,36 +125,6 @@ def query(rt: RealtimeSpec, session: str, seed: int) -> str:
     if rt.scenario == "room":
         q += f"&room={session}&members={rt.clients}"
     return q
-
-
-def problem(t: TrialSpec) -> tuple[str, str] | None:
-    """Why a trial cannot run its real-time scenario, as (factor, why) (None if it can, or it has none)."""
-    rt = t.realtime
-    if rt is None:
-        if t.page == "realtime":
-            return "page", "the realtime page runs a real-time scenario: set realtime (poll, sse or ws)"
-        return None
-    if t.page != "realtime":
-        return "realtime", "a real-time trial loads the realtime page: page = \"realtime\""
-    if t.population is not None or not (t.client.browser or t.client is ClientKind.LOADER):
-        return "realtime", ("the real-time client runs in a browser (client = \"chromium\" or \"firefox\") or "
-                            "in the loader (client = \"loader\", clients = N light clients)")
-    if rt.mechanism == "wt":
-        if not t.client.browser:
-            return "realtime", "WebTransport runs in a browser (client = \"chromium\" or \"firefox\")"
-        if t.protocol is not Protocol.H3 or t.quic_stack != "quinn":
-            return "realtime", ("WebTransport is HTTP/3's, on the server's quinn stack: protocol = \"h3\", "
-                                "quic_stack = \"quinn\"")
-    elif t.protocol not in (Protocol.H1, Protocol.H2):
-        return "realtime", ("poll, sse and ws run over h1 or h2 (the server's HTTP/3 has only WebTransport, "
-                            "and no browser opens a WebSocket over HTTP/3): realtime = \"wt\" for HTTP/3")
-    if rt.scenario == "room" and (t.client is not ClientKind.LOADER or t.clients < 2):
-        return "scenario", "a chat room's members are the loader's clients: client = \"loader\", clients >= 2"
-    if t.server.value != "satbench" or t.shards > 1:
-        return "realtime", "the real-time endpoints are satbench-server's, on one host (server = \"satbench\")"
-    if "proxy" in t.path:
-        return "realtime", "the gateway proxy does not pass WebSocket or hold long polls: proxy = \"none\""
-    return None
 
 
 def loader_url(rt: RealtimeSpec, session: str, seed: int, host: str = "server.test") -> str:

@@ -76,3 +76,20 @@ def test_the_manual_names_the_schema_version_the_code_writes() -> None:
     from satbench import prereq
     from satbench.results import schema
     assert f"`user_version`, now {schema.VERSION})" in (prereq.REPO / "docs" / "manual.md").read_text()
+
+
+def test_the_real_time_workloads_table_is_the_one_schema_4_made() -> None:
+    """The messages table belongs to the real-time workload now; a database migrated to schema 4
+    made it from the schema's frozen copy. If the workload's table changes, the schema needs a
+    migration: this fails first. Its declared columns are the table's, in order."""
+    import sqlite3
+
+    from satbench.results.schema import MESSAGES_V4
+    from satbench.workloads import tables
+
+    (messages,) = [t for t in tables() if t.name == "messages"]
+    assert " ".join(messages.ddl.split()) == " ".join(MESSAGES_V4.split())
+    for t in tables():
+        db = sqlite3.connect(":memory:")
+        db.executescript("CREATE TABLE trials (id INTEGER PRIMARY KEY);" + t.ddl)
+        assert tuple(r[1] for r in db.execute(f"PRAGMA table_info({t.name})")) == ("trial_id", *t.columns)

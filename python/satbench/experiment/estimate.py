@@ -16,6 +16,7 @@ import math
 from ..endpoints import pages
 from ..link.spec import LinkSpec
 from ..model import ClientKind
+from ..workloads import workload_of
 from . import population
 from .trialspec import TrialSpec
 
@@ -121,8 +122,7 @@ def trial_s(ts: TrialSpec, link: LinkSpec) -> float:
     t = rounds * rtt + transfer + OVERHEAD_S.get(str(client), 0.5)
     if ClientKind(str(client)).browser:
         t += LCP_SETTLE_S
-    if ts.realtime is not None:  # the scenario's schedule, then its last message's trip
-        t += ts.realtime.messages * ts.realtime.interval_ms / 1000 + 2 * rtt
+    t += workload_of(ts).extra_s(ts, rtt)
     if mix is not None:  # every client prepares before the barrier (browsers start their drivers and launch)
         t += population.RELEASE_LEAD_S + (clients * BROWSER_READY_S if client != "loader"
                                           else clients * population.RELEASE_LEAD_PER_LOADER_S)

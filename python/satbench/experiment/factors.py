@@ -139,6 +139,11 @@ def _path_factors() -> tuple[Factor, ...]:
 
 #: Every named factor, in the order trials list them.
 FACTORS: dict[str, Factor] = {f.name: f for f in (*CORE[:1], *_path_factors(), *CORE[1:])}
+
+
+def add_path_factor(name: str) -> None:
+    """The factor of a path element registered after start-up (:func:`satbench.path.register`)."""
+    FACTORS[name] = _path_factor(name)
 REQUIRED = tuple(f.name for f in FACTORS.values() if f.default is None)
 
 

@@ -31,13 +31,12 @@ from pathlib import Path
 from typing import Any, TypeVar
 from typing import Protocol as Interface
 
-from .. import prereq, realtime
+from .. import prereq
 from ..bound import CHROMIUM_CONNECTIONS, Bottleneck, Bound, ClientLimits, PageShape, lower_bound
 from ..endpoints import LoadRequest, ServeRequest, client_class, pages, server_class
 from ..endpoints.base import Client, Server
 from ..endpoints.options import ServerOptions
 from ..errors import SatbenchError, TestbedError
-from ..link.spec import LinkSpec
 from ..metrics import object_metrics, page_path
 from ..model import (
     HEADER_FLOOR_PCT,
@@ -57,11 +56,11 @@ from ..testbed.cleanup import cleanup
 from ..testbed.host import Host
 from ..testbed.testbed import Testbed, TestbedSpec
 from ..version import __version__
+from ..workloads import workload_of
 from . import population
 from .design import Trial, trial_key, trial_seed
 from .plan import trial_estimate
 from .spec import Experiment, resolve_trial_links
-from .trialspec import TrialSpec
 
 METRIC_KEYS = ("plt_ms", "fcp_ms", "lcp_ms", "ttfb_ms")
 #: A trial's TLS keys (artefact "keylog"), beside its capture (pcap/).
@@ -211,19 +210,18 @@ def fetched_bytes(t: Trial, pages_root: Path, page_sizes: dict[str, int], object
     page = ts.page
     whole = page_sizes.get(page, 0)
     n = ts.clients
-    if ts.realtime is not None and not ts.client.browser:
-        return 0  # the loader's real-time clients load no page: their bytes are messages (rt_wire_*)
-    if not objects or ts.single:
-        return whole * n
-    sizes = pages.object_sizes(pages_root, page)
-    html = whole - sum(sizes.values())
-    url = pages.url_of(page, shards=ts.shards)
-    per: dict[int, set[str]] = {}
-    for o in objects:
-        rel = page_path(o.url, url)
-        if rel is not None and o.end_ms is not None:
-            per.setdefault(o.client, set()).add(rel)
-    return sum(html + sum(sizes.get(r, 0) for r in rels if r) for rels in per.values()) or whole * n
+    loaded = whole * n
+    if objects and not ts.single:
+        sizes = pages.object_sizes(pages_root, page)
+        html = whole - sum(sizes.values())
+        url = pages.url_of(page, shards=ts.shards)
+        per: dict[int, set[str]] = {}
+        for o in objects:
+            rel = page_path(o.url, url)
+            if rel is not None and o.end_ms is not None:
+                per.setdefault(o.client, set()).add(rel)
+        loaded = sum(html + sum(sizes.get(r, 0) for r in rels if r) for rels in per.values()) or loaded
+    return workload_of(ts).page_bytes(ts, loaded)
 
 
 class _Clock:
@@ -360,9 +358,8 @@ class Runner:
         if window is not None:
             given.setdefault("quic_max_data", window)
             given.setdefault("quic_max_stream_data", window)
-        opts = ServerOptions(quic_stack=ts.quic_stack, nodelay=ts.nodelay,
-                             webtransport=ts.realtime is not None and ts.realtime.mechanism == "wt",
-                             keylog="keylog" in self.exp.artefacts, **given)
+        opts = ServerOptions(quic_stack=ts.quic_stack, nodelay=ts.nodelay, keylog="keylog" in self.exp.artefacts,
+                             **given, **workload_of(ts).server_options(ts))
         return [ServeRequest(root=self.pages_root, log_dir=art / "server" / (h.role if j else ""), host=h, cc=ts.cc,
                              options=opts, telemetry="server" in self.exp.artefacts)
                 for j, h in enumerate(tb.servers[:ts.shards])]
@@ -382,17 +379,11 @@ class Runner:
     def _request(self, t: Trial, tb: RunningTestbed, art: Path) -> LoadRequest:
         ts = t.spec
         url = pages.url_of(ts.page, shards=ts.shards, scheme=ts.protocol.scheme if ts.protocol else "https")
-        rt = ts.realtime
-        if rt is not None:
-            seed = trial_seed(self.order_seed, t.key)
-            url = (realtime.loader_url(rt, session=t.key, seed=seed) if not ts.client.browser
-                   else url + realtime.query(rt, session=t.key, seed=seed))
-        return LoadRequest(url=url, realtime=None if rt is None else rt.mechanism, origins=pages.shard_hosts(ts.shards),
-                           protocol=ts.protocol or Protocol.H2, host=tb.client,
-                           timeout_s=self.exp.timeout_s, clients=1 if ts.population else ts.clients,
-                           connections=ts.connections, single=ts.single, upload=ts.upload_bytes,
-                           artefacts=art, keep=frozenset(self.exp.artefacts), quic_stack=ts.quic_stack,
-                           quic_window=self._quic_window(t))
+        req = LoadRequest(url=url, origins=pages.shard_hosts(ts.shards), protocol=ts.protocol or Protocol.H2,
+                          host=tb.client, timeout_s=self.exp.timeout_s, clients=1 if ts.population else ts.clients,
+                          connections=ts.connections, artefacts=art, keep=frozenset(self.exp.artefacts),
+                          quic_stack=ts.quic_stack, quic_window=self._quic_window(t))
+        return workload_of(ts).request(ts, req, session=t.key, seed=trial_seed(self.order_seed, t.key))
 
     @staticmethod
     def _quic_window(t: Trial) -> int | None:
@@ -428,32 +419,7 @@ class Runner:
             rec.status = TrialStatus.INVALID
             rec.reason = (f"the server saw {'TLS' if True in tls else 'cleartext'} requests, not only "
                           f"{'TLS' if ts.protocol.tls else 'cleartext'} ones")
-        if ts.realtime is not None:
-            Runner._realtime(rec, ts, ts.realtime, t.links, outcome)
-
-    @staticmethod
-    def _realtime(rec: TrialRecord, ts: TrialSpec, rt: realtime.RealtimeSpec, links: dict[str, LinkSpec],
-                  outcome: ClientOutcome) -> None:
-        """A real-time trial's messages and metrics (satbench.realtime), and
-        the server's TCP_NODELAY as read back from its connections."""
-        summary = rec.server_summary
-        v = realtime.judge(rt, str(ts.protocol), realtime.client_results(outcome.raw),
-                           (summary.realtime_log if summary else None) or [], links)
-        rec.metrics.update(v.metrics)
-        rec.messages = v.messages
-        rec.env["realtime"] = v.env
-        want = ts.nodelay
-        seen = summary.nodelay if summary else None
-        # What the server's connections read back (1: TCP_NODELAY on all; 0: off on all), beside the factor.
-        rec.metrics["server_nodelay"] = None if not seen or len(seen) > 1 else float(seen == [True])
-        if rec.status is not TrialStatus.VALID:
-            return
-        if v.failed:
-            rec.status, rec.reason = TrialStatus.FAILED, v.failed
-        elif v.invalid:
-            rec.status, rec.reason = TrialStatus.INVALID, v.invalid
-        elif seen != [want] and not (rt.mechanism == "wt" and not seen):  # WebTransport: QUIC only
-            rec.status, rec.reason = TrialStatus.INVALID, f"the server's TCP_NODELAY read {seen}, not {want}"
+        workload_of(ts).judge(rec, ts, t.links, outcome)
 
     def _bound(self, rec: TrialRecord, t: Trial) -> None:
         """Store the trial's lower bounds and their terms (bound.py). A load
@@ -488,7 +454,7 @@ class Runner:
                 rec.metrics.update(LinkCounters.parse(rec.link_counters).metrics(page_total))
             except ValueError as e:  # the emulator's counters contradict themselves: nothing of them is kept
                 rec.status, rec.reason = TrialStatus.FAILED, f"harness error: {e}"
-        rec.metrics.update(realtime.wire_per_message(rec.metrics))
+        rec.metrics.update(workload_of(t.spec).wire_metrics(rec.metrics))
         self._bound(rec, t)
         oh = rec.metrics.get("overhead_pct")
         if rec.status is TrialStatus.VALID and oh is not None and oh < HEADER_FLOOR_PCT:

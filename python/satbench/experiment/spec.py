@@ -46,7 +46,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from .. import realtime
 from ..endpoints import client_class, server_class
 from ..endpoints.options import needs_returning_client
 from ..errors import ProfileError
@@ -55,6 +54,7 @@ from ..link.spec import LinkSpec, check, resolve
 from ..model import ServerKind
 from ..path import element_class
 from ..testbed.testbed import terminal_subnets
+from ..workloads import workload_of
 from . import designs
 from .design import RunOrder, Trial, run_order
 from .factors import FACTORS, REQUIRED, check_of, known
@@ -554,9 +554,7 @@ def _combination_problem(ts: TrialSpec) -> tuple[str, str] | None:
     else:  # each of a population's clients loads alone on its host
         problem = next((("clients", f"{g.protocol}: {p[1]}") for g in ts.population
                         if (p := client_class(g.kind).check(replace(g, n=1)))), None)
-    if not problem and ts.upload_bytes is not None and not all(client_class(k).uploads for k in ts.kinds):
-        problem = ("page", "an upload runs in the loader: client = \"loader\" (or a population of loaders)")
-    problem = problem or server_class(ts.server).check(ts) or shards_problem(ts) or realtime.problem(ts)
+    problem = problem or workload_of(ts).problem(ts) or server_class(ts.server).check(ts) or shards_problem(ts)
     if not problem and ts.terminals > 1:
         if ts.population is None or ts.hosts != "each":
             problem = ("terminals", "several terminals need a population of clients on hosts of their own "

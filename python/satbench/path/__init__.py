@@ -117,3 +117,22 @@ def elements(trial: "TrialSpec", links: Mapping[str, LinkSpec]) -> list[PathElem
             cls, value = element_class(factor), trial.path[factor]
             out.append(cls(value, {r: links[r] for r in cls.profiles(value)}, trial))
     return out
+
+
+def register(factor: str, target: str) -> None:
+    """Add a path element: ``target`` is ``"module:Class"``, a :class:`PathElement` whose
+    ``factor`` is ``factor``; the factor joins the experiment's factors (its default keeps trials
+    without it under their keys). What a plug-in outside this package calls; the elements here are
+    listed in :data:`ELEMENTS`."""
+    ELEMENTS[factor] = target
+    from ..experiment import factors  # noqa: PLC0415 - the factors' registry imports this one
+
+    factors.add_path_factor(factor)
+
+
+def unregister(factor: str) -> None:
+    """Remove a path element added by :func:`register`."""
+    ELEMENTS.pop(factor, None)
+    from ..experiment import factors  # noqa: PLC0415
+
+    factors.FACTORS.pop(factor, None)

@@ -12,6 +12,7 @@ from typing import Any
 import pandas as pd
 
 from ..errors import InputError
+from ..workloads import tables as workload_tables
 from . import schema
 from .analysis import factorial_effects, is_knob, knob_effects, to_frame, tuned_against_default
 from .store import is_sqlite
@@ -111,15 +112,19 @@ class Results:
             "SELECT c.* FROM clients c JOIN trials t ON t.id = c.trial_id "
             "JOIN experiments e ON e.id = t.experiment_id" + where, self.db, params=args)
 
-    def messages(self, experiment: str | None = None) -> pd.DataFrame:
-        """Real-time trials' messages: direction, sender and receiver (a client's index, -1 for the server),
-        number, stamps, one-way latency in ms and in RTTs (empty before schema 4)."""
-        if not self.db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'messages'").fetchone():
-            return pd.DataFrame(columns=["trial_id", "dir", "sender", "receiver", "seq", "sent_unix_ms",
-                                         "recv_unix_ms", "latency_ms", "latency_rtt"])
+    def table(self, name: str, experiment: str | None = None) -> pd.DataFrame:
+        """A workload's table (satbench.workloads): the real-time trials' ``messages`` (direction,
+        sender and receiver, a client's index or -1 for the server, number, stamps, one-way latency
+        in ms and in RTTs), say. Empty, with its columns, in a database made before the workload."""
+        t = next((t for t in workload_tables() if t.name == name), None)
+        if t is None:
+            known = ", ".join(x.name for x in workload_tables())
+            raise InputError(f"no workload stores a table {name!r} (tables: {known})")
+        if not self.db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)).fetchone():
+            return pd.DataFrame(columns=["trial_id", *t.columns])
         where, args = self._where(experiment)
         return pd.read_sql_query(
-            "SELECT g.* FROM messages g JOIN trials t ON t.id = g.trial_id "
+            f"SELECT g.* FROM {name} g JOIN trials t ON t.id = g.trial_id "
             "JOIN experiments e ON e.id = t.experiment_id" + where, self.db, params=args)
 
     def settings(self, experiment: str, metric: str = "plt_ms", correction: str = "holm") -> dict[str, pd.DataFrame]:
@@ -167,7 +172,8 @@ def open_results(path: str | Path) -> Results:
 
 
 def export(path: str | Path, out: str | Path, fmt: str = "csv", experiment: str | None = None) -> list[Path]:
-    """Write trials (wide), metrics, objects, clients and messages as CSV or Parquet files into ``out``."""
+    """Write trials (wide), metrics, objects, clients and the workloads' tables (messages) as CSV or
+    Parquet files into ``out``."""
     if fmt not in ("csv", "parquet"):
         raise InputError(f"--format: csv or parquet, got {fmt!r}")
     o = Path(out)
@@ -180,7 +186,7 @@ def export(path: str | Path, out: str | Path, fmt: str = "csv", experiment: str 
         tables: list[tuple[str, pd.DataFrame]] = [
             ("trials", r.trials(experiment)), ("metrics", r.metrics(experiment)),
             ("objects", r.objects(experiment)), ("clients", r.clients(experiment)),
-            ("messages", r.messages(experiment))]
+            *((t.name, r.table(t.name, experiment)) for t in workload_tables())]
         for name, df in tables:
             p = o / f"{name}.{fmt}"
             if fmt == "csv":

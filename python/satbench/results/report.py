@@ -36,6 +36,7 @@ from ..errors import InputError  # noqa: E402
 from ..metrics import nearest_rank  # noqa: E402
 from ..model import OVERHEAD_GROUPS, OVERHEAD_PARTS  # noqa: E402
 from ..path import ELEMENTS, element_class  # noqa: E402
+from ..workloads import workloads  # noqa: E402
 from .analysis import factorial_effects, is_knob, knob_effects, tuned_against_default  # noqa: E402
 from .read import Results  # noqa: E402
 from .stats import bootstrap_median_ci, mann_whitney_p, mean_ci, median_diff_ci  # noqa: E402
@@ -86,7 +87,7 @@ def _svg(fig: Any) -> str:
     return buf.getvalue()
 
 
-class _Figures:
+class Figures:
     def __init__(self, out: Path):
         self.dir = out / "figures"
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -103,7 +104,7 @@ class _Figures:
                 f'<figcaption>{html.escape(caption)} <a href="figures/{fn}">{fn}</a></figcaption></figure>')
 
 
-def _levels(series: Any) -> list[Any]:
+def level_order(series: Any) -> list[Any]:
     vals = list(dict.fromkeys(series.dropna().tolist()))
     try:
         return sorted(vals)
@@ -208,7 +209,7 @@ def _overhead_parts(panels: list[Panel], x: str, hue: str | None, figs: Any) -> 
         return ""
     head = ["panel", " ".join([x] + ([hue] if hue else [])), "trials"] + [
         f"{d} {g}" for d in ("fwd", "ret") for g in [*OVERHEAD_GROUPS, "pure ACKs (packets)"]]
-    out.append(_table(rows, head))
+    out.append(table_html(rows, head))
     return "".join(out)
 
 
@@ -223,8 +224,8 @@ def _panel_fig(panels: list[Panel], draw: Any, width: float = 4.8) -> Any:
 
 def _bars(ax: Any, df: Any, factor: str, metric: str, hue: str | None = None) -> None:
     """Grouped bars of the mean with its 95 % CI, and the median with its bootstrap CI as a marker."""
-    levels = _levels(df[factor])
-    hues = _levels(df[hue]) if hue else [None]
+    levels = level_order(df[factor])
+    hues = level_order(df[hue]) if hue else [None]
     width = 0.8 / len(hues)
     for j, h in enumerate(hues):
         xs, means, lo, hi, meds, mlo, mhi = [], [], [], [], [], [], []
@@ -271,7 +272,7 @@ def _floors(ax: Any, cells: list[Any], xs: list[float], width: float, legend: bo
                 first = False
 
 
-def _limits_section(valid: Any, varied: list[str], figs: "_Figures") -> str:
+def _limits_section(valid: Any, varied: list[str], figs: "Figures") -> str:
     """What limited each sender, beside the PLT and its bounds, per combination of the varied factors."""
     cols = [f"limited_{k}_pct" for k in LIMITS if f"limited_{k}_pct" in valid.columns]
     if not cols or not valid[cols].notna().any().any():
@@ -311,7 +312,7 @@ def _limits_section(valid: Any, varied: list[str], figs: "_Figures") -> str:
             "each request at the link's peak rate) and window (also the round trips a window growing "
             "threefold per round trip needs). 'below window bound': trials whose sender grew its window "
             "faster than any standard start-up.</p>"
-            + _table(rows, head) + figs.add(fig, "limited-by", "What limited each sender, per combination"))
+            + table_html(rows, head) + figs.add(fig, "limited-by", "What limited each sender, per combination"))
 
 
 def mix_label(v: Any) -> Any:
@@ -325,7 +326,7 @@ def _loss_factor(varied: list[str]) -> str | None:
     return next((v for v in varied if v.startswith("link.") and "loss" in v), None)
 
 
-def _population_section(r: Results, name: str, df: Any, valid: Any, varied: list[str], figs: "_Figures") -> str:
+def _population_section(r: Results, name: str, df: Any, valid: Any, varied: list[str], figs: "Figures") -> str:
     """Mixed populations (study B): PLT per protocol group per network, Jain's index against loss for each
     network, per-client CDFs, and every trial's start skew and idle CPU."""
     if "clients_n" not in df.columns or not df["clients_n"].notna().any():
@@ -335,7 +336,7 @@ def _population_section(r: Results, name: str, df: Any, valid: Any, varied: list
            "throughput (its bytes over its load time) divided by the fair share C / n (the link's forward rate "
            "over the number of clients): 1 when all are equal, 1/n when one takes all.</p>"]
     loss = _loss_factor(varied)
-    nets = _levels(valid["link"].astype(str)) if "link" in valid.columns else ["all"]
+    nets = level_order(valid["link"].astype(str)) if "link" in valid.columns else ["all"]
     groups = sorted({c[7:] for c in valid.columns if c.startswith("plt_ms_h")})
     if groups and "clients" in valid.columns:
         at = valid
@@ -347,7 +348,7 @@ def _population_section(r: Results, name: str, df: Any, valid: Any, varied: list
                                  sharey=True)
         for ax, net in zip(axes[0], nets):
             sub = at[at["link"].astype(str) == net] if "link" in at.columns else at
-            mixes = _levels(sub["clients"].astype(str))
+            mixes = level_order(sub["clients"].astype(str))
             width = 0.8 / max(1, len(groups))
             for j, g in enumerate(groups):
                 med = [sub[sub["clients"].astype(str) == m][f"plt_ms_{g}"].median() for m in mixes]
@@ -361,14 +362,14 @@ def _population_section(r: Results, name: str, df: Any, valid: Any, varied: list
             ax.legend(fontsize=7)
         out.append(figs.add(fig, "plt-by-group", "PLT by protocol group for each mix, per network"))
     if loss and "jain_throughput" in valid.columns:
-        mixes = _levels(valid["clients"].astype(str)) if "clients" in valid.columns else ["all"]
+        mixes = level_order(valid["clients"].astype(str)) if "clients" in valid.columns else ["all"]
         fig, axes = plt.subplots(1, len(mixes), figsize=(max(4.5, 3.6 * len(mixes)), 3.2), squeeze=False,
                                  sharey=True)
         for ax, mix in zip(axes[0], mixes):
             sub = valid[valid["clients"].astype(str) == mix] if "clients" in valid.columns else valid
             for net in nets:
                 g = sub[sub["link"].astype(str) == net] if "link" in sub.columns else sub
-                xs = _levels(g[loss])
+                xs = level_order(g[loss])
                 ax.plot([100 * x for x in xs], [g[g[loss] == x]["jain_throughput"].median() for x in xs], marker="o",
                         label=net)
             ax.set_title(mix, fontsize=8)
@@ -385,7 +386,7 @@ def _population_section(r: Results, name: str, df: Any, valid: Any, varied: list
                                  sharey=True)
         for ax, net in zip(axes[0], nets):
             sub = cl[cl["link"].astype(str) == net] if "link" in cl.columns else cl
-            for g in _levels(sub["grp"]):
+            for g in level_order(sub["grp"]):
                 plts = np.sort(sub[sub["grp"] == g]["plt_ms"].dropna().to_numpy())
                 if len(plts):
                     ax.step(plts, np.arange(1, len(plts) + 1) / len(plts), where="post", label=str(g))
@@ -402,7 +403,7 @@ def _population_section(r: Results, name: str, df: Any, valid: Any, varied: list
     out.append("<h4>Start skew and idle CPU of every trial</h4><p class='note'>Skew: last client's start minus "
                "the first's (targets: 5 ms for loaders, 50 ms for browsers). Idle CPU: the machine's median idle "
                "share while the clients loaded (under 5 %: CPU-starved, invalid).</p>"
-               + _table(rows, ["trial", "key", *varied, "status", "start skew (ms)", "idle CPU (%)"]))
+               + table_html(rows, ["trial", "key", *varied, "status", "start skew (ms)", "idle CPU (%)"]))
     return "".join(out)
 
 
@@ -424,7 +425,7 @@ def _access_section(valid: Any, varied: list[str]) -> str:
     return ("<h3>Satellite access</h3><p class='note'>The emulator's access counters, medians per combination: "
             "DVB-S2 frames lost to fades and MODCOD changes (forward), DVB-RCS2 capacity requests and the bytes "
             "granted and used (return), GSE/RLE encapsulation bytes. 'satbench trace' draws a trial's C/N, MODCOD "
-            "and granted rate over time.</p>" + _table(rows, head))
+            "and granted rate over time.</p>" + table_html(rows, head))
 
 
 #: The connections a load opened, as the origins counted them (model.ServerSummary.connection_metrics).
@@ -435,7 +436,7 @@ CONNECTIONS = {"server_connections": "connections", "server_connections_tcp": "T
 CONNECTION_BY = ("protocol", "shards", "pep", "tunnel", "proxy", "page", "client")
 
 
-def _connections_section(valid: Any, varied: list[str], figs: "_Figures") -> str:
+def _connections_section(valid: Any, varied: list[str], figs: "Figures") -> str:
     """Connections per page load, as the origin servers counted them: by
     protocol and sharding (and PEP, tunnel, proxy where they vary), in all,
     over TCP and QUIC, the origins the page named, and those carrying more
@@ -454,7 +455,7 @@ def _connections_section(valid: Any, varied: list[str], figs: "_Figures") -> str
            "coalesced connection carried requests for more than one of the page's origin names (HTTP/2 "
            "connection reuse); an unused one carried no request (a browser opens spare connections to an "
            "origin before it knows the origin speaks HTTP/2, and closes them before TLS).</p>"
-           + _table(rows, ["combination", "n", *[CONNECTIONS[c] for c in cols]]))
+           + table_html(rows, ["combination", "n", *[CONNECTIONS[c] for c in cols]]))
     x = next((c for c in ("shards", "page", "pep", "proxy", "tunnel") if c in varied), None)
     if x is None:
         return out
@@ -467,78 +468,8 @@ def _connections_section(valid: Any, varied: list[str], figs: "_Figures") -> str
     return out
 
 
-#: What a real-time trial's messages are grouped by, where it varies.
-REALTIME_BY = ("realtime", "scenario", "nodelay", "protocol", "client", "clients", "arrivals", "link", "access")
-REALTIME_NAMES = {"poll": "long polling", "sse": "Server-Sent Events", "ws": "WebSocket", "wt": "WebTransport"}
-#: A message's direction, as the report says it.
-DIRECTIONS = {"down": "server to client", "up": "client to server", "relay": "client to client (room)"}
-
-
-def _realtime_section(r: Results, name: str, valid: Any, varied: list[str], figs: "_Figures") -> str:
-    """Real-time trials: every message's one-way latency, pooled per
-    combination of mechanism, scenario, Nagle and the other varied factors
-    and per direction, in ms and in units of the path's base RTT; and its
-    distribution per mechanism, one panel per scenario, Nagle on against off."""
-    if "realtime" not in valid.columns or "rt_messages" not in valid.columns:
-        return ""
-    rt = valid[valid["realtime"].fillna("none") != "none"]
-    msgs = r.messages(name)
-    if rt.empty or msgs.empty:
-        return ""
-    by = [c for c in REALTIME_BY if c in rt.columns and (c in varied or c in ("realtime", "scenario", "nodelay"))]
-    cols = ["trial_id", *by, "rt_setup_ms", "rt_first_update_ms"]
-    m = msgs.merge(rt[[c for c in cols if c in rt.columns]], on="trial_id")
-    m = m[m["latency_ms"].notna()].copy()
-    m["rtt"] = m["latency_rtt"]
-    rows = []
-    for cell, g in m.groupby([*by, "dir"], dropna=False):
-        cell = cell if isinstance(cell, tuple) else (cell,)
-        lat, rtts = g["latency_ms"].tolist(), g["rtt"].dropna().tolist()
-        t = rt.loc[rt["trial_id"].isin(g["trial_id"].unique())]
-        rows.append([" ".join(f"{k}={v}" for k, v in zip(by, cell[:-1])), DIRECTIONS.get(str(cell[-1]), cell[-1]),
-                     t["trial_id"].nunique(), len(g), float(t["rt_setup_ms"].median()),
-                     float(t["rt_first_update_ms"].median()),
-                     statistics.median(lat), nearest_rank(lat, 0.95), max(lat),
-                     *((statistics.median(rtts), nearest_rank(rtts, 0.95), max(rtts)) if rtts else ("-",) * 3)])
-    out = ("<h3>Real-time web</h3><p class='note'>Every message's one-way latency (its receive stamp minus its "
-           "send stamp on the host's one clock: for messages from the server, from when it was due; for a room's, "
-           "from when their sender sent them), pooled over the trials of each combination and direction, in ms "
-           "and in units of the path's base RTT (95th percentiles by nearest rank); set-up is the client's time "
-           "to an open channel (an opened long-polling session, an event stream's response, a WebSocket's open; "
-           "the median over a trial's clients), first update the time from then to the first message.</p>"
-           + _table(rows, ["combination", "direction", "trials", "messages", "set-up (ms)", "first update (ms)",
-                           "median (ms)", "p95 (ms)", "max (ms)", "median (RTT)", "p95 (RTT)", "max (RTT)"]))
-    scenarios = _levels(m["scenario"]) if "scenario" in m else ["all"]
-    fig, axes = plt.subplots(1, len(scenarios), figsize=(4.8 * len(scenarios), 3.4), squeeze=False)
-    for ax, sc in zip(axes[0], scenarios):
-        d = m[m["scenario"] == sc] if "scenario" in m else m
-        # The updates a user sees: from the server, or relayed from another member (the client's own, in
-        # the client-update scenario).
-        d = d[d["dir"].isin(("up",) if sc == "client" else ("down", "relay"))]
-        keys = ["realtime", "nodelay"] if "nodelay" in d.columns else ["realtime"]
-        for key, g in d.groupby(keys, dropna=False):
-            mech, nd = (*key, True)[:2] if isinstance(key, tuple) else (key, True)
-            xs = np.sort(g["rtt"].dropna().to_numpy())
-            if len(xs):
-                label = REALTIME_NAMES.get(str(mech), str(mech)) + ("" if nd in (None, True) else ", Nagle")
-                ax.step(xs, np.arange(1, len(xs) + 1) / len(xs), where="post", label=label,
-                        linestyle="-" if nd in (None, True) else "--")
-        ax.set_title(f"scenario {sc}", fontsize=9)
-        ax.set_xlabel("one-way latency (RTTs)")
-        ax.set_ylabel("CDF")
-        ax.set_ylim(0, 1.02)
-        ax.grid(alpha=0.3)
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=7)
-    fig.tight_layout()
-    out += figs.add(fig, "realtime-latency", "One-way latency of the updates by mechanism, per scenario: to "
-                    "the client (from the server, or in a room from another member through it), or in the client-"
-                    "update scenario to the server (dashed: Nagle's algorithm on at the server)")
-    return out
-
-
 def _cdf(ax: Any, df: Any, factor: str, metric: str) -> None:
-    for lv in _levels(df[factor]):
+    for lv in level_order(df[factor]):
         xs = np.sort(df[df[factor] == lv][metric].dropna().to_numpy())
         if len(xs):
             ax.step(xs, np.arange(1, len(xs) + 1) / len(xs), where="post", label=f"{factor}={lv}")
@@ -573,10 +504,10 @@ def _tail_table(valid: Any, varied: list[str], metrics: list[str]) -> str:
         head += [f"{name}: mean [95 % CI]", "median", "95th percentile"]
     return ("<h3>Means, medians and 95th percentiles per combination</h3><p class='note'>The 95th "
             "percentile by nearest rank (a value some trial had); with fewer than 20 trials it is the "
-            "largest.</p>" + _table(rows, head))
+            "largest.</p>" + table_html(rows, head))
 
 
-def _table(rows: list[list[Any]], head: list[str]) -> str:
+def table_html(rows: list[list[Any]], head: list[str]) -> str:
     def cell(v: Any) -> str:
         if isinstance(v, float):
             if math.isnan(v):
@@ -598,7 +529,7 @@ def pairwise(df: Any, factor: str, metric: str, others: list[str]) -> list[list[
         sub = df
         for k, v in zip(others, cell):
             sub = sub[sub[k].astype(str) == v]
-        for a, b in itertools.combinations(_levels(sub[factor]), 2):
+        for a, b in itertools.combinations(level_order(sub[factor]), 2):
             xa = sub[sub[factor] == a][metric].dropna().tolist()
             xb = sub[sub[factor] == b][metric].dropna().tolist()
             if not xa or not xb:
@@ -630,7 +561,7 @@ def write_report(db: Path, out: Path, experiment: str | None = None) -> Path:
         raise InputError(f"{db}: no experiment named {experiment!r} (found: {', '.join(r.experiments())})")
     try:
         out.mkdir(parents=True, exist_ok=True)
-        figs = _Figures(out)
+        figs = Figures(out)
     except OSError as e:
         raise InputError(f"-o {out}: cannot create the report's folder: {e.strerror}") from None
     parts = [f"<h1>satbench report</h1><p class='note'>Database {html.escape(str(db))}. "
@@ -647,7 +578,7 @@ def write_report(db: Path, out: Path, experiment: str | None = None) -> Path:
     return path
 
 
-def _experiment_section(r: Results, name: str, figs: _Figures) -> str:
+def _experiment_section(r: Results, name: str, figs: Figures) -> str:
     figs.prefix = f"{name}-"
     df = r.trials(name)
     if "clients" in df.columns:  # a population's mix, as one label ("h1=7 h2=3")
@@ -672,7 +603,7 @@ def _experiment_section(r: Results, name: str, figs: _Figures) -> str:
     if not bad.empty:
         rows = [[*key, n] for key, n in bad.groupby(["status", "reason"]).size().items()
                 if isinstance(key, tuple)]
-        out.append("<h3>Invalid and failed trials</h3>" + _table(rows, ["status", "reason", "trials"]))
+        out.append("<h3>Invalid and failed trials</h3>" + table_html(rows, ["status", "reason", "trials"]))
     valid = df[df["status"] == "valid"]
     metrics = [m for m in METRICS if m in valid.columns and valid[m].notna().any()]
     if valid.empty or not metrics:
@@ -728,7 +659,8 @@ def _experiment_section(r: Results, name: str, figs: _Figures) -> str:
             out.append(_overhead_parts(panels, x, hue, figs))
     out.append(_population_section(r, name, df, valid, varied, figs))
     out.append(_connections_section(valid, varied, figs))
-    out.append(_realtime_section(r, name, valid, varied, figs))
+    for w in workloads():
+        out.append(w.report(r, name, valid, varied, figs))
     out.append(_limits_section(valid, varied, figs))
     out.append(_access_section(valid, varied))
     out.append(_knobs_section(valid, varied, spec, metrics))
@@ -747,7 +679,7 @@ def _experiment_section(r: Results, name: str, figs: _Figures) -> str:
                     row.append("-")
             rows.append(row)
         out.append("<h3>Medians per combination [95 % CI]</h3>"
-                   + _table(rows, ["combination", "n", *[METRICS[m] for m in metrics[:6]]]))
+                   + table_html(rows, ["combination", "n", *[METRICS[m] for m in metrics[:6]]]))
         out.append(_tail_table(valid, varied, [m for m in TAILED if m in metrics]))
     # Pairwise tests.
     for f in varied:
@@ -755,13 +687,13 @@ def _experiment_section(r: Results, name: str, figs: _Figures) -> str:
         for cm in [x for x in COMPARED if x in metrics]:
             rows = pairwise(valid, f, cm, others)
             if rows:
-                out.append(f"<h3>{html.escape(f)}: pairwise, {html.escape(METRICS[cm])}</h3>" + _table(
+                out.append(f"<h3>{html.escape(f)}: pairwise, {html.escape(METRICS[cm])}</h3>" + table_html(
                     rows, ["within", "levels (a vs b)", "n a", "n b", "median a", "median b",
                            "median b - a", "95 % CI low", "95 % CI high", "Mann-Whitney p"]))
     # Environment.
     env_cols = [c for c in ("satbench_commit", "kernel", "browser") if c in df.columns]
     envs = df[env_cols].drop_duplicates().astype(str).values.tolist()
-    out.append("<h3>Environment</h3>" + _table(envs, env_cols))
+    out.append("<h3>Environment</h3>" + table_html(envs, env_cols))
     return "".join(out)
 
 
@@ -791,7 +723,7 @@ def _knobs_section(valid: Any, varied: list[str], spec: dict[str, Any], metrics:
                      e.p_adj, "yes" if e.significant else ""]
                     for e in knob_effects(valid, knobs, m, network, others, baseline)]
             if rows:
-                out.append(f"<h4>{html.escape(METRICS[m])}</h4>" + _table(rows, [
+                out.append(f"<h4>{html.escape(METRICS[m])}</h4>" + table_html(rows, [
                     "network", "within", "setting", "levels", "n", "median at baseline", "effect", "95 % CI",
                     "effect %", "p", "p (Holm)", "significant"]))
     else:
@@ -813,7 +745,7 @@ def _knobs_section(valid: Any, varied: list[str], spec: dict[str, Any], metrics:
                     for e in factorial_effects(valid, facs, m, network, others=others, baseline=baseline)]
             if rows:
                 out.append(f"<h4>Main effects and two-factor interactions: {html.escape(METRICS[m])}</h4>"
-                           + _table(rows, ["network", "within", "rank", "effect of", "levels", "aliased with",
+                           + table_html(rows, ["network", "within", "rank", "effect of", "levels", "aliased with",
                                            "effect (ms)", "95 % CI", "p", "p (Holm)", "significant"]))
     if "protocol" in varied and "plt_ms" in metrics:
         rows = []
@@ -849,7 +781,7 @@ def _knobs_section(valid: Any, varied: list[str], spec: dict[str, Any], metrics:
                        "tuned setting is the best observed cell of the choosing half (lowest median, two trials "
                        "at least), and it beats a default when its judging trials have a lower median and a "
                        "Mann-Whitney p &lt; 0.05.</p>"
-                       + _table(rows, ["network", "protocol", "default median", "n", "tuned", "95 % CI", "basis",
+                       + table_html(rows, ["network", "protocol", "default median", "n", "tuned", "95 % CI", "basis",
                                        "observed", "tuned setting", "judged", "against", "its default median",
                                        "difference", "95 % CI", "p", "tuned beats it"]))
     return "".join(out)

@@ -32,7 +32,8 @@ from ..errors import InputError
 
 VERSION = 5
 
-MESSAGES = """
+#: The real-time workload's table as schema 4 added it (satbench.workloads.realtime owns it now).
+MESSAGES_V4 = """
 CREATE TABLE IF NOT EXISTS messages (
     trial_id INTEGER NOT NULL REFERENCES trials(id) ON DELETE CASCADE,
     dir TEXT NOT NULL CHECK (dir IN ('down', 'up', 'relay')),
@@ -105,7 +106,7 @@ CREATE TABLE IF NOT EXISTS clients (
     PRIMARY KEY (trial_id, client)
 );
 CREATE INDEX IF NOT EXISTS objects_trial ON objects(trial_id);
-""" + MESSAGES
+"""
 
 
 def version(db: sqlite3.Connection) -> int:
@@ -131,7 +132,7 @@ def migrate(db: sqlite3.Connection, path: str, resolve_links: LinkResolver, make
                          "upgrade satbench to use it")
     if had == 0:
         with db:
-            db.executescript(TABLES)
+            db.executescript(TABLES + workload_tables())
             db.execute(f"PRAGMA user_version = {VERSION}")
         return 0
     if had == 1:
@@ -146,13 +147,22 @@ def migrate(db: sqlite3.Connection, path: str, resolve_links: LinkResolver, make
             db.execute("PRAGMA user_version = 3")
     if had <= 3:
         with db:
-            db.executescript(MESSAGES)
+            db.executescript(MESSAGES_V4)
             db.execute("PRAGMA user_version = 4")
     if had <= 4:
         with db:
             _rekey(db, make_key)
             db.execute("PRAGMA user_version = 5")
+    with db:  # a workload added since the database was made brings its tables (nothing else changes)
+        db.executescript(workload_tables())
     return had
+
+
+def workload_tables() -> str:
+    """The tables the workloads declare (satbench.workloads), as CREATE TABLE IF NOT EXISTS statements."""
+    from ..workloads import tables  # noqa: PLC0415 - the registry imports each workload on use
+
+    return "".join(t.ddl for t in tables())
 
 
 def _rekey(db: sqlite3.Connection, make_key: KeyMaker) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 from ..errors import InputError
 from ..link.spec import LinkSpec
 from ..model import ClientResult, ObjectTiming, ServerSummary, TrialStatus
-from ..realtime import Message
+from ..workloads import tables
 from . import schema
 
 
@@ -48,8 +48,8 @@ class TrialRecord:
     metrics: dict[str, float | None] = field(default_factory=dict)
     objects: list[ObjectTiming] = field(default_factory=list)
     clients: list[ClientResult] = field(default_factory=list)
-    #: A real-time trial's messages (satbench.realtime.Message).
-    messages: list[Message] = field(default_factory=list)
+    #: Rows of the tables its workload declares (satbench.workloads), by table.
+    rows: dict[str, list[tuple[Any, ...]]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -195,10 +195,8 @@ class Store:
                 [(tid, c.client, int(c.valid), c.reason, c.plt_ms, c.fcp_ms, c.lcp_ms, c.ttfb_ms, c.bytes,
                   c.throughput_mbps, c.group, c.kind, c.host, c.start_unix_ms, c.connections,
                   c.normalised_throughput) for c in r.clients])
-            rtt = r.metrics.get("rt_path_rtt_ms")
-            self.db.executemany(
-                "INSERT INTO messages (trial_id, dir, sender, receiver, seq, sent_unix_ms, recv_unix_ms, latency_ms, "
-                "latency_rtt) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [(tid, m.dir, m.sender, m.receiver, m.seq, m.sent_unix_ms, m.recv_unix_ms, m.latency_ms,
-                  m.latency_ms / rtt if m.latency_ms is not None and rtt else None) for m in r.messages])
+            for t in tables():
+                if rows := r.rows.get(t.name):
+                    self.db.executemany(f"INSERT INTO {t.name} (trial_id, {', '.join(t.columns)}) VALUES "
+                                        f"({', '.join('?' * (len(t.columns) + 1))})", [(tid, *row) for row in rows])
         return tid
