@@ -18,7 +18,7 @@ import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -231,10 +231,10 @@ def _shell(a: argparse.Namespace, rest: list[str]) -> int:
             for index in sorted(root.glob("*/index.html")):
                 pages.shard(root, index.parent.name, a.shards)
 
-        def serve(tb: Testbed) -> list[Server]:
+        def serve(tb: Testbed) -> Iterator[Server]:  # one at a time: each running before the next starts
             logs = Path(a.server_logs) if a.server_logs else tb.run_dir / "server"
-            return [SatbenchServer(root, logs / (h.role if j else ""), opts, host=h, cc=cc)
-                    for j, h in enumerate(tb.servers[:a.shards])]
+            return (SatbenchServer(root, logs / (h.role if j else ""), opts, host=h, cc=cc)
+                    for j, h in enumerate(tb.servers[:a.shards]))
 
     def banner(tb: Testbed) -> None:
         if not a.quiet:

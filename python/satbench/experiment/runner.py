@@ -25,7 +25,7 @@ import statistics
 import subprocess
 import time
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, ExitStack, contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -53,6 +53,7 @@ from ..path import PathElement, elements
 from ..results.store import Store, TrialRecord, check_path
 from ..testbed import knobs
 from ..testbed.cleanup import cleanup
+from ..testbed.compose import composed
 from ..testbed.host import Host
 from ..testbed.testbed import Testbed, TestbedSpec
 from ..version import __version__
@@ -286,23 +287,20 @@ class Runner:
             shutil.rmtree(art, ignore_errors=True)
             art.mkdir(parents=True)
             path = elements(t.spec, t.links)
-            spec = self._testbed_spec(t, seed, art, path)
-            with self.lab.testbed(spec) as tb:
+            set_knobs = list(t.spec.knobs)
+
+            def setup(tb: RunningTestbed) -> None:
                 clock.mark("testbed_up_s")
-                set_knobs = list(t.spec.knobs)
                 rec.env["knobs"] = knobs.apply(set_knobs, tb)
-                with ExitStack() as running:
-                    for e in path:
-                        running.enter_context(e.start(tb, art))
-                    servers = [running.enter_context(self.lab.server(t.spec.server).start(req))
-                               for req in self._serve(t, tb, art)]
-                    for e in path:
-                        e.serving(tb)
-                    clock.mark("server_up_s")
-                    with clock.span("client_s"):
-                        outcome = self._load(t, tb, art)
-                    faults = self._faults(servers, tb, path, set_knobs, rec)
-                rec.server_summary = ServerSummary.combined([s.summary() for s in servers])
+
+            server = self.lab.server(t.spec.server)
+            with composed(self._testbed_spec(t, seed, art), path, art, testbed=self.lab.testbed, setup=setup,
+                          serve=lambda tb: (server.start(req) for req in self._serve(t, tb, art))) as (tb, servers):
+                clock.mark("server_up_s")
+                with clock.span("client_s"):
+                    outcome = self._load(t, tb, art)
+                faults = self._faults(servers, tb, path, set_knobs, rec)
+            rec.server_summary = ServerSummary.combined([s.summary() for s in servers])
             self._collect(rec, tb, path)
             self._judge(rec, t, outcome)
             if faults:
@@ -311,14 +309,11 @@ class Runner:
             rec.status, rec.reason = TrialStatus.FAILED, f"{type(e).__name__}: {e}"[:2000]
         return self._finish(rec, t, clock, art, outcome)
 
-    def _testbed_spec(self, t: Trial, seed: int, art: Path, path: list[PathElement]) -> TestbedSpec:
-        """The trial's testbed, as its path elements shape it."""
-        spec = TestbedSpec(link=t.link, seed=seed, clients=t.spec.hosts_needed, servers=t.spec.shards,
+    def _testbed_spec(self, t: Trial, seed: int, art: Path) -> TestbedSpec:
+        """The trial's testbed, before its path elements shape it."""
+        return TestbedSpec(link=t.link, seed=seed, clients=t.spec.hosts_needed, servers=t.spec.shards,
                            terminals=t.spec.terminals, dns=t.spec.dns_over_link,
                            pcap_dir=art / "pcap" if "pcap" in self.exp.artefacts else None)
-        for e in path:
-            e.configure(spec)
-        return spec
 
     @staticmethod
     def _faults(servers: list[Server], tb: RunningTestbed, path: list[PathElement], set_knobs: list[knobs.Knob],

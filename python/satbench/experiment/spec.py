@@ -52,7 +52,7 @@ from ..errors import ProfileError
 from ..link import profile as link_profile
 from ..link.spec import LinkSpec, check, resolve
 from ..model import ServerKind
-from ..path import element_class
+from ..path import element_class, terminals_problem
 from ..testbed.testbed import terminal_subnets
 from ..workloads import workload_of
 from . import designs
@@ -555,12 +555,9 @@ def _combination_problem(ts: TrialSpec) -> tuple[str, str] | None:
         problem = next((("clients", f"{g.protocol}: {p[1]}") for g in ts.population
                         if (p := client_class(g.kind).check(replace(g, n=1)))), None)
     problem = problem or workload_of(ts).problem(ts) or server_class(ts.server).check(ts) or shards_problem(ts)
-    if not problem and ts.terminals > 1:
-        if ts.population is None or ts.hosts != "each":
-            problem = ("terminals", "several terminals need a population of clients on hosts of their own "
-                                    "(clients = { h2 = 4 }, hosts = \"each\"): clients are dealt to terminals")
-        elif "access" in ts.path:
-            problem = ("terminals", "an access link behind several terminals is not supported")
+    if not problem and ts.terminals > 1 and (ts.population is None or ts.hosts != "each"):
+        problem = ("terminals", "several terminals need a population of clients on hosts of their own "
+                                "(clients = { h2 = 4 }, hosts = \"each\"): clients are dealt to terminals")
     return problem
 
 
@@ -581,7 +578,7 @@ def _resolve_links(ts: TrialSpec, links: _Links, blame: Callable[[str, str], Exp
         raise blame(culprit, str(e)) from None
     for factor, value in ts.path.items():
         cls = element_class(factor)
-        problem = cls.conflict(value, ts)
+        problem = terminals_problem(cls, ts.terminals) or cls.conflict(value, ts)
         if problem:
             raise blame(factor, problem)
         try:

@@ -37,6 +37,10 @@ class PathElement(ABC):
     factor: ClassVar[str]
     default: ClassVar[Any] = "none"
     meaning: ClassVar[str] = ""
+    #: How many satellite terminals the element supports (None: any number); what it is, in the
+    #: sentence that refuses more ("a proxy").
+    max_terminals: ClassVar[int | None] = None
+    noun: ClassVar[str] = "path element"
 
     def __init__(self, value: Any, links: Mapping[str, LinkSpec], trial: "TrialSpec"):
         #: Its value, the links it needs, and the trial it is part of (a proxy
@@ -107,6 +111,13 @@ def element_class(factor: str) -> type[PathElement]:
     module, _, name = ELEMENTS[factor].partition(":")
     cls: type[PathElement] = getattr(importlib.import_module(module), name)
     return cls
+
+
+def terminals_problem(cls: type[PathElement], terminals: int) -> str | None:
+    """Why ``cls`` cannot be on a path of ``terminals`` terminals (None if it can)."""
+    if cls.max_terminals is not None and terminals > cls.max_terminals:
+        return f"{cls.noun} with several terminals is not supported; use one terminal"
+    return None
 
 
 def elements(trial: "TrialSpec", links: Mapping[str, LinkSpec]) -> list[PathElement]:

@@ -16,6 +16,8 @@ if TYPE_CHECKING:
 
 class AccessLink(PathElement):
     factor = "access"
+    max_terminals = 1
+    noun = "an access link"
     default = "none"
     meaning = "access link profile between clients and terminal, or none"
 

@@ -152,6 +152,8 @@ http {{
 
 class Proxy(PathElement):
     factor = "proxy"
+    max_terminals = 1
+    noun = "a proxy"
     default = "none"
     meaning = ("an HTTP proxy at the gateway, HTTP/2 or HTTP/1.1 to clients: nginx (HTTP/1.1 to the origins, "
                "optional cache) or nghttpx (HTTP/1.1 or HTTP/2 to the origins), or none")
@@ -187,8 +189,6 @@ class Proxy(PathElement):
             return "behind the VPN tunnel the proxy sees no TCP: use one"
         if trial.server is not ServerKind.SATBENCH:
             return "the proxy's origin is satbench-server"
-        if trial.terminals > 1:
-            return "a proxy with several terminals is not supported; use one terminal"
         return None
 
     @classmethod

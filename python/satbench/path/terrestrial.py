@@ -23,12 +23,13 @@ from ..model import DirectionCounters
 from . import PathElement
 
 if TYPE_CHECKING:
-    from ..experiment.trialspec import TrialSpec
     from ..testbed.testbed import Testbed, TestbedSpec
 
 
 class TerrestrialLink(PathElement):
     factor = "terrestrial"
+    max_terminals = 1
+    noun = "a terrestrial link"
     default = "none"
     meaning = "terrestrial link profile between the gateway and the servers, or none"
 
@@ -36,12 +37,6 @@ class TerrestrialLink(PathElement):
     def check(cls, value: Any) -> str | None:
         if not isinstance(value, str) or not value:
             return f"must be a link profile name or none, got {value!r}"
-        return None
-
-    @classmethod
-    def conflict(cls, value: Any, trial: "TrialSpec") -> str | None:
-        if trial.terminals > 1:
-            return "a terrestrial link with several terminals is not supported; use one terminal"
         return None
 
     @classmethod

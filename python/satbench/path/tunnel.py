@@ -39,7 +39,6 @@ from ..testbed.shell import human_bytes
 from . import PathElement
 
 if TYPE_CHECKING:
-    from ..experiment.trialspec import TrialSpec
     from ..testbed.host import Host
     from ..testbed.testbed import Testbed, TestbedSpec
 
@@ -57,6 +56,8 @@ def tunnel_binary() -> Path:
 
 class Tunnel(PathElement):
     factor = "tunnel"
+    max_terminals = 1
+    noun = "a VPN"
     default = "none"
     meaning = "a VPN from each client host to an endpoint on the server LAN (wireguard), or none"
 
@@ -78,12 +79,6 @@ class Tunnel(PathElement):
         ka = v.get("keepalive")
         if ka is not None and (isinstance(ka, bool) or not isinstance(ka, int) or not 1 <= ka <= 3600):
             return f"keepalive must be seconds from 1 to 3600, got {ka!r}"
-        return None
-
-    @classmethod
-    def conflict(cls, value: Any, trial: "TrialSpec") -> str | None:
-        if trial.terminals > 1:
-            return "a VPN with several terminals is not supported; use one terminal"
         return None
 
     @classmethod

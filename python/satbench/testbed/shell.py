@@ -6,12 +6,12 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
-from contextlib import ExitStack
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .cleanup import cleanup
+from .compose import composed
 from .testbed import Testbed, TestbedSpec
 
 if TYPE_CHECKING:
@@ -88,7 +88,7 @@ class ShellReport:
 
 
 def run_shell(spec: TestbedSpec, argv: Sequence[str] | None, *,
-              serve: Callable[[Testbed], list[Server]] | None = None,
+              serve: Callable[[Testbed], Iterable[Server]] | None = None,
               on_ready: Callable[[Testbed], None] | None = None,
               path: Sequence[PathElement] = ()) -> ShellReport:
     """Build a testbed, start the path elements (a PEP, say) and ``serve``'s
@@ -112,20 +112,17 @@ def run_shell(spec: TestbedSpec, argv: Sequence[str] | None, *,
 
     old = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     rc = 1
-    for e in path:
-        e.configure(spec)
-    tb = Testbed(spec)
     server: Server | None = None
     servers: list[Server] = []
+    built: list[Testbed] = []
+
+    def testbed(s: TestbedSpec) -> Testbed:
+        built.append(Testbed(s))
+        return built[0]
+
     try:
-        with tb, ExitStack() as elements:
-            for e in path:
-                elements.enter_context(e.start(tb, tb.run_dir))
-            if serve is not None:
-                servers = serve(tb)
-                server = servers[0]
-                for e in path:
-                    e.serving(tb)
+        with composed(spec, path, lambda tb: tb.run_dir, testbed=testbed, serve=serve) as (tb, servers):
+            server = servers[0] if servers else None
             env = {**os.environ, **tb.env()}
             if argv:
                 cmd = list(argv)
@@ -153,6 +150,7 @@ def run_shell(spec: TestbedSpec, argv: Sequence[str] | None, *,
             srv.stop()
         for s, h in old.items():
             signal.signal(s, h)
+    tb = built[0]
     ready = getattr(server, "ready", {}) if server is not None else None
     report = {"testbed": tb.id, "link": tb.link.name, "link_hash": tb.link.hash, "seed": tb.seed, "exit_code": rc,
               "tcp_congestion_control": tb.effective_tcp_cc,
