@@ -15,7 +15,7 @@ import math
 
 from ..endpoints import pages
 from ..link.spec import LinkSpec
-from ..model import ClientKind
+from ..model import ClientKind, Protocol
 from ..workloads import workload_of
 from . import population
 from .trialspec import TrialSpec
@@ -76,19 +76,19 @@ def trial_s(ts: TrialSpec, link: LinkSpec) -> float:
     p_loss = way.packet_loss_1500
     total, n_objects = page_bytes(ts.page)
     client = ts.client.value
-    proto = ts.protocol.value if ts.protocol is not None else "h2"
+    proto = ts.protocol or Protocol.H2
     mix = ts.population
     clients = ts.clients
     if mix is not None:  # a population: its slowest group's protocol, and its heaviest kind's overhead
-        proto = "h1" if any(g.protocol.value == "h1" for g in mix) else mix[0].protocol.value
+        proto = Protocol.H1 if any(g.protocol is Protocol.H1 for g in mix) else mix[0].protocol
         client = "chromium" if any(g.kind.value == "chromium" for g in mix) else (
             "firefox" if any(g.kind.value == "firefox" for g in mix) else "loader")
-    handshake = 1 if proto == "h3" else 2
+    handshake = 1 if proto is Protocol.H3 else 2
     rounds = handshake + 1  # + the HTML request
     conns = 1
     if n_objects:
-        conns = 1 if proto != "h1" else min(n_objects, ts.connections)
-        if proto == "h1":
+        conns = 1 if proto is not Protocol.H1 else min(n_objects, ts.connections)
+        if proto is Protocol.H1:
             rounds += math.ceil(n_objects / conns)  # one request per object per connection
             if conns > 1:
                 rounds += handshake
@@ -104,7 +104,7 @@ def trial_s(ts: TrialSpec, link: LinkSpec) -> float:
     transfer = ss_rounds * rtt + (max(0.0, total - 2 * ss_bytes) * clients * 8 / (rate * 1e6) if rate else 0.0)
     if rate:
         transfer = max(transfer, bits / (rate * 1e6))
-    c = MATHIS_C.get(("quic" if proto == "h3" else "tcp", ts.cc.value))
+    c = MATHIS_C.get(("quic" if proto is Protocol.H3 else "tcp", ts.cc.value))
     if p_loss > 0 and rtt > 0:
         if c is None:
             # Losses are repaired a round trip later; the last ones cost a tail-loss probe,
