@@ -84,6 +84,10 @@ class BrowseOptions:
     #: Other hosts the page loads from (a sharded page's), besides the URL's:
     #: HTTP/3 is forced on each of them too.
     origins: tuple[str, ...] = ()
+    #: Capture the frames the browser paints and compute the visual metrics (satbench.visual); keep
+    #: the frames in this folder (the filmstrip) if one is given.
+    frames: bool = False
+    frames_dir: Path | None = None
 
     def start(self) -> None:
         """Wait for the moment to navigate: the population's, or the fixed one."""
@@ -114,6 +118,8 @@ class LoadResult:
     wall_s: float = 0.0
     #: When the navigation really started (the page's performance.timeOrigin, unix ms).
     start_unix_ms: float | None = None
+    #: The visual metrics (satbench.visual) and how the frames were captured, if they were.
+    visual: dict[str, Any] | None = None
     #: What a page that measures for itself left (``window.__satbench_result``).
     page_result: dict[str, Any] | None = None
     #: The page was still measuring when the load's time was up.
@@ -189,13 +195,49 @@ def outcome(r: LoadResult) -> ClientOutcome:
     metrics: dict[str, float | None] = {
         "plt_ms": r.plt_ms, "fcp_ms": r.fcp_ms, "lcp_ms": r.lcp_ms, "ttfb_ms": r.ttfb_ms, "dcl_ms": r.dcl_ms,
         "connections_opened": r.connections, "bytes_received": r.bytes_received, "responses": len(r.resources),
-        "browser_wall_s": r.wall_s}
+        "browser_wall_s": r.wall_s, **(r.visual or {}).get("metrics", {})}
     objects = [ObjectTiming(client=0, url=x["url"], protocol=x["protocol"], status=x["status"], bytes=x["bytes"],
                             start_ms=x["start_ms"], ttfb_ms=x["response_start_ms"], end_ms=x["end_ms"])
                for x in r.resources]
     client = ClientResult(client=0, valid=r.valid, reason=r.invalid_reason, plt_ms=r.plt_ms, fcp_ms=r.fcp_ms,
                           lcp_ms=r.lcp_ms, ttfb_ms=r.ttfb_ms, bytes=r.bytes_received,
                           throughput_mbps=r.bytes_received * 8 / r.plt_ms / 1e3 if r.plt_ms else None)
+    env = {"visual": {k: v for k, v in r.visual.items() if k in ("source", "captured", "fps")}} if r.visual else {}
     return ClientOutcome(status=status, reason=r.invalid_reason, metrics=metrics, objects=objects, clients=[client],
                          raw=r.to_json(), load_s=None if r.plt_ms is None else r.plt_ms / 1e3,
-                         start_unix_ms=r.start_unix_ms)
+                         start_unix_ms=r.start_unix_ms, env=env)
+
+
+def visual_of(shots: list[tuple[float, bytes]], origin_unix_ms: float | None, source: str,
+              keep: Path | None = None) -> dict[str, Any] | None:
+    """The visual metrics of a load from its captured frames: (unix seconds, encoded image) each,
+    timed from the navigation's start (``origin_unix_ms``); the page before its first paint is blank
+    (a frame from before the navigation, or white). The frames after the start are written to
+    ``keep`` as ``ms_NNNNNN.jpg`` (the filmstrip). None without a start or a frame."""
+    if origin_unix_ms is None or not shots:
+        return None
+    import io  # noqa: PLC0415 - only a load that captured frames decodes them
+
+    import numpy as np  # noqa: PLC0415
+    from PIL import Image  # noqa: PLC0415
+
+    from ..visual import histogram, visual_metrics  # noqa: PLC0415
+
+    base: tuple[float, Any] = (0.0, np.zeros((3, 256), dtype=np.int64))
+    frames = []
+    if keep is not None:
+        keep.mkdir(parents=True, exist_ok=True)
+    for ts, data in sorted(shots, key=lambda s: s[0]):
+        t = ts * 1000 - origin_unix_ms
+        with Image.open(io.BytesIO(data)) as im:
+            h = histogram(np.asarray(im.convert("RGB")))
+        if t <= 0:
+            base = (0.0, h)
+            continue
+        frames.append((t, h))
+        if keep is not None:
+            (keep / f"ms_{round(t):06d}.jpg").write_bytes(data)
+    vm = visual_metrics([base, *frames])
+    span_s = (max(s[0] for s in shots) - min(s[0] for s in shots)) or None
+    return {"metrics": vm.metrics(), "progress": vm.progress, "source": source, "captured": len(shots),
+            "fps": None if span_s is None else round(len(shots) / span_s, 2)}

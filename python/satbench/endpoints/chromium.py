@@ -16,6 +16,7 @@ come from Chromium's DevTools network events.
 from __future__ import annotations
 
 import asyncio
+import base64
 import os
 import shlex
 import shutil
@@ -36,7 +37,7 @@ from ..model import ClientKind, ClientOutcome, Protocol
 from ..testbed.host import Host
 from . import ca as ca_mod
 from .base import Client, LoadRequest, Problem
-from .browser import _COLLECT, _OBSERVER, BrowseOptions, LoadResult, judge, outcome, page_metrics, settle
+from .browser import _COLLECT, _OBSERVER, BrowseOptions, LoadResult, judge, outcome, page_metrics, settle, visual_of
 
 if TYPE_CHECKING:
     from ..experiment.population import Group
@@ -123,6 +124,7 @@ class Browser:
             home = Path(tmp) / "home"
             shutil.copytree(self._nss_template, home)
             responses: dict[str, dict[str, Any]] = {}
+            shots: list[tuple[float, bytes]] = []
             finished: dict[str, int] = {}
             failed: dict[str, str] = {}
             browser = self._pw.chromium.launch(executable_path=self._executable(host, Path(tmp)), headless=True,
@@ -146,6 +148,17 @@ class Browser:
                        lambda ev: failed.__setitem__(ev["requestId"], ev.get("errorText", "failed")))
                 cdp.send("Network.enable")
                 cdp.send("Network.setCacheDisabled", {"cacheDisabled": True})
+                if opts.frames:
+                    # Every frame the compositor produces, as it swaps it; each acknowledged, or the
+                    # screencast stops after the first few.
+                    def on_frame(ev: dict[str, Any]) -> None:
+                        shots.append((float(ev["metadata"].get("timestamp") or time.time()),
+                                      base64.b64decode(ev["data"])))
+                        cdp.send("Page.screencastFrameAck", {"sessionId": ev["sessionId"]})
+
+                    cdp.on("Page.screencastFrame", on_frame)
+                    cdp.send("Page.startScreencast", {"format": "jpeg", "quality": 85, "everyNthFrame": 1,
+                                                      "maxWidth": opts.viewport[0], "maxHeight": opts.viewport[1]})
                 page.add_init_script(_OBSERVER)
                 error = None
                 opts.start()
@@ -158,11 +171,17 @@ class Browser:
                 data = {} if error is not None else settle(lambda: page.evaluate(_COLLECT), opts,
                                                             lambda: page.wait_for_timeout(50))
                 version = browser.version
+                if opts.frames:
+                    cdp.send("Page.stopScreencast")
                 if opts.har:
                     ctx.close()  # writes the HAR; otherwise closing the browser is enough
             finally:
                 browser.close()
-        return _result(url, opts, want, t0, version, error, data, responses, finished, failed)
+        res = _result(url, opts, want, t0, version, error, data, responses, finished, failed)
+        if opts.frames and res.valid:
+            res.visual = visual_of(shots, res.start_unix_ms, "chromium devtools screencast (jpeg 85)",
+                                   opts.frames_dir)
+        return res
 
 
 def browse(url: str, opts: BrowseOptions) -> LoadResult:
@@ -258,7 +277,7 @@ class Chromium(Client):
     browser per load inside the client's namespace."""
 
     kind = ClientKind.CHROMIUM
-    artefacts = frozenset({"har", "netlog"})
+    artefacts = frozenset({"har", "netlog", "frames"})
 
     def __init__(self) -> None:
         self.browser = Browser()
@@ -281,7 +300,9 @@ class Chromium(Client):
         opts = BrowseOptions(protocol=req.protocol.version.value, timeout_s=req.timeout_s, start_at=req.start_at,
                              release=req.release, origins=req.origins,
                              har=art / "page.har" if art and "har" in req.keep else None,
-                             netlog=art / "netlog.json" if art and "netlog" in req.keep else None)
+                             netlog=art / "netlog.json" if art and "netlog" in req.keep else None,
+                             frames="frames" in req.keep, frames_dir=art / "frames" if art and "frames" in req.keep
+                             else None)
         watchdog = Watchdog(req.host, ("chromium", "chrome"), req.timeout_s + WATCHDOG_GRACE_S)
         try:
             if threading.current_thread() is threading.main_thread():

@@ -60,7 +60,7 @@ from .design import RunOrder, Trial, run_order
 from .factors import FACTORS, REQUIRED, check_of, known
 from .trialspec import TrialSpec, complete, shards_problem
 
-ARTEFACTS = ("server", "har", "netlog", "pcap", "keylog")
+ARTEFACTS = ("server", "har", "netlog", "pcap", "keylog", "frames")
 EXPERIMENT_KEYS = {"name", "description", "repetitions", "order", "seed", "timeout_s", "warmup", "artefacts",
                    "scheduler", "parallel"}
 #: A Dask scheduler's address: tcp:// or tls://, a host (a name, IPv4, or IPv6 in brackets), an optional port.

@@ -1,0 +1,38 @@
+"""Visual metrics from Chromium's frames over GEO: the frames are captured as
+the page paints (its DevTools screencast), kept as the trial's filmstrip, and
+give a first visual change no sooner than the HTML can arrive and at the
+page's first contentful paint, a Speed Index between the first and the last
+visual change, and a visually complete no later than the load's end."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.e2e.test_quic_stacks import trials
+from tests.helpers import run_cli
+
+
+def test_chromium_frames_give_the_visual_metrics_over_geo(tmp_path: Path) -> None:
+    exp = tmp_path / "visual.toml"
+    exp.write_text('[experiment]\nname = "visual"\nseed = 2\nrepetitions = 2\ntimeout_s = 90\n'
+                   'artefacts = ["frames"]\n[factors]\nlink = "geo"\nprotocol = "h2"\npage = "uniform-500k"\n'
+                   'client = "chromium"\n')
+    db = tmp_path / "db.sqlite"
+    p = run_cli("run", str(exp), "--db", str(db), timeout=600)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    ts = trials(db)
+    assert len(ts) == 2 and all(t["status"] == "valid" for t in ts), [t["reason"] for t in ts]
+    for t in ts:
+        m = t["m"]
+        # The HTML cannot be painted before the handshake and its request: 3 round trips of 530 ms.
+        assert m["first_visual_change_ms"] >= 3 * 530
+        # The first frame with content is the first contentful paint's (a frame is 1/60 s).
+        assert abs(m["first_visual_change_ms"] - m["fcp_ms"]) < 100, m
+        assert m["first_visual_change_ms"] <= m["speed_index_ms"] <= m["last_visual_change_ms"]
+        assert m["visually_complete_85_ms"] <= m["visually_complete_99_ms"] <= m["visually_complete_ms"]
+        assert m["visually_complete_ms"] == m["last_visual_change_ms"] <= m["plt_ms"] + 100
+        # Eight images after the text: the page paints in several steps.
+        assert m["visual_frames"] >= 4, m
+        assert t["env"]["client"]["visual"]["source"].startswith("chromium devtools screencast")
+    films = sorted((tmp_path / "artefacts").rglob("frames/ms_*.jpg"))
+    assert len({f.parent for f in films}) == 2 and len(films) >= 8, films
