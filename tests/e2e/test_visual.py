@@ -36,3 +36,24 @@ def test_chromium_frames_give_the_visual_metrics_over_geo(tmp_path: Path) -> Non
         assert t["env"]["client"]["visual"]["source"].startswith("chromium devtools screencast")
     films = sorted((tmp_path / "artefacts").rglob("frames/ms_*.jpg"))
     assert len({f.parent for f in films}) == 2 and len(films) >= 8, films
+
+
+def test_content_at_known_times_gives_known_visual_metrics(tmp_path: Path) -> None:
+    # The visual page fills the window's top half at 400 ms and its bottom half at 1200 ms after the
+    # navigation started: first visual change 400 ms, Speed Index 400 + 800 / 2 = 800 ms, visually
+    # complete 1200 ms; a change shows on the frame after it (1/60 s), CPU contention may add a little.
+    exp = tmp_path / "known.toml"
+    exp.write_text('[experiment]\nname = "known"\nseed = 1\nrepetitions = 2\ntimeout_s = 60\n'
+                   'artefacts = ["frames"]\n[factors]\nlink = "lan"\nprotocol = "h2"\npage = "visual"\n'
+                   'client = "chromium"\n')
+    db = tmp_path / "db.sqlite"
+    p = run_cli("run", str(exp), "--db", str(db), timeout=300)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    ts = trials(db)
+    assert len(ts) == 2 and all(t["status"] == "valid" for t in ts), [t["reason"] for t in ts]
+    for t in ts:
+        m = t["m"]
+        for name, want in (("first_visual_change_ms", 400), ("speed_index_ms", 800), ("visually_complete_ms", 1200),
+                           ("visually_complete_85_ms", 1200), ("last_visual_change_ms", 1200)):
+            assert want <= m[name] <= want + 50, (name, m[name])
+        assert m["visual_frames"] == 3  # blank, the top half, both

@@ -68,6 +68,9 @@ class LoadRequest:
     origins: tuple[str, ...] = ()
     #: A real-time scenario's mechanism (poll, sse, ws): the URL's query says the rest.
     realtime: str | None = None
+    #: A browser's CPU throttling (1: none) and emulated device (satbench.endpoints.browser.DEVICES).
+    cpu_slowdown: float = 1.0
+    device: str = "desktop"
 
 
 class Client(ABC):

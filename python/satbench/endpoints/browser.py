@@ -68,6 +68,10 @@ _COLLECT = """() => {
 }"""
 
 
+#: The devices a browser trial may emulate: Playwright's descriptor name (None: the desktop window).
+DEVICES: dict[str, str | None] = {"desktop": None, "phone": "Pixel 7"}
+
+
 @dataclass(kw_only=True)
 class BrowseOptions:
     protocol: str
@@ -88,6 +92,9 @@ class BrowseOptions:
     #: the frames in this folder (the filmstrip) if one is given.
     frames: bool = False
     frames_dir: Path | None = None
+    #: CPU throttling (1: none) and the device emulated (a key of DEVICES).
+    cpu_slowdown: float = 1.0
+    device: str = "desktop"
 
     def start(self) -> None:
         """Wait for the moment to navigate: the population's, or the fixed one."""
@@ -120,6 +127,8 @@ class LoadResult:
     start_unix_ms: float | None = None
     #: The visual metrics (satbench.visual) and how the frames were captured, if they were.
     visual: dict[str, Any] | None = None
+    #: What the browser emulated (CPU throttling, the device: viewport, pixel ratio, user agent, touch).
+    emulation: dict[str, Any] | None = None
     #: What a page that measures for itself left (``window.__satbench_result``).
     page_result: dict[str, Any] | None = None
     #: The page was still measuring when the load's time was up.
@@ -202,7 +211,11 @@ def outcome(r: LoadResult) -> ClientOutcome:
     client = ClientResult(client=0, valid=r.valid, reason=r.invalid_reason, plt_ms=r.plt_ms, fcp_ms=r.fcp_ms,
                           lcp_ms=r.lcp_ms, ttfb_ms=r.ttfb_ms, bytes=r.bytes_received,
                           throughput_mbps=r.bytes_received * 8 / r.plt_ms / 1e3 if r.plt_ms else None)
-    env = {"visual": {k: v for k, v in r.visual.items() if k in ("source", "captured", "fps")}} if r.visual else {}
+    env: dict[str, Any] = {}
+    if r.visual:
+        env["visual"] = {k: v for k, v in r.visual.items() if k in ("source", "captured", "fps")}
+    if r.emulation:
+        env["emulation"] = r.emulation
     return ClientOutcome(status=status, reason=r.invalid_reason, metrics=metrics, objects=objects, clients=[client],
                          raw=r.to_json(), load_s=None if r.plt_ms is None else r.plt_ms / 1e3,
                          start_unix_ms=r.start_unix_ms, env=env)

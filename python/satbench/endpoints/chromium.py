@@ -37,7 +37,18 @@ from ..model import ClientKind, ClientOutcome, Protocol
 from ..testbed.host import Host
 from . import ca as ca_mod
 from .base import Client, LoadRequest, Problem
-from .browser import _COLLECT, _OBSERVER, BrowseOptions, LoadResult, judge, outcome, page_metrics, settle, visual_of
+from .browser import (
+    _COLLECT,
+    _OBSERVER,
+    DEVICES,
+    BrowseOptions,
+    LoadResult,
+    judge,
+    outcome,
+    page_metrics,
+    settle,
+    visual_of,
+)
 
 if TYPE_CHECKING:
     from ..experiment.population import Group
@@ -130,10 +141,19 @@ class Browser:
             browser = self._pw.chromium.launch(executable_path=self._executable(host, Path(tmp)), headless=True,
                                                args=_flags(opts, url), env={"HOME": str(home), "PATH": "/usr/bin:/bin"})
             try:
-                ctx = browser.new_context(viewport={"width": opts.viewport[0], "height": opts.viewport[1]},
-                                          record_har_path=str(opts.har) if opts.har else None)
+                device = DEVICES[opts.device]
+                shape: dict[str, Any] = (dict(self._pw.devices[device]) if device is not None else
+                                         {"viewport": {"width": opts.viewport[0], "height": opts.viewport[1]}})
+                shape.pop("default_browser_type", None)
+                ctx = browser.new_context(**shape, record_har_path=str(opts.har) if opts.har else None)
                 page = ctx.new_page()
                 cdp = ctx.new_cdp_session(page)
+                if opts.cpu_slowdown != 1:
+                    cdp.send("Emulation.setCPUThrottlingRate", {"rate": opts.cpu_slowdown})
+                emulation: dict[str, Any] = {
+                    "cpu_slowdown": opts.cpu_slowdown, "device": opts.device,
+                    **{k: shape.get(k) for k in ("viewport", "device_scale_factor", "is_mobile", "has_touch",
+                                                 "user_agent") if k in shape}}
 
                 def on_response(ev: dict[str, Any]) -> None:
                     r = ev["response"]
@@ -157,8 +177,9 @@ class Browser:
                         cdp.send("Page.screencastFrameAck", {"sessionId": ev["sessionId"]})
 
                     cdp.on("Page.screencastFrame", on_frame)
+                    size = shape["viewport"]
                     cdp.send("Page.startScreencast", {"format": "jpeg", "quality": 85, "everyNthFrame": 1,
-                                                      "maxWidth": opts.viewport[0], "maxHeight": opts.viewport[1]})
+                                                      "maxWidth": size["width"], "maxHeight": size["height"]})
                 page.add_init_script(_OBSERVER)
                 error = None
                 opts.start()
@@ -172,12 +193,14 @@ class Browser:
                                                             lambda: page.wait_for_timeout(50))
                 version = browser.version
                 if opts.frames:
+                    page.wait_for_timeout(FRAMES_TAIL_MS)  # the last frames are still on their way
                     cdp.send("Page.stopScreencast")
                 if opts.har:
                     ctx.close()  # writes the HAR; otherwise closing the browser is enough
             finally:
                 browser.close()
         res = _result(url, opts, want, t0, version, error, data, responses, finished, failed)
+        res.emulation = emulation
         if opts.frames and res.valid:
             res.visual = visual_of(shots, res.start_unix_ms, "chromium devtools screencast (jpeg 85)",
                                    opts.frames_dir)
@@ -215,6 +238,10 @@ def _result(url: str, opts: BrowseOptions, want: str, t0: float, version: str, e
     return res
 
 
+
+#: How long the screencast runs on after the load is over: a frame painted at its end is still
+#: being encoded and sent (with the CPU throttled, for longer).
+FRAMES_TAIL_MS = 200
 
 #: How long a load may outlive its own timeout before its browser is killed.
 WATCHDOG_GRACE_S = 60.0
@@ -302,7 +329,7 @@ class Chromium(Client):
                              har=art / "page.har" if art and "har" in req.keep else None,
                              netlog=art / "netlog.json" if art and "netlog" in req.keep else None,
                              frames="frames" in req.keep, frames_dir=art / "frames" if art and "frames" in req.keep
-                             else None)
+                             else None, cpu_slowdown=req.cpu_slowdown, device=req.device)
         watchdog = Watchdog(req.host, ("chromium", "chrome"), req.timeout_s + WATCHDOG_GRACE_S)
         try:
             if threading.current_thread() is threading.main_thread():

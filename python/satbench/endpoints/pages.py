@@ -23,6 +23,15 @@ plus ``pages.json`` listing every page:
 - ``realtime``: the real-time web client (``rt.js``): its URL's query names a
   mechanism and a scenario, which it runs against the server's ``/rt/``
   endpoints (see :mod:`satbench.realtime`).
+- ``visual``: content at known times, whatever the network: the top half of
+  the window filled (with a heading) 400 ms after the navigation started,
+  the bottom half at 1200 ms (:data:`VISUAL_STEPS_MS`); the page holds the
+  load until both are painted and leaves their paint times. Its visual
+  metrics are known in advance: first visual change 400 ms, Speed Index 800
+  ms, visually complete 1200 ms.
+- ``script``: a page whose load is a fixed amount of script work (a hash
+  over :data:`SCRIPT_ROUNDS` rounds, in the head, before anything is shown):
+  what CPU throttling acts on.
 
 Every JPEG is a real, decodable image of the exact byte size. The encoder's
 quality is searched so that the image falls just short of the size, and a JPEG
@@ -316,6 +325,50 @@ def _realtime(out: Path, seed: int) -> Manifest:
     return _write_index(d, m, "realtime", "", body)
 
 
+#: When the ``visual`` page shows its two halves (ms after the navigation started).
+VISUAL_STEPS_MS = (400, 1200)
+
+
+def _visual(out: Path, seed: int) -> Manifest:
+    """Two halves of the window filled at known times (timers against the navigation's start), the
+    load held until both are painted; their paint times (the frames' ``requestAnimationFrame``
+    stamps) are the page's result."""
+    d = out / "visual"
+    d.mkdir(parents=True, exist_ok=True)
+    a, b = VISUAL_STEPS_MS
+    head = ("<style>html,body{margin:0;height:100%}.half{position:fixed;left:0;width:100%;height:50%;"
+            "display:none;margin:0;color:#fff;font:bold 40px sans-serif}#top{top:0;background:#1f5fa8}"
+            "#bottom{top:50%;background:#c8401a}</style>\n")
+    body = ('<h1 class="half" id="top">top</h1>\n<h1 class="half" id="bottom">bottom</h1>\n<script>\n'
+            "window.__satbench_hold = true;\nconst painted = {};\n"
+            "function show(id, at) {\n  setTimeout(() => {\n    document.getElementById(id).style.display = 'block';\n"
+            "    requestAnimationFrame(t => { painted[id] = t; if (Object.keys(painted).length === 2) {\n"
+            "      // released two frames later: the last change is on the screen by then\n"
+            "      requestAnimationFrame(() => requestAnimationFrame(() => {\n"
+            "        window.__satbench_result = {painted_ms: painted}; window.__satbench_hold = false; })); } });\n"
+            "  }, Math.max(0, at - performance.now()));\n}\n"
+            f"show('top', {a});\nshow('bottom', {b});\n</script>\n")
+    m = Manifest(page="visual", description=f"content at known times: the top half at {a} ms, the bottom at {b} ms",
+                 html_bytes=0, seed=seed)
+    return _write_index(d, m, "visual", head, body)
+
+
+#: The ``script`` page's work: rounds of a 32-bit multiply-xorshift hash (about 0.1 s of a core here).
+SCRIPT_ROUNDS = 30_000_000
+
+
+def _script(out: Path, seed: int) -> Manifest:
+    """A fixed amount of script work in the head, then a heading: the load is the CPU's."""
+    d = out / "script"
+    d.mkdir(parents=True, exist_ok=True)
+    head = ("<script>\n(() => {\n  let h = " + str(seed) + " >>> 0;\n"
+            f"  for (let i = 0; i < {SCRIPT_ROUNDS}; i++) {{ h = Math.imul(h ^ (h >>> 15), 2246822507) + i >>> 0; }}\n"
+            "  window.__satbench_hash = h;\n})();\n</script>\n")
+    m = Manifest(page="script", description=f"{SCRIPT_ROUNDS:,} rounds of a hash in a script, then a heading",
+                 html_bytes=0, seed=seed)
+    return _write_index(d, m, "script", head, "<h1>done</h1>\n")
+
+
 def _blank(out: Path, seed: int) -> Manifest:
     d = out / "blank"
     d.mkdir(parents=True, exist_ok=True)
@@ -492,7 +545,7 @@ def _shop(out: Path, seed: int) -> Manifest:
 STUDY_A = [f"{s}-{label}" for s in ("single", "uniform", "triangular") for label in ("100k", "500k", "1m", "2m")]
 #: An HTML and one 10 KB image: the whole page fits in a server's first window (the bound's tightness).
 FIRST_WINDOW = "single-10k"
-ALL_PAGES = [*STUDY_A, FIRST_WINDOW, "blank", "flags", "images640", "shop", "realtime"]
+ALL_PAGES = [*STUDY_A, FIRST_WINDOW, "blank", "flags", "images640", "shop", "realtime", "visual", "script"]
 
 
 def generate(out: Path, pages: list[str] | None = None, *, seed: int = 1) -> list[Manifest]:
@@ -515,6 +568,10 @@ def generate(out: Path, pages: list[str] | None = None, *, seed: int = 1) -> lis
             m = _images640(out, seed)
         elif n == "realtime":
             m = _realtime(out, seed)
+        elif n == "visual":
+            m = _visual(out, seed)
+        elif n == "script":
+            m = _script(out, seed)
         else:
             m = _shop(out, seed)
         (out / n / "manifest.json").write_text(json.dumps(m.to_json(), indent=1) + "\n")

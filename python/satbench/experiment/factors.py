@@ -19,6 +19,7 @@ from typing import Any, Callable
 from .. import realtime
 from ..endpoints import options as server_options
 from ..endpoints import pages
+from ..endpoints.browser import DEVICES
 from ..errors import SatbenchError
 from ..link.profile import KEYS as LINK_KEYS
 from ..model import DEFAULT_QUIC_STACK, QUIC_STACKS, ClientKind, CongestionControl, Protocol, ServerKind, choices
@@ -116,6 +117,13 @@ CORE: tuple[Factor, ...] = (
            "each lookup a round trip across the link (link), as study E's curl did", keyed=False),
     Factor("quic_stack", one_of(QUIC_STACKS), DEFAULT_QUIC_STACK,
            "the QUIC stack of the satbench server and of the loader: quiche or quinn", keyed=False),
+    Factor("cpu_slowdown", lambda v: None if isinstance(v, (int, float)) and not isinstance(v, bool) and
+           1 <= v <= 20 else f"must be a number from 1 to 20, got {v!r}", 1,
+           "Chromium's CPU throttling (the DevTools protocol's Emulation.setCPUThrottlingRate): each task takes "
+           "this many times as long; 4 is a mid-range phone, as Lighthouse sets it", keyed=False),
+    Factor("device", one_of(tuple(DEVICES)), "desktop",
+           "the browser's device: desktop (a 1280x720 window) or phone (Playwright's Pixel 7: 412x915, device "
+           "pixel ratio 2.625, a mobile user agent, touch)", keyed=False),
     Factor("quic_window", lambda v: None if v in ("stack", "bdp") or (isinstance(v, int) and not isinstance(
         v, bool) and 1024 <= v <= 1 << 40) else f"must be stack, bdp or a number of bytes, got {v!r}", "stack",
            "QUIC flow-control windows (connection and stream) of the loader and the satbench server: each "

@@ -377,7 +377,8 @@ class Runner:
         req = LoadRequest(url=url, origins=pages.shard_hosts(ts.shards), protocol=ts.protocol or Protocol.H2,
                           host=tb.client, timeout_s=self.exp.timeout_s, clients=1 if ts.population else ts.clients,
                           connections=ts.connections, artefacts=art, keep=frozenset(self.exp.artefacts),
-                          quic_stack=ts.quic_stack, quic_window=self._quic_window(t))
+                          quic_stack=ts.quic_stack, quic_window=self._quic_window(t), cpu_slowdown=ts.cpu_slowdown,
+                          device=ts.device)
         return workload_of(ts).request(ts, req, session=t.key, seed=trial_seed(self.order_seed, t.key))
 
     @staticmethod

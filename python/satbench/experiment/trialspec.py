@@ -83,6 +83,9 @@ class TrialSpec:
     #: ``local`` (hosts files) or ``link`` (a DNS server across the link).
     dns: str
     quic_stack: str
+    #: A browser's CPU throttling (1: none) and emulated device.
+    cpu_slowdown: float
+    device: str
     #: ``stack``, ``bdp`` or bytes.
     quic_window: str | int
     #: The satbench server's options the trial sets (``server.OPTION``), by option name.
@@ -117,6 +120,7 @@ class TrialSpec:
             connections=int(f["connections"]), server=ServerKind(str(f["server"])), hosts=str(f["hosts"]),
             terminals=int(f["terminals"]), shards=int(f["shards"]), realtime=rt, nodelay=bool(f["nodelay"]),
             dns=str(f["dns"]), quic_stack=str(f["quic_stack"]), quic_window=_quic_window(f["quic_window"]),
+            cpu_slowdown=float(f["cpu_slowdown"]), device=str(f["device"]),
             server_options={k[7:]: v for k, v in f.items() if k.startswith("server.") and k[7:] in names},
             link_overrides={k[5:]: v for k, v in f.items() if k.startswith("link.")},
             path={k: f[k] for k in ELEMENTS if k in f and f[k] != element_class(k).default})
@@ -182,4 +186,14 @@ def shards_problem(t: TrialSpec) -> tuple[str, str] | None:
         return "shards", "a sharded page needs a client that loads its objects (a browser or the loader)"
     if t.server is not ServerKind.SATBENCH:
         return "shards", "the shards are satbench servers (their logs count each origin's connections)"
+    return None
+
+
+def emulation_problem(t: TrialSpec) -> tuple[str, str] | None:
+    """Why a trial cannot emulate what it asks (None if it can, or asks nothing): CPU throttling and
+    device emulation are Chromium's, through the DevTools protocol."""
+    for factor, asked in (("cpu_slowdown", t.cpu_slowdown != 1), ("device", t.device != "desktop")):
+        if asked and any(k is not ClientKind.CHROMIUM for k in t.kinds):
+            return factor, ("Chromium's (the DevTools protocol's emulation): client = \"chromium\"; Firefox's "
+                            "remote protocol has no CPU throttling, and the loader and curl render nothing")
     return None
