@@ -153,6 +153,9 @@ class ObjectTiming:
     start_ms: float | None
     ttfb_ms: float | None
     end_ms: float | None
+    #: The connection that carried it, as the client names it (Chromium's connection id, the loader's
+    #: connection number); None where the client does not say.
+    connection: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -6,8 +6,10 @@ visual change, and a visually complete no later than the load's end."""
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
+from satbench.results.report import write_report
 from tests.e2e.test_quic_stacks import trials
 from tests.helpers import run_cli
 
@@ -36,6 +38,16 @@ def test_chromium_frames_give_the_visual_metrics_over_geo(tmp_path: Path) -> Non
         assert t["env"]["client"]["visual"]["source"].startswith("chromium devtools screencast")
     films = sorted((tmp_path / "artefacts").rglob("frames/ms_*.jpg"))
     assert len({f.parent for f in films}) == 2 and len(films) >= 8, films
+    # Every object names the connection that carried it (HTTP/2: one).
+    con = sqlite3.connect(db)
+    conns = con.execute("SELECT trial_id, count(DISTINCT connection), sum(connection IS NULL) FROM objects "
+                        "WHERE url LIKE 'https://server.test/%' GROUP BY trial_id").fetchall()
+    con.close()
+    assert [(n, missing) for _, n, missing in conns] == [(1, 0), (1, 0)], conns
+    # The report shows the median trial's filmstrip and waterfall.
+    page = write_report(db, tmp_path / "report").read_text()
+    assert "<h3>Filmstrips</h3>" in page and page.count("data:image/jpeg;base64,") >= 3
+    assert "<h3>Waterfalls</h3>" in page and "Waterfall, all (its median-PLT trial" in page
 
 
 def test_content_at_known_times_gives_known_visual_metrics(tmp_path: Path) -> None:

@@ -165,7 +165,7 @@ def test_v1_database_opens_reports_and_resumes(tmp_path: Path) -> None:
     # default stack (quinn) the file's HTTP/3 trials are new ones, and run; nothing stored is lost.
     assert started.migrated_from == 1 and (s.already, s.ran) == (10, 4)
     con = sqlite3.connect(db)
-    assert con.execute("PRAGMA user_version").fetchone() == (5,)
+    assert con.execute("PRAGMA user_version").fetchone() == (6,)
     after = con.execute("SELECT id, key_v1, status, started FROM trials ORDER BY id").fetchall()
     assert [(i, k, st, t) for i, k, st, t in before] == after[:10]  # nothing measured is lost
     # The stored link is the one the emulator reported with its counters.

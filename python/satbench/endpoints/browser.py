@@ -206,7 +206,8 @@ def outcome(r: LoadResult) -> ClientOutcome:
         "connections_opened": r.connections, "bytes_received": r.bytes_received, "responses": len(r.resources),
         "browser_wall_s": r.wall_s, **(r.visual or {}).get("metrics", {})}
     objects = [ObjectTiming(client=0, url=x["url"], protocol=x["protocol"], status=x["status"], bytes=x["bytes"],
-                            start_ms=x["start_ms"], ttfb_ms=x["response_start_ms"], end_ms=x["end_ms"])
+                            start_ms=x["start_ms"], ttfb_ms=x["response_start_ms"], end_ms=x["end_ms"],
+                            connection=None if x.get("connection") is None else str(x["connection"]))
                for x in r.resources]
     client = ClientResult(client=0, valid=r.valid, reason=r.invalid_reason, plt_ms=r.plt_ms, fcp_ms=r.fcp_ms,
                           lcp_ms=r.lcp_ms, ttfb_ms=r.ttfb_ms, bytes=r.bytes_received,

@@ -228,6 +228,11 @@ def _result(url: str, opts: BrowseOptions, want: str, t0: float, version: str, e
     res.connections = len({r["connection"] for r in http.values() if r["connection"] is not None})
     res.bytes_received = sum(finished.get(rid, 0) for rid in http)
     timing = {r["name"]: r for r in data.get("resources", [])}
+    nav = data.get("nav") or {}
+    if nav and url not in timing:  # the document itself: the navigation's timing (no resource entry)
+        timing[url] = {"startTime": nav.get("startTime"), "responseStart": nav.get("responseStart"),
+                       "responseEnd": nav.get("responseEnd"), "transferSize": nav.get("transferSize"),
+                       "nextHopProtocol": nav.get("nextHopProtocol")}
     for rid, r in http.items():
         t = timing.get(r["url"], {})
         res.resources.append({**r, "bytes": finished.get(rid), "failed": failed.get(rid),

@@ -217,7 +217,8 @@ def outcome(d: dict[str, Any], single: bool) -> ClientOutcome:
                             fcp_ms=c["fcp_ms"], lcp_ms=c["lcp_ms"], ttfb_ms=c["ttfb_ms"],
                             bytes=c["bytes"], throughput_mbps=c["throughput_mbps"]) for c in cs]
     objects = [ObjectTiming(client=c["client"], url=o["url"], protocol=o["protocol"], status=o["status"],
-                            bytes=o["bytes"], start_ms=o["start_ms"], ttfb_ms=o["ttfb_ms"], end_ms=o["done_ms"])
+                            bytes=o["bytes"], start_ms=o["start_ms"], ttfb_ms=o["ttfb_ms"], end_ms=o["done_ms"],
+                            connection=None if o.get("conn") is None else str(o["conn"]))
                for c in cs for o in c["objects"]]
     bad = [c for c in cs if not c["valid"]]
     out = ClientOutcome(status=TrialStatus.INVALID if bad else TrialStatus.VALID,

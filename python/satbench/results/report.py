@@ -40,6 +40,7 @@ from ..workloads import workloads  # noqa: E402
 from .analysis import factorial_effects, is_knob, knob_effects, tuned_against_default  # noqa: E402
 from .read import Results  # noqa: E402
 from .stats import bootstrap_median_ci, mann_whitney_p, mean_ci, median_diff_ci  # noqa: E402
+from .views import MILESTONES, Strip, filmstrip, waterfall  # noqa: E402
 
 METRICS = {
     "plt_ms": "Page load time (ms)",
@@ -548,7 +549,9 @@ def _structure(page: str) -> str:
 CSS = """body{font-family:sans-serif;margin:2em;max-width:1200px;color:#222}
 table{border-collapse:collapse;margin:1em 0;font-size:13px}td,th{border:1px solid #ccc;padding:3px 7px;text-align:right}
 th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}figure{display:inline-block;margin:0.5em}
-figcaption{font-size:12px;color:#555}img.fig{max-width:560px}.note{color:#555;font-size:13px}h2{margin-top:2em}"""
+figcaption{font-size:12px;color:#555}img.fig{max-width:560px}.note{color:#555;font-size:13px}h2{margin-top:2em}
+table.film td{padding:2px;text-align:center;vertical-align:top}table.film td.blank{background:#fff}
+table.film img{display:block;border:1px solid #ddd}"""
 
 
 def write_report(db: Path, out: Path, experiment: str | None = None) -> Path:
@@ -662,6 +665,8 @@ def _experiment_section(r: Results, name: str, figs: Figures) -> str:
     for w in workloads():
         out.append(w.report(r, name, valid, varied, figs))
     out.append(_limits_section(valid, varied, figs))
+    out.append(_filmstrip_section(valid, varied))
+    out.append(_waterfall_section(r, name, valid, varied, figs))
     out.append(_access_section(valid, varied))
     out.append(_knobs_section(valid, varied, spec, metrics))
     # Summary table per cell.
@@ -695,6 +700,72 @@ def _experiment_section(r: Results, name: str, figs: Figures) -> str:
     envs = df[env_cols].drop_duplicates().astype(str).values.tolist()
     out.append("<h3>Environment</h3>" + table_html(envs, env_cols))
     return "".join(out)
+
+
+#: At most this many combinations get a waterfall and a filmstrip row.
+VIEW_CELLS = 8
+
+
+def _representatives(valid: Any, varied: list[str], metric: str) -> list[tuple[str, Any]]:
+    """Per combination of the varied factors (at most VIEW_CELLS), its trial with the median of
+    ``metric`` (the lower middle one of an even count): (label, row)."""
+    have = valid[valid[metric].notna()] if metric in valid.columns else valid.iloc[0:0]
+    if have.empty:
+        return []
+    groups = have.groupby(varied, dropna=False) if varied else [((), have)]
+    out = []
+    for cell, g in groups:
+        cell = cell if isinstance(cell, tuple) else (cell,)
+        g = g.sort_values(metric)
+        row = g.iloc[(len(g) - 1) // 2]
+        out.append((" ".join(f"{k}={v}" for k, v in zip(varied, cell)) or "all", row))
+    return out[:VIEW_CELLS]
+
+
+def _filmstrip_section(valid: Any, varied: list[str]) -> str:
+    """The frames of each combination's median-Speed-Index trial, side by side on one time axis."""
+    strips = []
+    for label, row in _representatives(valid, varied, "speed_index_ms"):
+        art = Path(str(row.get("artefacts") or ""))
+        if not (art / "frames").is_dir():
+            continue
+        progress: list[tuple[float, int]] = []
+        try:
+            raw = json.loads((art / "client.json").read_text())
+            progress = [(float(t), int(p)) for t, p in ((raw.get("visual") or {}).get("progress") or [])]
+        except (OSError, ValueError, TypeError, AttributeError):
+            pass
+        strips.append(Strip(f"{label} (SI {row['speed_index_ms']:.0f} ms)", art / "frames", progress))
+    film = filmstrip(strips) if strips else ""
+    if not film:
+        return ""
+    return ("<h3>Filmstrips</h3><p class='note'>What the browser showed, per combination: its trial with the "
+            "median Speed Index; each picture is the last frame painted by that time, with its visual progress "
+            "(the frames are the trial's artefacts, <code>frames/</code>).</p>" + film)
+
+
+def _waterfall_section(r: Results, name: str, valid: Any, varied: list[str], figs: Figures) -> str:
+    """Each combination's median-PLT trial as a waterfall of its first client's objects."""
+    reps = _representatives(valid, varied, "plt_ms")
+    if not reps:
+        return ""
+    objects = r.objects(name)
+    if objects.empty:
+        return ""
+    out: list[str] = []
+    for label, row in reps:
+        mine = objects[(objects["trial_id"] == row["trial_id"]) & (objects["client"] == 0)]
+        if mine.empty:
+            continue
+        marks = {k: (float(row[k]) if k in row and row[k] == row[k] else None) for k, _, _ in MILESTONES}
+        fig = waterfall(mine.to_dict("records"), marks, f"{label}: trial {row['key']}")
+        out.append(figs.add(fig, f"waterfall-{len(out) + 1}", f"Waterfall, {label} (its median-PLT trial, "
+                                                              f"{row['key']})"))
+    if not out:
+        return ""
+    return ("<h3>Waterfalls</h3><p class='note'>Per combination, its trial with the median page load time: each "
+            "object from its request (pale) through its first byte to its end (solid), coloured by the connection "
+            "that carried it, with the page's milestones.</p>" + "".join(out))
 
 
 def _knobs_section(valid: Any, varied: list[str], spec: dict[str, Any], metrics: list[str]) -> str:

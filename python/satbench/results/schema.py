@@ -17,6 +17,8 @@ The version is SQLite's ``user_version``:
   factor at its default, so every stored trial is keyed again with today's
   defaults; one stored before the stack was a factor ran quiche, the only
   stack then, and now says so (``quic_stack``). Nothing else changes.
+- 6: each object's connection, as its client names it (``objects.connection``;
+  NULL for objects stored before).
 
 :func:`migrate` brings a database up to :data:`VERSION` in one transaction;
 a database from a newer satbench is refused rather than guessed at.
@@ -30,7 +32,7 @@ from typing import Any, Callable
 
 from ..errors import InputError
 
-VERSION = 5
+VERSION = 6
 
 #: The real-time workload's table as schema 4 added it (satbench.workloads.realtime owns it now).
 MESSAGES_V4 = """
@@ -93,7 +95,8 @@ CREATE TABLE IF NOT EXISTS objects (
     protocol TEXT,
     status INTEGER,
     bytes INTEGER,
-    start_ms REAL, ttfb_ms REAL, end_ms REAL
+    start_ms REAL, ttfb_ms REAL, end_ms REAL,
+    connection TEXT
 );
 CREATE TABLE IF NOT EXISTS clients (
     trial_id INTEGER NOT NULL REFERENCES trials(id) ON DELETE CASCADE,
@@ -153,6 +156,10 @@ def migrate(db: sqlite3.Connection, path: str, resolve_links: LinkResolver, make
         with db:
             _rekey(db, make_key)
             db.execute("PRAGMA user_version = 5")
+    if had <= 5:
+        with db:
+            db.execute("ALTER TABLE objects ADD COLUMN connection TEXT")
+            db.execute("PRAGMA user_version = 6")
     with db:  # a workload added since the database was made brings its tables (nothing else changes)
         db.executescript(workload_tables())
     return had
