@@ -46,6 +46,8 @@ METRICS = {
     "plt_ms": "Page load time (ms)",
     "fcp_ms": "First contentful paint (ms)",
     "lcp_ms": "Largest contentful paint (ms)",
+    "speed_index_ms": "Speed Index (ms)",
+    "visually_complete_ms": "Visually complete (ms)",
     "first_object_ms": "First object loaded (ms, the studies' FCP)",
     "largest_object_ms": "Largest object loaded (ms, the studies' LCP)",
     "last_object_ms": "Last object loaded (ms, the studies' PLT)",
@@ -63,9 +65,9 @@ METRICS = {
 }
 #: Metrics drawn per factor: the paint metrics beside the studies' object-based ones.
 FACTOR_METRICS = ("plt_ms", "last_object_ms", "fcp_ms", "first_object_ms", "lcp_ms", "largest_object_ms",
-                  "total_ms", "throughput_mbps", "upload_ms", "upload_mbps", "jain_throughput", "server_connections")
+                  "speed_index_ms", "visually_complete_ms", "total_ms", "throughput_mbps", "upload_ms", "upload_mbps", "jain_throughput", "server_connections")
 #: Metrics compared pairwise in the statistics table.
-COMPARED = ("plt_ms", "fcp_ms", "lcp_ms", "total_ms", "throughput_mbps", "upload_ms")
+COMPARED = ("plt_ms", "fcp_ms", "lcp_ms", "speed_index_ms", "total_ms", "throughput_mbps", "upload_ms")
 #: Metrics whose tail is tabled per combination (mean, median and 95th percentile, as study C reports PLT).
 TAILED = ("plt_ms", "fcp_ms", "total_ms", "upload_ms")
 #: Metrics drawn over their trials' lower bounds (bound.py).
