@@ -150,6 +150,24 @@ def test_a_plugin_workload_and_element_in_a_fake_lab(plugins: None, tmp_path: Pa
     bad.write_text(_file(tmp_path).read_text() + "clients = 3\n")
     with pytest.raises(spec.ExperimentError, match="two clients at most"):
         spec.load(bad)
+    # The registries keep satbench's own, and say what cannot be done.
+    with pytest.raises(ValueError, match="registered already"):
+        workloads.register("page", f"{__name__}:Rounds")
+    with pytest.raises(ValueError, match="no workload 'typo'"):
+        workloads.register("other", f"{__name__}:Rounds", before="typo")
+    with pytest.raises(ValueError, match="cannot be removed"):
+        workloads.unregister("page")
+    with pytest.raises(ValueError, match="exists already"):
+        path.register("pep", f"{__name__}:Marker")
+    with pytest.raises(ValueError, match="not a PathElement"):
+        path.register("toy_other", f"{__name__}:Marker")  # its factor is toy_marker
+    assert "toy_other" not in path.ELEMENTS
+    # Workers parse the study again without the plug-ins: sending trials there is refused.
+    from satbench.errors import InputError
+    from satbench.experiment import distributed
+
+    with pytest.raises(InputError, match="do not reach workers"):
+        distributed.dask_executor(parallel=2)
 
 
 def test_a_plugin_workload_and_element_in_a_real_trial(plugins: None, tmp_path: Path) -> None:

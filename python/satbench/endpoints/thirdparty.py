@@ -155,7 +155,7 @@ class ThirdPartyServer(Server):
                                           f"not {cls.kind}")
         if trial.upload_bytes is not None:
             return "page", f"the upload sink is satbench-server's; {cls.kind} has none"
-        if trial.protocol is Protocol.H3 and Protocol.H3 not in cls.protocols:
+        if any(g.protocol is Protocol.H3 for g in trial.groups) and Protocol.H3 not in cls.protocols:
             return "protocol", f"{cls.kind} serves no HTTP/3 here"
         if trial.quic_stack != DEFAULT_QUIC_STACK or trial.quic_window != "stack":
             return "quic_stack", f"the QUIC stack and windows are satbench-server's and the loader's, not {cls.kind}'s"

@@ -671,7 +671,16 @@ class DaskExecutor:
 def dask_executor(*, scheduler: str | None = None, parallel: int | None = None,
                   cores: list[list[int]] | None = None, fetch_artefacts: bool = True,
                   progress: Callable[[ClusterEvent], None] | None = None) -> Callable[[Runner], DaskExecutor]:
-    """What :func:`satbench.experiment.runner.run` takes as its ``executor``."""
+    """What :func:`satbench.experiment.runner.run` takes as its ``executor``. Refused while plug-ins
+    (a workload or a path element registered in this process) are in use: a worker parses the study
+    again without them, and would run their trials as something else."""
+    from .. import path, workloads  # noqa: PLC0415
+
+    extra = [*workloads.plugins(), *path.plugins()]
+    if extra:
+        raise InputError(f"plug-ins registered in this process ({', '.join(extra)}) do not reach workers: run "
+                         "the study here, one trial at a time")
+
     def make(runner: Runner) -> DaskExecutor:
         return DaskExecutor(runner, scheduler=scheduler, parallel=parallel, cores=cores,
                             fetch_artefacts=fetch_artefacts, progress=progress)

@@ -194,11 +194,10 @@ def trial_bound(t: Trial, pages_root: Path, page_sizes: dict[str, int],
                     per.setdefault(o.client, set()).add(rel)
             fetched = set.intersection(*per.values()) if per else set()
         shape = PageShape.load(pages_root, page, shards=ts.shards, fetched=fetched)
-    initcwnd = None if upload else ts.initcwnd
     bounds = [lower_bound(shape, path, ClientLimits(
         g.protocol.version, connections=CHROMIUM_CONNECTIONS if g.kind is ClientKind.CHROMIUM else g.connections,
         tls=g.protocol.tls, dns_rounds=1 if ts.dns_over_link else 0,
-        initcwnd=initcwnd or 10)) for g in ts.groups]
+        initcwnd=(None if upload else ts.initcwnd_of(g.protocol)) or 10)) for g in ts.groups]
     return min(bounds, key=lambda b: b.lower_bound_ms)
 
 
@@ -353,8 +352,9 @@ class Runner:
         if window is not None:
             given.setdefault("quic_max_data", window)
             given.setdefault("quic_max_stream_data", window)
+        given.update(workload_of(ts).server_options(ts))  # what the workload needs of the server, over the rest
         opts = ServerOptions(quic_stack=ts.quic_stack, nodelay=ts.nodelay, keylog="keylog" in self.exp.artefacts,
-                             **given, **workload_of(ts).server_options(ts))
+                             **given)
         return [ServeRequest(root=self.pages_root, log_dir=art / "server" / (h.role if j else ""), host=h, cc=ts.cc,
                              options=opts, telemetry="server" in self.exp.artefacts)
                 for j, h in enumerate(tb.servers[:ts.shards])]
@@ -565,7 +565,7 @@ def done_keys(db: sqlite3.Connection, version: int, experiment_id: int) -> froze
         ran = (json.loads(counters) or {}).get("config") if counters else None
         try:
             out.add(_key(f, int(rep), {role: s.hash for role, s in resolve_trial_links(f, ran).items()}))
-        except SatbenchError:
+        except (SatbenchError, KeyError, ValueError, TypeError):  # a stored trial today's factors cannot read
             continue
     return frozenset(out)
 

@@ -56,9 +56,10 @@ def _quic_window(v: Any) -> str | int:
     return v if v in ("stack", "bdp") else int(v)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class TrialSpec:
-    """What one trial is, as every room after the parser reads it."""
+    """What one trial is, as every room after the parser reads it. Frozen; compared and hashed by
+    identity (its factor values are dicts): a trial's identity is its key (:mod:`.design`)."""
 
     #: Every factor's value, defaults filled (read-only): what is stored and keyed.
     factors: Mapping[str, Any] = field(repr=False)
@@ -159,10 +160,9 @@ class TrialSpec:
     def dns_over_link(self) -> bool:
         return self.dns == "link"
 
-    @property
-    def initcwnd(self) -> int | None:
-        """The server's initial window the trial sets, for its protocol (None: the sender's own)."""
-        v = self.server_options.get("quic_initcwnd" if self.protocol is Protocol.H3 else "tcp_initcwnd")
+    def initcwnd_of(self, protocol: Protocol) -> int | None:
+        """The server's initial window the trial sets for a client of ``protocol`` (None: the sender's own)."""
+        v = self.server_options.get("quic_initcwnd" if protocol is Protocol.H3 else "tcp_initcwnd")
         return None if v is None else int(v)
 
     @cached_property

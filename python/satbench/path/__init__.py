@@ -107,6 +107,10 @@ ELEMENTS: dict[str, str] = {
 }
 
 
+#: The path elements satbench ships (a plug-in may not replace or remove one).
+BUILTIN = frozenset(ELEMENTS)
+
+
 def element_class(factor: str) -> type[PathElement]:
     module, _, name = ELEMENTS[factor].partition(":")
     cls: type[PathElement] = getattr(importlib.import_module(module), name)
@@ -134,16 +138,30 @@ def register(factor: str, target: str) -> None:
     """Add a path element: ``target`` is ``"module:Class"``, a :class:`PathElement` whose
     ``factor`` is ``factor``; the factor joins the experiment's factors (its default keeps trials
     without it under their keys). What a plug-in outside this package calls; the elements here are
-    listed in :data:`ELEMENTS`."""
-    ELEMENTS[factor] = target
+    listed in :data:`ELEMENTS`. It lives in this process: trials that run on workers do not see
+    it, and satbench refuses to send them there."""
     from ..experiment import factors  # noqa: PLC0415 - the factors' registry imports this one
 
+    if factor in ELEMENTS or factor in factors.FACTORS:
+        raise ValueError(f"a factor {factor!r} exists already")
+    module, _, name = target.partition(":")
+    cls = getattr(importlib.import_module(module), name)
+    if not (isinstance(cls, type) and issubclass(cls, PathElement)) or cls.factor != factor:
+        raise ValueError(f"{target} is not a PathElement with factor = {factor!r}")
+    ELEMENTS[factor] = target
     factors.add_path_factor(factor)
 
 
 def unregister(factor: str) -> None:
-    """Remove a path element added by :func:`register`."""
+    """Remove a path element added by :func:`register` (the built-in ones stay)."""
+    if factor in BUILTIN:
+        raise ValueError(f"{factor!r} is one of satbench's path elements: it cannot be removed")
     ELEMENTS.pop(factor, None)
     from ..experiment import factors  # noqa: PLC0415
 
     factors.FACTORS.pop(factor, None)
+
+
+def plugins() -> list[str]:
+    """The path elements registered in this process beyond satbench's own."""
+    return [f for f in ELEMENTS if f not in BUILTIN]

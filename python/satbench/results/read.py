@@ -106,6 +106,14 @@ class Results:
             "SELECT o.* FROM objects o JOIN trials t ON t.id = o.trial_id "
             "JOIN experiments e ON e.id = t.experiment_id" + where, self.db, params=args)
 
+    def objects_of(self, trial_ids: list[int], client: int | None = None) -> pd.DataFrame:
+        """The objects of these trials only (of one client, if given): what a report's waterfalls read."""
+        if not trial_ids:
+            return pd.DataFrame()
+        marks = ", ".join("?" * len(trial_ids))
+        q = f"SELECT * FROM objects WHERE trial_id IN ({marks})" + (" AND client = ?" if client is not None else "")
+        return pd.read_sql_query(q, self.db, params=[*trial_ids, *([client] if client is not None else [])])
+
     def clients(self, experiment: str | None = None) -> pd.DataFrame:
         where, args = self._where(experiment)
         return pd.read_sql_query(

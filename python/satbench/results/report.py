@@ -65,7 +65,8 @@ METRICS = {
 }
 #: Metrics drawn per factor: the paint metrics beside the studies' object-based ones.
 FACTOR_METRICS = ("plt_ms", "last_object_ms", "fcp_ms", "first_object_ms", "lcp_ms", "largest_object_ms",
-                  "speed_index_ms", "visually_complete_ms", "total_ms", "throughput_mbps", "upload_ms", "upload_mbps", "jain_throughput", "server_connections")
+                  "speed_index_ms", "visually_complete_ms", "total_ms", "throughput_mbps", "upload_ms", "upload_mbps",
+                  "jain_throughput", "server_connections")
 #: Metrics compared pairwise in the statistics table.
 COMPARED = ("plt_ms", "fcp_ms", "lcp_ms", "speed_index_ms", "total_ms", "throughput_mbps", "upload_ms")
 #: Metrics whose tail is tabled per combination (mean, median and 95th percentile, as study C reports PLT).
@@ -667,7 +668,7 @@ def _experiment_section(r: Results, name: str, figs: Figures) -> str:
     for w in workloads():
         out.append(w.report(r, name, valid, varied, figs))
     out.append(_limits_section(valid, varied, figs))
-    out.append(_filmstrip_section(valid, varied))
+    out.append(_filmstrip_section(r, valid, varied))
     out.append(_waterfall_section(r, name, valid, varied, figs))
     out.append(_access_section(valid, varied))
     out.append(_knobs_section(valid, varied, spec, metrics))
@@ -724,11 +725,13 @@ def _representatives(valid: Any, varied: list[str], metric: str) -> list[tuple[s
     return out[:VIEW_CELLS]
 
 
-def _filmstrip_section(valid: Any, varied: list[str]) -> str:
+def _filmstrip_section(r: Results, valid: Any, varied: list[str]) -> str:
     """The frames of each combination's median-Speed-Index trial, side by side on one time axis."""
     strips = []
     for label, row in _representatives(valid, varied, "speed_index_ms"):
         art = Path(str(row.get("artefacts") or ""))
+        if not art.is_absolute():  # stored as given: relative to where the study ran (its database's folder)
+            art = r.path.parent / art if (r.path.parent / art).is_dir() else art
         if not (art / "frames").is_dir():
             continue
         progress: list[tuple[float, int]] = []
@@ -751,12 +754,12 @@ def _waterfall_section(r: Results, name: str, valid: Any, varied: list[str], fig
     reps = _representatives(valid, varied, "plt_ms")
     if not reps:
         return ""
-    objects = r.objects(name)
+    objects = r.objects_of([int(row["trial_id"]) for _, row in reps], client=0)
     if objects.empty:
         return ""
     out: list[str] = []
     for label, row in reps:
-        mine = objects[(objects["trial_id"] == row["trial_id"]) & (objects["client"] == 0)]
+        mine = objects[objects["trial_id"] == row["trial_id"]]
         if mine.empty:
             continue
         marks = {k: (float(row[k]) if k in row and row[k] == row[k] else None) for k, _, _ in MILESTONES}

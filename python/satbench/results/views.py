@@ -126,10 +126,14 @@ def filmstrip(strips: Sequence[Strip], step_ms: float | None = None, width: int 
             if not shown:
                 cells.append("<td class='blank'></td>")
                 continue
-            with Image.open(shown[-1]) as im:
-                im.thumbnail((width, width * 4))
-                buf = io.BytesIO()
-                im.convert("RGB").save(buf, "JPEG", quality=70)
+            buf = io.BytesIO()
+            try:
+                with Image.open(shown[-1]) as im:
+                    im.thumbnail((width, width * 4))
+                    im.convert("RGB").save(buf, "JPEG", quality=70)
+            except OSError:  # a frame cut short on disk: a blank cell, not a report that fails
+                cells.append("<td class='blank'>?</td>")
+                continue
             pct = next((p for ms, p in reversed(list(s.progress)) if ms <= t), None)
             src = "data:image/jpeg;base64," + base64.b64encode(buf.getvalue()).decode()
             cells.append(f"<td><img src='{src}' alt='{t:.0f} ms'>"

@@ -5,7 +5,7 @@ order is one: each element configures the testbed's specification, the
 testbed is built, ``setup`` runs on it (the runner's knobs), each element
 starts, each server starts (one at a time: a server that fails to start stops
 the ones before it), each element is told the origin serves (a proxy warms
-its cache), and the body runs. Everything stops in reverse order, also on an
+its cache; only where there are servers), and the body runs. Everything stops in reverse order, also on an
 exception; the testbed goes last."""
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ def composed(spec: TestbedSpec, path: Sequence[PathElement], artefacts: Path | C
             servers: list[Server] = []
             for s in serve(tb) if serve is not None else ():
                 servers.append(running.enter_context(s))
-            for e in path:
-                e.serving(tb)
+            if serve is not None:  # the origin is up: what needs it (a proxy warming its cache) may run
+                for e in path:
+                    e.serving(tb)
             yield tb, servers

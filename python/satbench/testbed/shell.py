@@ -150,6 +150,8 @@ def run_shell(spec: TestbedSpec, argv: Sequence[str] | None, *,
             srv.stop()
         for s, h in old.items():
             signal.signal(s, h)
+    if not built:  # stopped by a signal before the testbed existed: nothing ran, nothing to report
+        raise KeyboardInterrupt
     tb = built[0]
     ready = getattr(server, "ready", {}) if server is not None else None
     report = {"testbed": tb.id, "link": tb.link.name, "link_hash": tb.link.hash, "seed": tb.seed, "exit_code": rc,

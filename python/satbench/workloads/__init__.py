@@ -119,6 +119,10 @@ WORKLOADS: dict[str, str] = {
 }
 
 
+#: The workloads satbench ships (a plug-in may not replace or remove one).
+BUILTIN = frozenset(WORKLOADS)
+
+
 @cache
 def workload_class(name: str) -> type[Workload]:
     module, _, attr = WORKLOADS[name].partition(":")
@@ -145,11 +149,20 @@ def tables() -> list[Table]:
 
 
 def register(name: str, target: str, before: str = "page") -> None:
-    """Add a workload: ``target`` is ``"module:Class"``, claiming trials before the workload
-    ``before`` (the page load claims every trial no other workload does). Its tables are created
-    with any results database opened after."""
-    items = [(k, v) for k, v in WORKLOADS.items() if k != name]
-    at = next((i for i, (k, _) in enumerate(items) if k == before), len(items))
+    """Add a workload: ``target`` is ``"module:Class"``, a :class:`Workload` claiming trials before
+    the workload ``before`` (the page load claims every trial no other workload does). Its tables
+    are created with any results database opened after. It lives in this process: trials that run
+    on workers (``--parallel``, a cluster) do not see it, and satbench refuses to send them there."""
+    if name in WORKLOADS:
+        raise ValueError(f"a workload {name!r} is registered already")
+    if before not in WORKLOADS:
+        raise ValueError(f"before: no workload {before!r} (registered: {', '.join(WORKLOADS)})")
+    module, _, attr = target.partition(":")
+    cls = getattr(importlib.import_module(module), attr)
+    if not (isinstance(cls, type) and issubclass(cls, Workload)):
+        raise ValueError(f"{target} is not a Workload")
+    items = list(WORKLOADS.items())
+    at = next(i for i, (k, _) in enumerate(items) if k == before)
     items.insert(at, (name, target))
     WORKLOADS.clear()
     WORKLOADS.update(items)
@@ -157,6 +170,13 @@ def register(name: str, target: str, before: str = "page") -> None:
 
 
 def unregister(name: str) -> None:
-    """Remove a workload added by :func:`register`."""
+    """Remove a workload added by :func:`register` (the built-in ones stay)."""
+    if name in BUILTIN:
+        raise ValueError(f"{name!r} is one of satbench's workloads: it cannot be removed")
     WORKLOADS.pop(name, None)
     workload_class.cache_clear()
+
+
+def plugins() -> list[str]:
+    """The workloads registered in this process beyond satbench's own."""
+    return [n for n in WORKLOADS if n not in BUILTIN]
