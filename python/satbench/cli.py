@@ -83,6 +83,32 @@ def ranged(lo: float, hi: float, kind: type[int] | type[float] = int) -> Callabl
     return parse
 
 
+def _series_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", help="the series: lines of TIME RTT_MS (or TIME lost), or ping -D -O output")
+    p.add_argument("--out", required=True, help="folder for the profile and its delay traces")
+    p.add_argument("--name", required=True, help="the profile's name (NAME.toml)")
+    p.add_argument("--split", type=float, default=0.5, help="the forward share of each round trip (default 0.5)")
+    p.add_argument("--loss-window-s", type=float, default=1.0, help="seconds per loss estimate (default 1)")
+    p.add_argument("--interval-ms", type=float, help="the delay trace's interval (default: the probes' spacing)")
+    p.add_argument("--forward-mbps", type=float, default=100.0, help="forward rate (default 100)")
+    p.add_argument("--return-mbps", type=float, default=15.0, help="return rate (default 15)")
+    p.add_argument("--queue-ms", type=float, default=100.0, help="each direction's queue in ms (default 100)")
+    p.add_argument("--align-minute", action="store_true",
+                   help="the series' time 0 at the start of every UTC minute (a series whose length divides 60 s)")
+
+
+def _series(a: argparse.Namespace, _: list[str]) -> int:
+    from .link import series  # noqa: PLC0415 - one command's module
+
+    out = series.write(Path(a.file), Path(a.out), a.name, split=a.split, loss_window_s=a.loss_window_s,
+                       interval_ms=a.interval_ms, forward_mbps=a.forward_mbps, return_mbps=a.return_mbps,
+                       queue_ms=a.queue_ms, align_minute=a.align_minute)
+    prof = profile.load(str(out))
+    link = resolve(prof)  # the emulator checks it, as a trial would
+    print(f"wrote {out} ({link.label}; base RTT {link.base_rtt_ms:.1f} ms); use it as link = \"{out}\"")
+    return 0
+
+
 def _links_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true")
 
@@ -761,6 +787,7 @@ def _bench(a: argparse.Namespace, _: list[str]) -> int:
 
 COMMANDS: tuple[Command, ...] = (
     Command("links", "list link profiles with their parameters", _links_args, _links),
+    Command("series", "a link profile from a measured RTT and loss series (ping, IRTT)", _series_args, _series),
     Command("shell", "run a command (or a shell) on a client behind the emulated link", _shell_args, _shell,
             usage="satbench shell --link PROFILE [options] [-- CMD ...]", takes_command=True),
     Command("cleanup", "remove what dead runs left behind", _cleanup_args, _cleanup),

@@ -242,3 +242,27 @@ def test_dns_lookups_cross_the_link() -> None:
         t = time.monotonic()
         p = tb.client.run(["getent", "hosts", "server.test"], capture_output=True, text=True, timeout=30)
         assert p.stdout.split()[0] == "198.18.3.10" and time.monotonic() - t < 0.3  # hosts file: no lookup
+
+
+def test_a_measured_series_steps_its_rtt_at_its_second(tmp_path: Path) -> None:
+    # A ping series of 4 s: 40 ms for 2 s, then 100 ms; as a profile (satbench series) repeating from
+    # the start of each UTC minute, its step comes at seconds 2, 6, ... 58. Probes across the next one
+    # see 40 ms before it and 100 ms after it.
+    src = tmp_path / "ping.txt"
+    src.write_text("".join(f"{t / 100:.2f} {40 if t < 200 else 100}\n" for t in range(400)))
+    p = run_cli("series", str(src), "--out", str(tmp_path / "prof"), "--name", "stepped", "--align-minute",
+                "--forward-mbps", "50", "--return-mbps", "50")
+    assert p.returncode == 0, p.stderr
+    with Testbed(TestbedSpec(link=load_profile(str(tmp_path / "prof" / "stepped.toml")), seed=1)) as tb:
+        now = time.time()
+        minute = now - now % 60
+        step = min(minute + s for s in range(2, 120, 4) if minute + s - now > 2.5)
+        time.sleep(step - 1.2 - time.time())
+        r = measure.probe(tb.client, tb.server, count=120, interval_ms=20, wait_ms=1000)
+
+    def sent(lo: float, hi: float) -> list[float]:
+        return [x for i, x in enumerate(r.rtt_ms) if x is not None and lo <= r.sent_at_s(i) - step < hi]
+
+    for rtts, want in ((sent(-1.0, -0.1), 40), (sent(0.1, 1.0), 100)):
+        assert len(rtts) >= 30 and min(rtts) > want - 0.5, (want, rtts)
+        assert statistics.median(rtts) < want + 1.5, (want, rtts)
