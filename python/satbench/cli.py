@@ -489,6 +489,9 @@ def _ca(a: argparse.Namespace, _: list[str]) -> int:
 
 
 def _pages_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("action", nargs="?", choices=("import",),
+                   help="import ARCHIVE: a recorded site (HAR 1.2, or a Web Page Replay .wprgo) into --out")
+    p.add_argument("archive", nargs="?", help="the archive to import")
     p.add_argument("--out", required=True, help="folder to write the pages into")
     p.add_argument("--only", help="comma-separated page names (default: all)")
     p.add_argument("--bulk", help="also make bulk files, e.g. 1M,100M,250M,500M")
@@ -498,6 +501,19 @@ def _pages_args(p: argparse.ArgumentParser) -> None:
 
 def _pages(a: argparse.Namespace, _: list[str]) -> int:
     out = Path(a.out)
+    if a.action == "import":
+        if not a.archive:
+            raise InputError("pages import: name the archive (a .har, .har.gz or .wprgo file)")
+        from .endpoints import sites  # noqa: PLC0415 - one command's module
+
+        site = sites.import_archive(Path(a.archive), out)
+        d = site.to_json()
+        print(f"{a.archive}: {len(site.entries)} entries from {len(site.hosts)} hosts ({', '.join(site.hosts[:6])}"
+              f"{', ...' if len(site.hosts) > 6 else ''}); page {site.page}; {d['filled']} bodies filled, "
+              f"{d['decoded']} decoded -> {out / 'site.json'}")
+        return 0
+    if a.archive:
+        raise InputError(f"pages: unexpected {a.archive!r} (to import it: satbench pages import {a.archive} --out DIR)")
     sizes = [pages.parse_size(s) for s in (a.bulk.split(",") if a.bulk else [])]
     try:
         made = pages.generate(out, a.only.split(",") if a.only else None, seed=a.seed) if not a.bulk_only else []

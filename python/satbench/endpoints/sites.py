@@ -1,0 +1,296 @@
+"""Recorded sites: a browser's HAR (HTTP Archive 1.2, as the developer tools,
+WebPageTest and Browsertime save it) or a Web Page Replay archive (the
+gzipped JSON of recorded requests and responses Chromium's performance
+tooling keeps its page sets in), imported into a folder satbench can replay.
+
+``import_archive(FILE, OUT)`` writes
+
+    OUT/site.json        the manifest: the page, every recorded host, every entry
+    OUT/bodies/SHA256    each distinct response body, decoded, once
+
+and refuses a malformed archive with one line naming the file and the entry.
+Each entry keeps the request's method, URL, host, path and query; the
+response's status, headers and content type; the body's hash and size; the
+server's think time as recorded (HAR ``timings.wait``); and what the import
+changed, so that the manifest says it:
+
+- **filled**: the archive had no body (HARs often leave them out): the body
+  is the recorded size of incompressible bytes (seeded by the URL);
+- **decoded**: the body is stored decoded, and the recorded
+  ``Content-Encoding`` (gzip, br, deflate) is kept apart (``encoding``), out
+  of the headers, so that whatever serves it sends the encoding it really
+  applies, or none, consistently with its headers;
+- **dropped**: hop-by-hop headers (Connection, Keep-Alive, Transfer-Encoding,
+  Upgrade, TE, Trailer, Proxy-*), HTTP/2 and HTTP/3 pseudo-headers
+  (``:status``) and Content-Length (the server computes it) are left out.
+
+Nothing given is modified. Replaying the folder (one origin per recorded
+host, each with its own certificate, over HTTP/1.1, HTTP/2 and HTTP/3) is the
+next step of the real-sites work; the importer is the first.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import hashlib
+import json
+import random
+import zlib
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from ..errors import InputError
+
+HOP_BY_HOP = {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "proxy-connection", "te",
+              "trailer", "trailers", "transfer-encoding", "upgrade"}
+#: Headers the server computes itself.
+COMPUTED = {"content-length"}
+ENCODINGS = {"gzip", "br", "deflate", "identity"}
+SITE_VERSION = 1
+
+
+@dataclass
+class Entry:
+    method: str
+    url: str
+    host: str
+    path: str
+    query: str
+    status: int
+    headers: list[tuple[str, str]]
+    mime: str
+    #: The body's sha256 (its file under bodies/), and its decoded size.
+    body: str
+    bytes: int
+    #: The recorded Content-Encoding, kept out of the headers (None: none recorded).
+    encoding: str | None = None
+    #: The server's think time as recorded (ms; HAR timings.wait), if the archive has it.
+    server_ms: float | None = None
+    filled: bool = False
+    #: What the import changed: "decoded", "dropped HEADER", ...
+    changed: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Site:
+    source: str
+    kind: str
+    #: The page: the first document's URL.
+    page: str
+    hosts: list[str]
+    entries: list[Entry]
+    version: int = SITE_VERSION
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["filled"] = sum(e.filled for e in self.entries)
+        d["decoded"] = sum("decoded" in e.changed for e in self.entries)
+        return d
+
+
+class _Bodies:
+    """Bodies by content, written once each."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        folder.mkdir(parents=True, exist_ok=True)
+
+    def put(self, data: bytes) -> str:
+        h = hashlib.sha256(data).hexdigest()
+        p = self.folder / h
+        if not p.exists():
+            p.write_bytes(data)
+        return h
+
+
+def _fill(url: str, n: int) -> bytes:
+    """``n`` incompressible bytes, the same for the same URL."""
+    return random.Random(hashlib.sha256(url.encode()).digest()).randbytes(n)
+
+
+def _headers(raw: list[tuple[str, str]], changed: list[str]) -> tuple[list[tuple[str, str]], str | None]:
+    """The headers kept, and the recorded content encoding (taken out)."""
+    out, encoding = [], None
+    for k, v in raw:
+        lk = k.lower()
+        if lk.startswith(":") or lk in HOP_BY_HOP or lk in COMPUTED:
+            changed.append(f"dropped {lk}")
+        elif lk == "content-encoding":
+            encoding = v.strip().lower() or None
+        else:
+            out.append((k, v))
+    return out, encoding
+
+
+def _decode(data: bytes, encoding: str | None) -> bytes:
+    """A body as recorded on the wire, decoded (raises ValueError if it is not what it says)."""
+    if encoding in (None, "identity"):
+        return data
+    if encoding == "gzip":
+        return gzip.decompress(data)
+    if encoding == "deflate":
+        try:
+            return zlib.decompress(data)
+        except zlib.error:
+            return zlib.decompress(data, -15)  # raw deflate, as some servers send it
+    if encoding == "br":
+        raise ValueError("a brotli body on the wire (satbench stores bodies decoded; no brotli decoder here)")
+    raise ValueError(f"unknown content encoding {encoding!r}")
+
+
+def import_har(path: Path, out: Path) -> Site:
+    """Import a HAR 1.2 file (see the module)."""
+    doc = _json(path, gz=path.suffix == ".gz")
+    log = doc.get("log") if isinstance(doc, dict) else None
+    if not isinstance(log, dict) or not isinstance(log.get("entries"), list):
+        raise InputError(f"{path}: not a HAR (no log.entries)")
+    bodies = _Bodies(out / "bodies")
+    entries: list[Entry] = []
+    for i, e in enumerate(log["entries"]):
+        where = f"{path}: entry {i}"
+        try:
+            req, resp = e["request"], e["response"]
+            method, url, status = str(req["method"]).upper(), str(req["url"]), int(resp["status"])
+            content = resp.get("content") or {}
+            raw = [(str(h["name"]), str(h["value"])) for h in resp.get("headers") or []]
+        except (KeyError, TypeError, ValueError) as err:
+            raise InputError(f"{where}: missing or malformed field {err}") from None
+        u = urlsplit(url)
+        if u.scheme not in ("http", "https") or not u.hostname:
+            raise InputError(f"{where}: request.url is not an http(s) URL: {url!r}")
+        changed: list[str] = []
+        headers, encoding = _headers(raw, changed)
+        text, filled = content.get("text"), False
+        if text is None:
+            size = content.get("size")
+            size = size if isinstance(size, int) and size >= 0 else max(0, int(resp.get("bodySize") or 0))
+            data, filled = _fill(url, size), size > 0
+        elif content.get("encoding") == "base64":
+            try:
+                data = base64.b64decode(text, validate=True)
+            except (ValueError, TypeError):
+                raise InputError(f"{where}: response.content.text is not base64") from None
+        else:
+            data = str(text).encode()
+        if encoding not in (None, "identity"):
+            changed.append("decoded")  # a HAR's content.text is the decoded body
+        wait = (e.get("timings") or {}).get("wait")
+        entries.append(Entry(method=method, url=url, host=u.hostname, path=u.path or "/", query=u.query,
+                             status=status, headers=headers, mime=str(content.get("mimeType") or ""),
+                             body=bodies.put(data), bytes=len(data), encoding=encoding,
+                             server_ms=float(wait) if isinstance(wait, (int, float)) and wait >= 0 else None,
+                             filled=filled, changed=changed))
+    return _site(path, "har", entries, out, log.get("pages") or [])
+
+
+def import_wpr(path: Path, out: Path) -> Site:
+    """Import a Web Page Replay archive (gzipped JSON: ``Requests`` by host and URL, each a list of
+    recorded exchanges with the request and the response serialized as HTTP/1.1 messages,
+    base64-encoded)."""
+    doc = _json(path, gz=True)
+    reqs = doc.get("Requests") if isinstance(doc, dict) else None
+    if not isinstance(reqs, dict):
+        raise InputError(f"{path}: not a Web Page Replay archive (no Requests)")
+    bodies = _Bodies(out / "bodies")
+    entries: list[Entry] = []
+    i = 0
+    for _host, by_url in reqs.items():
+        for url, exchanges in (by_url or {}).items():
+            for x in exchanges or []:
+                where = f"{path}: entry {i} ({url})"
+                i += 1
+                try:
+                    request = base64.b64decode(x["SerializedRequest"])
+                    response = base64.b64decode(x["SerializedResponse"])
+                except (KeyError, TypeError, ValueError):
+                    raise InputError(f"{where}: SerializedRequest and SerializedResponse must be base64") from None
+                method = request.split(b" ", 1)[0].decode(errors="replace").upper() or "GET"
+                status, raw, body = _http1_response(response, where)
+                u = urlsplit(url)
+                if u.scheme not in ("http", "https") or not u.hostname:
+                    raise InputError(f"{where}: not an http(s) URL")
+                changed: list[str] = []
+                headers, encoding = _headers(raw, changed)
+                if any(k.lower() == "transfer-encoding" and "chunked" in v.lower() for k, v in raw):
+                    body = _dechunk(body, where)
+                try:
+                    data = _decode(body, encoding)
+                except (ValueError, OSError, zlib.error) as err:
+                    raise InputError(f"{where}: {err}") from None
+                if encoding not in (None, "identity"):
+                    changed.append("decoded")
+                mime = next((v.split(";")[0].strip() for k, v in raw if k.lower() == "content-type"), "")
+                entries.append(Entry(method=method, url=url, host=u.hostname, path=u.path or "/", query=u.query,
+                                     status=status, headers=headers, mime=mime, body=bodies.put(data),
+                                     bytes=len(data), encoding=encoding, changed=changed))
+    return _site(path, "wpr", entries, out, [])
+
+
+def _http1_response(raw: bytes, where: str) -> tuple[int, list[tuple[str, str]], bytes]:
+    head, sep, body = raw.partition(b"\r\n\r\n")
+    if not sep:
+        raise InputError(f"{where}: the response is no HTTP/1.1 message (no blank line after its headers)")
+    lines = head.decode("iso-8859-1").split("\r\n")
+    parts = lines[0].split(" ", 2)
+    try:
+        status = int(parts[1])
+    except (IndexError, ValueError):
+        raise InputError(f"{where}: bad status line {lines[0]!r}") from None
+    headers = []
+    for line in lines[1:]:
+        k, colon, v = line.partition(":")
+        if colon:
+            headers.append((k.strip(), v.strip()))
+    return status, headers, body
+
+
+def _dechunk(body: bytes, where: str) -> bytes:
+    out, rest = b"", body
+    while True:
+        size_line, sep, rest = rest.partition(b"\r\n")
+        try:
+            n = int(size_line.split(b";")[0], 16)
+        except ValueError:
+            raise InputError(f"{where}: bad chunked body") from None
+        if n == 0 or not sep:
+            return out
+        out, rest = out + rest[:n], rest[n + 2:]
+
+
+def _json(path: Path, gz: bool) -> Any:
+    try:
+        data = path.read_bytes()
+        if gz or data[:2] == b"\x1f\x8b":
+            data = gzip.decompress(data)
+        return json.loads(data)
+    except OSError as e:
+        raise InputError(f"{path}: cannot read it: {e.strerror or e}") from None
+    except (ValueError, EOFError) as e:
+        raise InputError(f"{path}: not JSON ({str(e).splitlines()[0][:120]})") from None
+
+
+def _site(path: Path, kind: str, entries: list[Entry], out: Path, pages: list[Any]) -> Site:
+    if not entries:
+        raise InputError(f"{path}: no entries to import")
+    first_page = next((str(p.get("title")) for p in pages if isinstance(p, dict) and p.get("title")), None)
+    docs = [e for e in entries if e.mime.startswith("text/html") and e.status == 200]
+    page = first_page if first_page and first_page.startswith(("http://", "https://")) else (
+        docs[0].url if docs else entries[0].url)
+    site = Site(source=str(path), kind=kind, page=page, hosts=sorted({e.host for e in entries}), entries=entries)
+    (out / "site.json").write_text(json.dumps(site.to_json(), indent=1) + "\n")
+    return site
+
+
+def import_archive(path: Path, out: Path) -> Site:
+    """Import a HAR (``.har``, ``.har.gz``, or JSON with ``log``) or a Web Page Replay archive
+    (``.wprgo``: gzipped JSON with ``Requests``) into ``out``."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise InputError(f"--out {out}: cannot write there: {e.strerror}") from None
+    if path.name.endswith(".wprgo"):
+        return import_wpr(path, out)
+    return import_har(path, out)

@@ -1,0 +1,110 @@
+"""Recorded sites imported: a HAR with text, base64, missing and compressed
+bodies and a multi-origin page, and a Web Page Replay archive with a gzipped,
+chunked response; what was filled, decoded and dropped is in the manifest;
+malformed archives are refused naming the file and the entry; nothing given
+is changed."""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import hashlib
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from satbench.endpoints import sites
+from satbench.errors import InputError
+
+from ..helpers import run_cli
+
+PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(200))
+
+
+def har(entries: list[dict]) -> dict:
+    return {"log": {"version": "1.2", "creator": {"name": "test", "version": "1"},
+                    "pages": [{"id": "page_1", "title": "https://www.example.test/"}], "entries": entries}}
+
+
+def entry(url: str, status: int = 200, mime: str = "text/html", text: str | None = "<html></html>",
+          headers: list[tuple[str, str]] | None = None, b64: bool = False, size: int | None = None,
+          wait: float | None = 12.5) -> dict:
+    content: dict = {"mimeType": mime, "size": size if size is not None else len(text or "")}
+    if text is not None:
+        content["text"] = text
+        if b64:
+            content["encoding"] = "base64"
+    return {"request": {"method": "GET", "url": url, "headers": []},
+            "response": {"status": status, "headers": [{"name": k, "value": v} for k, v in headers or []],
+                         "content": content, "bodySize": -1},
+            "timings": {"wait": wait} if wait is not None else {}}
+
+
+def test_a_har_imports_with_what_was_filled_decoded_and_dropped(tmp_path: Path) -> None:
+    src = tmp_path / "site.har"
+    src.write_text(json.dumps(har([
+        entry("https://www.example.test/", headers=[(":status", "200"), ("Content-Type", "text/html"),
+                                                   ("Content-Encoding", "gzip"), ("Connection", "keep-alive"),
+                                                   ("Content-Length", "13"), ("Cache-Control", "max-age=60")]),
+        entry("https://img.example.test/a.png?v=123", mime="image/png", text=base64.b64encode(PNG).decode(),
+              b64=True),
+        entry("https://cdn.example.test/big.js", mime="application/javascript", text=None, size=5000, wait=None),
+    ])))
+    given = src.read_bytes()
+    out = tmp_path / "out"
+    site = sites.import_archive(src, out)
+    assert src.read_bytes() == given
+    assert site.page == "https://www.example.test/"
+    assert site.hosts == ["cdn.example.test", "img.example.test", "www.example.test"]
+    html, img, js = site.entries
+    assert html.headers == [("Content-Type", "text/html"), ("Cache-Control", "max-age=60")]
+    assert html.encoding == "gzip" and "decoded" in html.changed
+    assert {"dropped :status", "dropped connection", "dropped content-length"} <= set(html.changed)
+    assert html.server_ms == 12.5 and not html.filled
+    assert (out / "bodies" / img.body).read_bytes() == PNG and img.query == "v=123" and img.path == "/a.png"
+    assert js.filled and js.bytes == 5000 and js.server_ms is None
+    filled = (out / "bodies" / js.body).read_bytes()
+    assert len(filled) == 5000 and len(gzip.compress(filled)) > 4900  # incompressible
+    manifest = json.loads((out / "site.json").read_text())
+    assert manifest["filled"] == 1 and manifest["decoded"] == 1 and len(manifest["entries"]) == 3
+    # The same archive again: the same manifest and bodies (the fill is seeded by its URL).
+    again = sites.import_archive(src, tmp_path / "again")
+    assert [e.body for e in again.entries] == [e.body for e in site.entries]
+
+
+def test_a_web_page_replay_archive_imports(tmp_path: Path) -> None:
+    body = b"<html><body>hello</body></html>" * 10
+    z = gzip.compress(body)
+    chunked = f"{len(z):x}\r\n".encode() + z + b"\r\n0\r\n\r\n"
+    response = (b"HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\nContent-Encoding: gzip\r\n"
+                b"Transfer-Encoding: chunked\r\n\r\n" + chunked)
+    request = b"GET /index.html HTTP/1.1\r\nHost: www.example.test\r\n\r\n"
+    archive = {"Requests": {"www.example.test": {"https://www.example.test/index.html": [
+        {"SerializedRequest": base64.b64encode(request).decode(),
+         "SerializedResponse": base64.b64encode(response).decode()}]}}}
+    src = tmp_path / "set.wprgo"
+    src.write_bytes(gzip.compress(json.dumps(archive).encode()))
+    site = sites.import_archive(src, tmp_path / "out")
+    (e,) = site.entries
+    assert e.status == 200 and e.mime == "text/html" and e.encoding == "gzip" and "decoded" in e.changed
+    assert (tmp_path / "out" / "bodies" / e.body).read_bytes() == body
+    assert e.body == hashlib.sha256(body).hexdigest() and "dropped transfer-encoding" in e.changed
+
+
+@pytest.mark.parametrize("content, words", [
+    ("{", "not JSON"),
+    ('{"log": {}}', "not a HAR (no log.entries)"),
+    ('{"log": {"entries": [{"request": {"url": "https://a.test/"}}]}}', "entry 0: missing or malformed field"),
+    ('{"log": {"entries": [{"request": {"method": "GET", "url": "ftp://a.test/"}, "response": {"status": 200}}]}}',
+     "entry 0: request.url is not an http(s) URL"),
+    ('{"log": {"entries": []}}', "no entries to import"),
+])
+def test_a_malformed_archive_is_refused_with_its_entry(tmp_path: Path, content: str, words: str) -> None:
+    src = tmp_path / "bad.har"
+    src.write_text(content)
+    with pytest.raises(InputError, match=re.escape(words)):
+        sites.import_archive(src, tmp_path / "out")
+    p = run_cli("pages", "import", str(src), "--out", str(tmp_path / "out2"))
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and words.split("(")[0] in p.stderr
