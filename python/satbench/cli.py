@@ -364,6 +364,36 @@ def _serve(a: argparse.Namespace, _: list[str]) -> int:
     return 0 if stopping else (srv.returncode or 0)
 
 
+def _record_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("url")
+    p.add_argument("--out", required=True, help="folder for the recording (recording.har) and the imported site")
+    p.add_argument("--protocol", choices=choices(Protocol)[:3], default="h2",
+                   help="the HTTP version Chromium is held to (default h2)")
+    p.add_argument("--timeout", type=ranged(0.1, 86_400, float), default=120.0, help="seconds (default 120)")
+
+
+def _record(a: argparse.Namespace, _: list[str]) -> int:
+    """Load the page once in Chromium with its HAR (bodies embedded), and import it as a site."""
+    from .endpoints import sites  # noqa: PLC0415 - one command's modules
+    from .endpoints.chromium import browse  # noqa: PLC0415 - Playwright loads on use
+
+    _check_url(a.url)
+    out = Path(a.out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise InputError(f"--out {a.out}: cannot write there: {e.strerror}") from None
+    har = out / "recording.har"
+    r = browse(a.url, BrowseOptions(protocol=a.protocol, timeout_s=a.timeout, har=har))
+    if not r.valid:
+        print(f"satbench: {a.url}: the load was not valid ({r.invalid_reason}); nothing imported", file=sys.stderr)
+        return 3
+    site = sites.import_archive(har, out)
+    print(f"{a.url}: {len(site.entries)} entries from {len(site.hosts)} hosts ({', '.join(site.hosts)}); "
+          f"{r.bytes_received} bytes -> {out / 'site.json'}")
+    return 0
+
+
 def _browse_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("url")
     p.add_argument("--protocol", required=True, choices=choices(Protocol)[:3],
@@ -809,6 +839,8 @@ COMMANDS: tuple[Command, ...] = (
     Command("cleanup", "remove what dead runs left behind", _cleanup_args, _cleanup),
     Command("check", "check the prerequisites", lambda p: None, _check),
     Command("serve", "serve a directory over HTTP/1.1, HTTP/2 and HTTP/3 in this namespace", _serve_args, _serve),
+    Command("record", "record a page in Chromium (a HAR with its bodies) and import it as a site", _record_args,
+            _record),
     Command("browse", "load a page in a fresh browser with the protocol forced; print the metrics", _browse_args,
             _browse),
     Command("load", "synthetic page loads (Rust): C clients at once, HTTP/1.1 on K connections", _load_args, _load),
