@@ -23,7 +23,7 @@ artefacts = ["server"]
 
 [factors]
 link = "geo"
-page = "bulk:5M"
+page = "bulk:3M"
 client = "loader"
 cc = ["bbr", "cubic"]
 
