@@ -188,6 +188,11 @@ fn percent_decode(s: &str) -> Option<String> {
     String::from_utf8(out).ok()
 }
 
+/// `Timing-Allow-Origin` on every file: a page's Resource Timing entries of objects from other
+/// origins (a sharded page's, a replayed site's) then carry their protocol and sizes, which is
+/// how Firefox's loads report each object's protocol (Chromium's come from its DevTools events).
+pub const TIMING_ALLOW_ORIGIN: &str = "*";
+
 pub fn content_type(p: &Path) -> &'static str {
     match p.extension().and_then(|e| e.to_str()).unwrap_or("") {
         "html" | "htm" => "text/html; charset=utf-8",

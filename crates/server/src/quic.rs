@@ -593,6 +593,10 @@ impl Server {
             quiche::h3::Header::new(b"server", b"satbench"),
             quiche::h3::Header::new(b"content-type", ctype.as_bytes()),
             quiche::h3::Header::new(b"content-length", content_length.to_string().as_bytes()),
+            quiche::h3::Header::new(
+                b"timing-allow-origin",
+                crate::files::TIMING_ALLOW_ORIGIN.as_bytes(),
+            ),
         ];
         c.requests += 1;
         let early = c.conn.is_in_early_data();

@@ -789,6 +789,7 @@ async fn respond(
         .header("server", "satbench")
         .header("content-type", planned.content_type)
         .header("content-length", planned.content_length)
+        .header("timing-allow-origin", crate::files::TIMING_ALLOW_ORIGIN)
         .body(())
         .expect("valid response");
     let (sent, error) = send(&mut stream, resp, planned.body, &mut entry).await;

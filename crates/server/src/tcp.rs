@@ -354,7 +354,8 @@ pub(crate) async fn handle(
     let mut b = Response::builder()
         .status(status)
         .header("server", "satbench")
-        .header("content-type", ctype);
+        .header("content-type", ctype)
+        .header("timing-allow-origin", crate::files::TIMING_ALLOW_ORIGIN);
     if sh.opts.alt_svc {
         b = b.header(
             "alt-svc",

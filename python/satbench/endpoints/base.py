@@ -120,6 +120,8 @@ class ServeRequest:
     options: ServerOptions = field(default_factory=ServerOptions)
     #: Per-connection telemetry (TCP_INFO samples, qlog) where the server has it.
     telemetry: bool = True
+    #: The origin's own certificate (chain, key); None: the test CA's server certificate.
+    cert: tuple[Path, Path] | None = None
 
 
 class Server(ABC):

@@ -124,6 +124,40 @@ def ensure(directory: Path | None = None) -> CA:
     return ca
 
 
+def issue(names: list[str], ca: CA | None = None) -> tuple[Path, Path]:
+    """A server certificate (chain, key) for ``names`` alone, signed by the test CA: a replayed
+    site's origin shows its own certificate, as on the real site. Made once per set of names and
+    kept beside the CA (``sites/``)."""
+    import hashlib  # noqa: PLC0415
+
+    ca = ca or ensure()
+    folder = ca.dir / "sites"
+    tag = hashlib.sha256("\n".join(sorted(names)).encode()).hexdigest()[:16]
+    cert, keyfile = folder / f"{tag}.pem", folder / f"{tag}.key"
+    if cert.exists() and keyfile.exists():
+        return cert, keyfile
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    pem = serialization.Encoding.PEM
+    ca_key = serialization.load_pem_private_key(ca.key.read_bytes(), password=None)
+    ca_cert = x509.load_pem_x509_certificate(ca.cert.read_bytes())
+    if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
+        raise PrerequisiteError([f"{ca.key}: not the test CA's EC key"])
+    now = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(days=1)
+    key = ec.generate_private_key(ec.SECP256R1())
+    leaf = (x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, names[0])]))
+            .issuer_name(ca_cert.subject).public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now).not_valid_after(now + datetime.timedelta(days=397))
+            .add_extension(x509.SubjectAlternativeName([x509.DNSName(n) for n in names]), critical=False)
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
+            .sign(ca_key, hashes.SHA256()))
+    _write_private(keyfile, key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    cert.write_bytes(leaf.public_bytes(pem) + ca_cert.public_bytes(pem))
+    return cert, keyfile
+
+
 def nss_home(home: Path, ca: CA | None = None) -> Path:
     """Make ``home/.pki/nssdb`` trust the CA; use ``home`` as HOME for a
     browser so that it trusts the testbed's servers for TLS and QUIC."""

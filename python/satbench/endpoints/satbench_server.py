@@ -44,7 +44,7 @@ class SatbenchServer(Server):
     def __init__(self, root: Path, log_dir: Path, options: ServerOptions | None = None, *, host: Host | None = None,
                  cc: CongestionControl | str | None = None, bind: str = "0.0.0.0", http_port: int = 80,
                  https_port: int = 443, tls: bool = True, idle_timeout_s: int = 30, telemetry: bool = True,
-                 extra: list[str] | None = None):
+                 extra: list[str] | None = None, cert: tuple[Path, Path] | None = None):
         self.root, self.log_dir, self.opts, self.host = Path(root), Path(log_dir), options or ServerOptions(), host
         self.cc = None if cc is None else CongestionControl(cc)
         for name, port, lo in (("--http-port", http_port, 0), ("--https-port", https_port, 1)):
@@ -69,7 +69,8 @@ class SatbenchServer(Server):
                 "--idle-timeout-s", str(idle_timeout_s)]
         if tls:
             c = ca_mod.ensure()
-            argv += ["--cert", str(c.server_cert), "--key", str(c.server_key)]
+            chain, key = cert or (c.server_cert, c.server_key)
+            argv += ["--cert", str(chain), "--key", str(key)]
         if self.cc:
             argv += ["--cc", self.cc.value]
         if telemetry:
@@ -97,7 +98,8 @@ class SatbenchServer(Server):
 
     @classmethod
     def start(cls, req: ServeRequest) -> "SatbenchServer":
-        return cls(req.root, req.log_dir, req.options, host=req.host, cc=req.cc, telemetry=req.telemetry)
+        return cls(req.root, req.log_dir, req.options, host=req.host, cc=req.cc, telemetry=req.telemetry,
+                   cert=req.cert)
 
     @property
     def pid(self) -> int:

@@ -294,3 +294,78 @@ def import_archive(path: Path, out: Path) -> Site:
     if path.name.endswith(".wprgo"):
         return import_wpr(path, out)
     return import_har(path, out)
+
+
+@dataclass(frozen=True)
+class Replay:
+    """An imported site laid out for static origins: one folder per recorded host, in ``hosts``
+    order, each the host's recorded paths (``/`` as ``index.html``) holding their bodies."""
+
+    page: str
+    hosts: list[str]
+    roots: list[Path]
+    #: The bytes of every distinct body served, and how many entries are served.
+    bytes: int
+    served: int
+    #: What could not be served as recorded: a path recorded twice with different bodies (the first
+    #: kept: a static origin cannot tell queries apart), a status other than 200 (left out), a
+    #: document whose path has no extension its content type would come from.
+    notes: list[str]
+
+
+#: The extensions a static origin types correctly (satbench-server's content types).
+TYPED = {".html", ".htm", ".css", ".js", ".json", ".jpg", ".jpeg", ".png", ".gif", ".svg", ".webp", ".ttf",
+         ".woff", ".woff2", ".txt"}
+
+
+def load_site(folder: Path) -> dict[str, Any]:
+    """An imported site's manifest (``site.json``)."""
+    try:
+        doc = json.loads((folder / "site.json").read_text())
+    except OSError as e:
+        raise InputError(f"{folder}: no imported site here (site.json: {e.strerror}); satbench pages import "
+                         "makes one") from None
+    except ValueError:
+        raise InputError(f"{folder / 'site.json'}: not JSON") from None
+    if not isinstance(doc, dict) or doc.get("version") != SITE_VERSION or not doc.get("entries"):
+        raise InputError(f"{folder / 'site.json'}: not an imported site of version {SITE_VERSION}")
+    return doc
+
+
+def materialize(folder: Path, out: Path) -> Replay:
+    """Lay an imported site out under ``out`` (one folder per host), once: an existing layout made
+    from the same manifest is kept."""
+    doc = load_site(folder)
+    tag = hashlib.sha256((folder / "site.json").read_bytes()).hexdigest()[:16]
+    hosts: list[str] = list(doc["hosts"])
+    page_host = urlsplit(doc["page"]).hostname
+    if page_host in hosts:  # the page's origin first: it is the testbed's first server host
+        hosts.remove(page_host)
+        hosts.insert(0, page_host)
+    roots = [out / tag / h for h in hosts]
+    seen: dict[tuple[str, str], str] = {}
+    notes: list[str] = []
+    served, total = 0, 0
+    for e in doc["entries"]:
+        if e["status"] != 200 or e["method"] != "GET":
+            notes.append(f"{e['method']} {e['url']}: status {e['status']} not served")
+            continue
+        path = e["path"] + ("index.html" if e["path"].endswith("/") else "")
+        where = (e["host"], path)
+        if where in seen:
+            if seen[where] != e["body"]:
+                notes.append(f"{e['url']}: recorded again with another body under the same path (the first served)")
+            continue
+        seen[where] = e["body"]
+        if Path(path).suffix.lower() not in TYPED and e["mime"].startswith("text/html"):
+            notes.append(f"{e['url']}: a document without an .html path; served untyped")
+        dest = out / tag / e["host"] / path.lstrip("/")
+        if not dest.exists():
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            data = (folder / "bodies" / e["body"]).read_bytes()
+            dest.write_bytes(data)
+        served += 1
+        total += int(e["bytes"])
+    for r in roots:
+        r.mkdir(parents=True, exist_ok=True)
+    return Replay(page=doc["page"], hosts=hosts, roots=roots, bytes=total, served=served, notes=notes)

@@ -75,7 +75,7 @@ def trial_s(ts: TrialSpec, link: LinkSpec) -> float:
     way = link.ret if ts.upload_bytes is not None else link.forward
     rate = way.mean_mbps
     p_loss = way.packet_loss_1500
-    total, n_objects = page_bytes(ts.page)
+    total, n_objects = workload_of(ts).size(ts) or page_bytes(ts.page)
     client = ts.client.value
     proto = ts.protocol or Protocol.H2
     mix = ts.population

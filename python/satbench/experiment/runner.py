@@ -182,7 +182,7 @@ def trial_bound(t: Trial, pages_root: Path, page_sizes: dict[str, int],
     page = ts.page
     upload = ts.upload_bytes is not None
     path = Bottleneck.of(t.links, upload=upload)
-    if ts.single or not ts.client.fetches_objects:
+    if ts.single or not ts.client.fetches_objects or not workload_of(ts).generated:
         shape = PageShape(page_sizes.get(page, 0))
     else:
         fetched: set[str] | None = None
@@ -254,7 +254,12 @@ class Runner:
     def __init__(self, exp: Experiment, order_seed: int, pages_root: Path, art_root: Path, lab: Lab | None = None):
         self.exp, self.order_seed, self.pages_root, self.art_root = exp, order_seed, pages_root, art_root
         self.lab = lab or Lab()
-        self.page_sizes = pages.prepare(pages_root, {t.spec.page for t in exp.trials})
+        own: dict[str, int] = {}  # pages a workload makes ready itself (a replayed site)
+        for t in exp.trials:
+            if (size := workload_of(t.spec).prepare(t.spec, pages_root)) is not None:
+                own[t.spec.page] = size
+        self.page_sizes = {**pages.prepare(pages_root, {t.spec.page for t in exp.trials if t.spec.page not in own}),
+                           **own}
         for page, k in {(t.spec.page, t.spec.shards) for t in exp.trials if t.spec.shards > 1}:
             pages.shard(pages_root, page, k)
         self.env = static_environment(self.lab, {k for t in exp.trials for k in t.spec.kinds})
@@ -310,9 +315,11 @@ class Runner:
 
     def _testbed_spec(self, t: Trial, seed: int, art: Path) -> TestbedSpec:
         """The trial's testbed, before its path elements shape it."""
-        return TestbedSpec(link=t.link, seed=seed, clients=t.spec.hosts_needed, servers=t.spec.shards,
+        spec = TestbedSpec(link=t.link, seed=seed, clients=t.spec.hosts_needed, servers=t.spec.shards,
                            terminals=t.spec.terminals, dns=t.spec.dns_over_link,
                            pcap_dir=art / "pcap" if "pcap" in self.exp.artefacts else None)
+        workload_of(t.spec).configure(t.spec, spec)
+        return spec
 
     @staticmethod
     def _faults(servers: list[Server], tb: RunningTestbed, path: list[PathElement], set_knobs: list[knobs.Knob],
@@ -355,9 +362,10 @@ class Runner:
         given.update(workload_of(ts).server_options(ts))  # what the workload needs of the server, over the rest
         opts = ServerOptions(quic_stack=ts.quic_stack, nodelay=ts.nodelay, keylog="keylog" in self.exp.artefacts,
                              **given)
-        return [ServeRequest(root=self.pages_root, log_dir=art / "server" / (h.role if j else ""), host=h, cc=ts.cc,
-                             options=opts, telemetry="server" in self.exp.artefacts)
-                for j, h in enumerate(tb.servers[:ts.shards])]
+        origins = workload_of(ts).origins(ts, self.pages_root) or [(self.pages_root, None)] * ts.shards
+        return [ServeRequest(root=root, log_dir=art / "server" / (h.role if j else ""), host=h, cc=ts.cc,
+                             options=opts, telemetry="server" in self.exp.artefacts, cert=cert)
+                for j, (h, (root, cert)) in enumerate(zip(tb.servers, origins))]
 
     def _load(self, t: Trial, tb: RunningTestbed, art: Path) -> ClientOutcome:
         """The trial's load: one client (of any kind), or a population released at once."""

@@ -30,11 +30,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import shutil
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -100,6 +101,10 @@ def as_spec(link: LinkSpec | LinkProfile, terminals: int = 1) -> LinkSpec:
     return resolve(link, terminal_subnets(terminals) if terminals > 1 else None)
 
 
+#: A host name (labels of letters, digits and hyphens, at most 253 characters).
+HOST_NAME_RE = r"(?=.{1,253}$)([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)*[A-Za-z0-9-]{1,63}"
+
+
 @dataclass(kw_only=True)
 class TestbedSpec:
     """What to build. Keyword-only, validated in :class:`Testbed`."""
@@ -126,6 +131,9 @@ class TestbedSpec:
     terrestrial: LinkSpec | LinkProfile | None = None
     #: A host for a VPN endpoint on the server LAN (``vpn``, 198.18.3.2, a router).
     vpn: bool = False
+    #: Names of their own for the server hosts, in order (a replayed site's recorded host names): the
+    #: j-th list names server host j, instead of server.test and sj.test.
+    server_names: list[list[str]] = field(default_factory=list)
 
 
 class Testbed:
@@ -139,6 +147,11 @@ class Testbed:
             raise TestbedError(f"clients must be between 1 and 200, got {spec.clients}")
         if not 1 <= spec.servers <= 200:
             raise TestbedError(f"servers must be between 1 and 200, got {spec.servers}")
+        if len(spec.server_names) > spec.servers:
+            raise TestbedError(f"names for {len(spec.server_names)} server hosts, but {spec.servers} servers")
+        for name in (n for names in spec.server_names for n in names):
+            if not re.fullmatch(HOST_NAME_RE, name):
+                raise TestbedError(f"a server host's name is no host name: {name!r}")
         if spec.tcp_cc is not None:
             check_namespace_default_cc(spec.tcp_cc)
         if not 1 <= spec.terminals <= MAX_TERMINALS:
@@ -182,6 +195,7 @@ class Testbed:
             self.clients.append(Host(f"c{i}", p + f"c{i}", f"{self.plans[k].lan}.{9 + j}",
                                      [f"c{i}.test"] + (["client.test"] if i == 1 else [])))
         self.servers = [Host(f"s{j}", p + f"s{j}", f"198.18.3.{9 + j}",
+                             spec.server_names[j - 1] if j <= len(spec.server_names) else
                              (["server.test"] if j == 1 else []) + [f"s{j}.test"]) for j in range(1, spec.servers + 1)]
         self.emulators: dict[str, Emulator] = {}
         self.link_stats: dict[str, Any] | None = None

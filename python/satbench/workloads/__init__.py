@@ -33,12 +33,15 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from ..model import ClientOutcome
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from ..endpoints.base import LoadRequest
     from ..experiment.trialspec import TrialSpec
     from ..link.spec import LinkSpec
     from ..results.read import Results
     from ..results.report import Figures
     from ..results.store import TrialRecord
+    from ..testbed.testbed import TestbedSpec
 
 #: A factor that cannot run, and why.
 Problem = tuple[str, str]
@@ -60,6 +63,9 @@ class Workload:
     name: ClassVar[str]
     meaning: ClassVar[str] = ""
     tables: ClassVar[tuple[Table, ...]] = ()
+    #: Whether the trial's page is one of satbench's generated pages (a manifest under the pages
+    #: folder, whose objects the bound counts); False: the bound counts the page's bytes only.
+    generated: ClassVar[bool] = True
 
     @classmethod
     def claims(cls, trial: TrialSpec) -> bool:
@@ -69,6 +75,27 @@ class Workload:
     @classmethod
     def problem(cls, trial: TrialSpec) -> Problem | None:
         """Why the trial's factors cannot run it, as (factor, why) (None if they can)."""
+        return None
+
+    @classmethod
+    def prepare(cls, trial: TrialSpec, pages_root: Path) -> int | None:
+        """Make the trial's page ready under ``pages_root`` and return its bytes (None: the page is a
+        generated one, which :func:`satbench.endpoints.pages.prepare` makes)."""
+        return None
+
+    @classmethod
+    def size(cls, trial: TrialSpec) -> tuple[int, int] | None:
+        """The page's (bytes, objects) for the duration estimate (None: a generated page's)."""
+        return None
+
+    @classmethod
+    def configure(cls, trial: TrialSpec, spec: TestbedSpec) -> None:
+        """Shape the trial's testbed (server hosts and their names, say) before it is built."""
+
+    @classmethod
+    def origins(cls, trial: TrialSpec, pages_root: Path) -> list[tuple[Path, tuple[Path, Path] | None]] | None:
+        """Each server host's root and certificate, in order (None: the pages folder on the first
+        host, and on each shard host, with the test CA's certificate)."""
         return None
 
     @classmethod
@@ -112,6 +139,7 @@ class Workload:
 
 #: name -> "module:Class", in the order they claim trials (the most particular first).
 WORKLOADS: dict[str, str] = {
+    "site": "satbench.workloads.site:ReplayedSite",
     "realtime": "satbench.workloads.realtime:Realtime",
     "upload": "satbench.workloads.transfer:Upload",
     "bulk": "satbench.workloads.transfer:Bulk",

@@ -1,0 +1,125 @@
+"""A recorded site replayed (``page = "site:DIR"``, DIR an imported site:
+:mod:`satbench.endpoints.sites`): one origin per recorded host name, each on
+a server host of its own behind the link, resolved by the testbed's names
+(hosts files, or its DNS across the link), each with its own certificate
+from the test CA, serving its recorded paths over HTTP/1.1, HTTP/2 and
+HTTP/3 (satbench-server, as for any page); the browser told to use QUIC for
+every origin. So connection counts, coalescing and per-origin handshakes
+are the site's own.
+
+Each origin serves its recorded paths as static files: what a request's
+query changes is not told apart (the first recorded body of a path is
+served), a status other than 200 is not replayed, and the server types a
+body by its path's extension; the site's layout notes what this leaves
+out (``env.site.notes``). Requests the recording lacks are answered 404 and
+counted per trial (``site_not_found``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from ..endpoints import ca, sites
+from ..errors import SatbenchError
+from ..model import ClientOutcome, Protocol, ServerKind
+from . import Problem, Workload
+
+if TYPE_CHECKING:
+    from ..endpoints.base import LoadRequest
+    from ..experiment.trialspec import TrialSpec
+    from ..link.spec import LinkSpec
+    from ..results.store import TrialRecord
+    from ..testbed.testbed import TestbedSpec
+
+PREFIX = "site:"
+#: Server hosts a testbed gives one site at most.
+MAX_ORIGINS = 32
+
+
+def folder(trial: TrialSpec) -> Path:
+    return Path(trial.page[len(PREFIX):]).expanduser()
+
+
+@cache
+def _replay(site: Path, pages_root: Path) -> sites.Replay:
+    return sites.materialize(site, pages_root / "sites")
+
+
+class ReplayedSite(Workload):
+    name = "site"
+    meaning = "a recorded site (satbench pages import) replayed: one origin per recorded host"
+    generated = False
+
+    @classmethod
+    def claims(cls, trial: TrialSpec) -> bool:
+        return trial.page.startswith(PREFIX)
+
+    @classmethod
+    def problem(cls, trial: TrialSpec) -> Problem | None:
+        try:
+            doc = sites.load_site(folder(trial))
+        except SatbenchError as e:
+            return "page", str(e)
+        if len(doc["hosts"]) > MAX_ORIGINS:
+            return "page", f"the site has {len(doc['hosts'])} origins; a testbed gives one at most {MAX_ORIGINS}"
+        if any(g.protocol is Protocol.H1C for g in trial.groups):
+            return "protocol", "a replayed site is served over TLS: h1, h2 or h3"
+        if trial.shards > 1:
+            return "shards", "a replayed site has the origins it was recorded with"
+        if trial.server is not ServerKind.SATBENCH:
+            return "server", "a replayed site's origins are satbench servers"
+        if "proxy" in trial.path:
+            return "proxy", "a replayed site's origins are many; the gateway proxy knows the satbench page origin only"
+        return None
+
+    @classmethod
+    def prepare(cls, trial: TrialSpec, pages_root: Path) -> int | None:
+        return _replay(folder(trial).resolve(), pages_root.resolve()).bytes
+
+    @classmethod
+    def size(cls, trial: TrialSpec) -> tuple[int, int] | None:
+        doc = sites.load_site(folder(trial))
+        return sum(int(e["bytes"]) for e in doc["entries"]), max(0, len(doc["entries"]) - 1)
+
+    @classmethod
+    def configure(cls, trial: TrialSpec, spec: TestbedSpec) -> None:
+        doc = sites.load_site(folder(trial))
+        spec.servers = len(doc["hosts"])
+        page_host = urlsplit(doc["page"]).hostname
+        spec.server_names = [[h] for h in sorted(doc["hosts"], key=lambda h: h != page_host)]
+
+    @classmethod
+    def origins(cls, trial: TrialSpec, pages_root: Path) -> list[tuple[Path, tuple[Path, Path] | None]] | None:
+        r = _replay(folder(trial).resolve(), pages_root.resolve())
+        return [(root, ca.issue([host])) for host, root in zip(r.hosts, r.roots)]
+
+    @classmethod
+    def request(cls, trial: TrialSpec, req: LoadRequest, session: str, seed: int) -> LoadRequest:
+        doc = sites.load_site(folder(trial))
+        page_host = urlsplit(doc["page"]).hostname
+        return replace(req, url=doc["page"], origins=tuple(h for h in doc["hosts"] if h != page_host))
+
+    @classmethod
+    def page_bytes(cls, trial: TrialSpec, loaded: int) -> int:
+        # Which of the recorded bodies a load fetched is not known by path here (many origins; a
+        # browser may fetch fewer than were recorded): no overhead is claimed rather than a wrong one.
+        return 0
+
+    @classmethod
+    def judge(cls, rec: TrialRecord, trial: TrialSpec, links: Mapping[str, LinkSpec], outcome: ClientOutcome
+              ) -> None:
+        recorded = {e["url"] for e in sites.load_site(folder(trial))["entries"]}
+        # A 404 the recording did not have: a request it lacks (a browser's own favicon request aside).
+        rec.metrics["site_not_found"] = float(sum(o.status == 404 and o.url not in recorded
+                                                  and not o.url.endswith("/favicon.ico") for o in rec.objects))
+        hosts = {urlsplit(o.url).hostname for o in rec.objects}
+        rec.metrics["site_origins_contacted"] = float(len(hosts))
+        doc = sites.load_site(folder(trial))
+        site: dict[str, Any] = {"folder": str(folder(trial)), "page": doc["page"], "hosts": doc["hosts"],
+                                "filled": doc.get("filled", 0)}
+        rec.env["site"] = site
