@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
 
 from satbench import realtime
 from satbench.endpoints import options
@@ -93,3 +94,39 @@ def test_the_real_time_workloads_table_is_the_one_schema_4_made() -> None:
         db = sqlite3.connect(":memory:")
         db.executescript("CREATE TABLE trials (id INTEGER PRIMARY KEY);" + t.ddl)
         assert tuple(r[1] for r in db.execute(f"PRAGMA table_info({t.name})")) == ("trial_id", *t.columns)
+
+
+GOLDEN = Path(__file__).resolve().parents[1] / "fixtures" / "golden"
+
+
+def test_the_emulators_report_is_what_python_reads() -> None:
+    """tests/fixtures/golden/link-stats.json is written by satbench-link's own test (a fixed GEO
+    configuration, 40 packets each way at once, a 30 KB forward queue): every field Python reads
+    is there, with the numbers the model gives."""
+
+    from satbench.model import LinkCounters
+
+    c = LinkCounters.parse(json.loads((GOLDEN / "link-stats.json").read_text()))
+    assert c.seed == 7 and c.duration_s == 2.0
+    assert (c.forward.offered.packets, c.forward.delivered.packets, c.forward.dropped["queue"].packets) == (40, 21, 19)
+    assert c.ret.delivered.bytes == 60_000 and c.ret.dropped_packets == 0
+    m = c.metrics(page_bytes=80_000)
+    assert m["wire_bytes"] == 31_500 + 60_000 and m["link_drops"] == 19
+    assert m["overhead_pct"] == (91_500 - 80_000) / 80_000 * 100
+    assert set(c.forward.dropped) == {"queue", "aqm", "loss", "outage"}
+    assert c.overhead_metrics() is not None
+
+
+def test_the_emulators_check_answer_is_what_python_reads() -> None:
+    """tests/fixtures/golden/link-check.json is satbench-link --check's answer for the same
+    configuration, written by its test: Python makes the same link of it, with the same hash as
+    its own resolution of the profile it came from."""
+
+    from satbench.link import profile
+    from satbench.link.spec import LinkSpec, resolve
+
+    answer = json.loads((GOLDEN / "link-check.json").read_text())
+    spec = LinkSpec.from_check(answer, name="golden", label="golden", description="")
+    assert spec.base_rtt_ms == 530 and spec.forward.mean_mbps == 10 and spec.ret.mean_mbps == 2
+    same = resolve(profile.load("geo", ["forward.queue_bytes=30000", "return.rate_mbps=2"]))
+    assert spec.hash == same.hash

@@ -662,4 +662,91 @@ mod tests {
         s.deliver(Instant::from_nanos(u64::MAX / 2), 0);
         assert_eq!(received(&t0_out), vec![5, 6]);
     }
+
+    /// The emulator's two outputs Python reads, made from a fixed configuration: the report written
+    /// with `--stats` (satbench.model.LinkCounters) and the `--check` answer
+    /// (satbench.link.spec.LinkSpec). A change to either here without `SATBENCH_BLESS=1` fails;
+    /// the blessed file then fails tests/unit/test_contracts.py until Python reads it.
+    fn golden(name: &str, mut v: serde_json::Value) {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../tests/fixtures/golden")
+            .join(name);
+        v.sort_all_objects();
+        let want = serde_json::to_string_pretty(&v).unwrap() + "\n";
+        if std::env::var_os("SATBENCH_BLESS").is_some() {
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, &want).unwrap();
+        }
+        let have = std::fs::read_to_string(&path).unwrap_or_default();
+        assert_eq!(
+            have,
+            want,
+            "{} is stale: SATBENCH_BLESS=1 cargo test -p satlink --bin satbench-link",
+            path.display()
+        );
+    }
+
+    /// GEO both ways (10 and 2 Mbit/s, 265 ms one way), a 30 KB forward queue: as satbench.link.profile
+    /// writes `geo` with `--set forward.queue_bytes=30000 --set return.rate_mbps=2`.
+    const GOLDEN_CONFIG: &str = r#"{"seed": 7, "align_minute": false,
+        "forward": {"rate": {"kind": "constant", "bps": 10000000.0}, "delay": {"kind": "constant", "ms": 265.0},
+                    "reorder": false, "queue": {"limit": {"kind": "bytes", "n": 30000}, "aqm": {"kind": "drop_tail"}},
+                    "loss": []},
+        "return": {"rate": {"kind": "constant", "bps": 2000000.0}, "delay": {"kind": "constant", "ms": 265.0},
+                   "reorder": false, "queue": {"limit": {"kind": "ms", "ms": 530.0}, "aqm": {"kind": "drop_tail"}},
+                   "loss": []}}"#;
+
+    #[test]
+    fn golden_stats_report_is_current() {
+        let c = LinkConfig::from_json(GOLDEN_CONFIG).unwrap();
+        let (mut f, mut r): (Direction<u32>, Direction<u32>) = c.build_directions(0).unwrap();
+        // 40 packets of 1500 bytes at once each way: the forward queue (30 KB) drops some.
+        let t0 = Instant::from_millis(1);
+        for id in 0..40u32 {
+            f.on_packet_for(t0, 0, id, 1500, 1);
+            r.on_packet_for(t0, 0, id, 1500, 1);
+        }
+        let end = Instant::from_millis(2_000);
+        for d in [&mut f, &mut r] {
+            while let Some(t) = d.poll_timeout().filter(|t| *t <= end) {
+                while d.poll_transmit(t).is_some() {}
+            }
+        }
+        // What the classifier would have counted of 40 UDP datagrams of 1500 bytes: their parts add
+        // up to the bytes offered, as Python checks.
+        let parts = Overhead {
+            ip_header: 40 * 20,
+            transport_header: 40 * 8,
+            udp_payload: 40 * (1500 - 28),
+            ..Overhead::default()
+        };
+        let side = |d: &mut Direction<u32>| DirectionReport {
+            counters: d.report_at(end),
+            overhead: parts,
+            offload_chunks: 0,
+            malformed: 0,
+            write_errors: 0,
+            wake_margin_us: 0.0,
+            spin_s: 0.0,
+            unroutable: None,
+        };
+        let report = Report {
+            seed: 7,
+            started_unix_ns: 0,
+            duration_s: 2.0,
+            offloads: 0,
+            forward: side(&mut f),
+            ret: side(&mut r),
+            config: &c,
+        };
+        golden("link-stats.json", serde_json::to_value(&report).unwrap());
+    }
+
+    #[test]
+    fn golden_check_answer_is_current() {
+        let answer = satlink::config::check(GOLDEN_CONFIG)
+            .unwrap()
+            .to_json_line();
+        golden("link-check.json", serde_json::from_str(&answer).unwrap());
+    }
 }
