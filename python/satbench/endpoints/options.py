@@ -54,6 +54,8 @@ class ServerOptions:
     sndbuf: int | None = option(None, "server socket send buffer", metavar="BYTES")
     rcvbuf: int | None = option(None, "server socket receive buffer", metavar="BYTES")
     quic_initcwnd: int | None = option(None, "QUIC initial congestion window", metavar="PACKETS", hi=10_000)
+    idle_timeout_s: int | None = option(None, "seconds a connection may stay idle before the server closes it "
+                                              "(default 30)", metavar="SECONDS", hi=86_400, binary=False)
     tcp_initcwnd: int | None = option(None, "TCP initial congestion window, on the server host's route "
                                             "(testbed servers only)", metavar="SEGMENTS", hi=1000, binary=False)
     quic_stack: str = option(DEFAULT_QUIC_STACK, "the QUIC stack serving HTTP/3: quinn (with the h3 crate) or quiche",

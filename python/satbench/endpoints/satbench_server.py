@@ -52,11 +52,11 @@ class SatbenchServer(Server):
                 raise InputError(f"{name}: not a port: {port}" + (" (0: no cleartext port)" if lo == 0 else ""))
         if not self.root.is_dir():
             raise InputError(f"serve: {root}: not a directory")
+        o = self.opts
         b = server_binary()
         if not b.exists():
             raise PrerequisiteError([f"no server binary at {b}: run 'cargo build --release' (scripts/setup does)"])
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        o = self.opts
         if o.tfo and host is not None:
             # Server-side Fast Open is enabled per namespace (bit 2), inside the testbed only.
             subprocess.run(host.cmd(["sysctl", "-q", "-w", "net.ipv4.tcp_fastopen=3"]), check=True)
@@ -66,7 +66,7 @@ class SatbenchServer(Server):
             host.set_route_metrics(initcwnd=o.tcp_initcwnd)
         argv = [str(b), "--root", str(self.root.resolve()), "--bind", bind, "--http-port", str(http_port),
                 "--https-port", str(https_port), "--access-log", str(self.log_dir / "access.jsonl"),
-                "--idle-timeout-s", str(idle_timeout_s)]
+                "--idle-timeout-s", str(o.idle_timeout_s or idle_timeout_s)]
         if tls:
             c = ca_mod.ensure()
             chain, key = cert or (c.server_cert, c.server_key)
