@@ -197,6 +197,9 @@ def _shell_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--shards", type=ranged(1, 32), default=1, metavar="K",
                    help="serve DIR from K server hosts (s1.test ... sK.test, each its own address); every page "
                         "folder in DIR gets index-shardsK.html with its objects spread over them (needs --serve)")
+    p.add_argument("--site", metavar="DIR",
+                   help="replay an imported site (satbench pages import): one server host per recorded origin, "
+                        "each with its own name and certificate")
     p.add_argument("--server-logs", metavar="DIR", help="keep the server's logs (access, TCP_INFO, qlog) in DIR")
     _server_args(p)
     p.add_argument("--json", action="store_true", help="print the link counters as JSON on stderr")
@@ -244,10 +247,29 @@ def _shell(a: argparse.Namespace, rest: list[str]) -> int:
     spec = TestbedSpec(link=link, clients=a.clients, servers=max(a.servers, a.shards), access=access, seed=a.seed,
                        tcp_cc=a.default_cc, pcap_dir=pcap_dir, dns=a.dns, terminals=a.terminals,
                        terrestrial=terrestrial)
-    if a.cc and not a.serve:
+    if a.cc and not (a.serve or a.site):
         raise InputError("--cc sets the congestion control of the server started by --serve; "
                          "use --default-cc for the namespaces' default")
     serve = None
+    if a.site and (a.serve or a.shards > 1):
+        raise InputError("--site replays a recorded site's own origins: no --serve, no --shards")
+    if a.site:
+        from .endpoints import sites  # noqa: PLC0415 - one option's module
+
+        site_dir = Path(a.site)
+        doc = sites.load_site(site_dir)
+        spec.servers = max(spec.servers, len(doc["hosts"]))
+        opts, cc = _options_from(a), a.cc
+
+        def serve(tb: Testbed) -> Iterator[Server]:  # each origin on its own host, with its own certificate
+            replay = sites.materialize(site_dir, tb.run_dir / "site")
+            logs = Path(a.server_logs) if a.server_logs else tb.run_dir / "server"
+            return (SatbenchServer(root, logs / (h.role if j else ""), opts, host=h, cc=cc,
+                                   cert=ca.issue([name]))
+                    for j, (h, root, name) in enumerate(zip(tb.servers, replay.roots, replay.hosts)))
+
+        page_host = urlsplit(doc["page"]).hostname
+        spec.server_names = [[h] for h in sorted(doc["hosts"], key=lambda h: h != page_host)]
     if a.serve:
         root = Path(a.serve)
         if not root.is_dir():

@@ -11,18 +11,29 @@ import json
 import sys
 from pathlib import Path
 
-from satbench.endpoints import pages
+import pytest
+
+from satbench.endpoints import ca, pages
 
 from ..helpers import run_cli
 
 
-def test_a_multi_origin_page_is_recorded_and_imported_byte_exact(tmp_path: Path) -> None:
-    www, out = tmp_path / "www", tmp_path / "site"
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, str]:
+    """The uniform 500 KB page over four shard origins, recorded in Chromium inside a testbed:
+    (the pages served, the imported site, the page's URL)."""
+    tmp = tmp_path_factory.mktemp("record")
+    www, out = tmp / "www", tmp / "site"
     pages.generate(www, ["uniform-500k"])
     url = pages.url_of("uniform-500k", shards=4)
     p = run_cli("shell", "--link", "lan", "--serve", str(www), "--shards", "4", "--quiet", "--",
                 sys.executable, "-m", "satbench", "record", url, "--out", str(out), timeout=300)
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    return www, out, url
+
+
+def test_a_multi_origin_page_is_recorded_and_imported_byte_exact(recorded: tuple[Path, Path, str]) -> None:
+    www, out, url = recorded
     site = json.loads((out / "site.json").read_text())
     assert site["page"] == url and site["filled"] == 0
     hosts = {e["host"] for e in site["entries"]}
@@ -36,20 +47,20 @@ def test_a_multi_origin_page_is_recorded_and_imported_byte_exact(tmp_path: Path)
         assert e["status"] == 200 and e["mime"] == "image/jpeg"
 
 
-def test_a_recorded_site_replays_from_its_own_origins_over_every_version(tmp_path: Path) -> None:
-    # Record the four-origin page (as above), then replay it over the LAN in Chromium and Firefox over
-    # HTTP/1.1, HTTP/2 and HTTP/3: every image comes from the origin it was recorded from, byte-exact (the
-    # replay's HAR against the recording), over the version asked for, and nothing is missing.
-    www, out = tmp_path / "www", tmp_path / "site"
-    pages.generate(www, ["uniform-500k"])
-    url = pages.url_of("uniform-500k", shards=4)
-    p = run_cli("shell", "--link", "lan", "--serve", str(www), "--shards", "4", "--quiet", "--",
-                sys.executable, "-m", "satbench", "record", url, "--out", str(out), timeout=300)
-    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
-    recorded = {e["url"]: e["body"] for e in json.loads((out / "site.json").read_text())["entries"]}
+def test_a_recorded_site_replays_from_its_own_origins_over_every_version(recorded: tuple[Path, Path, str],
+                                                                        tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Replay the recorded four-origin page over the LAN in Chromium and Firefox over HTTP/1.1, HTTP/2 and
+    # HTTP/3: every image comes from the origin it was recorded from, byte-exact (the replay's HAR
+    # against the recording), over the version asked for, and nothing is missing.
+    _, out, _ = recorded
+    bodies = {e["url"]: e["body"] for e in json.loads((out / "site.json").read_text())["entries"]}
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     exp = tmp_path / "replay.toml"
     exp.write_text('[experiment]\nname = "replay"\nseed = 1\ntimeout_s = 60\nartefacts = ["har"]\n[factors]\n'
-                   f'link = "lan"\nprotocol = ["h1", "h2", "h3"]\npage = "site:{out}"\nclient = ["chromium", "firefox"]\n')
+                   f'link = "lan"\nprotocol = ["h1", "h2", "h3"]\npage = "site:{out}"\nclient = ["chromium", "firefox"]\n'
+                   # the recording as it is: imported on first use (into XDG_CACHE_HOME), then replayed
+                   f'[[trial]]\nprotocol = "h2"\npage = "har:{out}/recording.har"\nclient = "chromium"\n')
     db = tmp_path / "db.sqlite"
     p = run_cli("run", str(exp), "--db", str(db), timeout=600)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
@@ -58,16 +69,28 @@ def test_a_recorded_site_replays_from_its_own_origins_over_every_version(tmp_pat
     ts = trials(db)
     # Firefox takes each object's protocol from Resource Timing, which shows another origin's only with
     # the server's Timing-Allow-Origin: its trials are valid only if every origin sent it.
-    assert len(ts) == 6 and all(t["status"] == "valid" for t in ts), [t["reason"] for t in ts]
+    assert len(ts) == 7 and all(t["status"] == "valid" for t in ts), [t["reason"] for t in ts]
+    assert len(list((tmp_path / "cache" / "satbench" / "sites").glob("*/site.json"))) == 1
     for t in ts:
         # Every recorded host name is an origin of its own (s1.test was the page host's alias when recorded).
         assert t["m"]["site_not_found"] == 0 and t["m"]["site_origins_contacted"] == 5, t["m"]
         assert t["protocols"] == {"h1": {"http/1.1"}, "h2": {"h2"}, "h3": {"h3"}}[t["f"]["protocol"]]
     hars = sorted((tmp_path / "artefacts").rglob("page.har"))
-    assert len(hars) == 3
+    assert len(hars) == 4  # Chromium's: three versions of the site, and the archive given as it is
     for h in hars:
         images = [e for e in json.loads(h.read_text())["log"]["entries"] if e["request"]["url"].endswith(".jpg")]
         assert len(images) == 8
         for e in images:
             body = base64.b64decode(e["response"]["content"]["text"])
-            assert hashlib.sha256(body).hexdigest() == recorded[e["request"]["url"]], e["request"]["url"]
+            assert hashlib.sha256(body).hexdigest() == bodies[e["request"]["url"]], e["request"]["url"]
+
+
+def test_the_shell_replays_a_site_from_its_origins(recorded: tuple[Path, Path, str], tmp_path: Path) -> None:
+    # satbench shell --site: each recorded origin answers under its own name with its own certificate.
+    www, out, _ = recorded
+    got = tmp_path / "img2.jpg"
+    p = run_cli("shell", "--link", "lan", "--site", str(out), "--quiet", "--", "curl", "-sS", "--fail",
+                "--cacert", str(ca.ensure().cert), "-o", str(got), "-w", "%{http_version} %{ssl_verify_result}",
+                "https://s2.test/uniform-500k/img2.jpg", timeout=120)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    assert got.read_bytes() == (www / "uniform-500k" / "img2.jpg").read_bytes() and p.stdout.split() == ["2", "0"]

@@ -17,6 +17,8 @@ counted per trial (``site_not_found``).
 
 from __future__ import annotations
 
+import hashlib
+import os
 from collections.abc import Mapping
 from dataclasses import replace
 from functools import cache
@@ -25,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from ..endpoints import ca, sites
-from ..errors import SatbenchError
+from ..errors import InputError, SatbenchError
 from ..model import ClientOutcome, Protocol, ServerKind
 from . import Problem, Workload
 
@@ -37,11 +39,30 @@ if TYPE_CHECKING:
     from ..testbed.testbed import TestbedSpec
 
 PREFIX = "site:"
+#: A recorded archive given as it is (a HAR or a Web Page Replay archive), imported on first use.
+ARCHIVE = "har:"
 #: Server hosts a testbed gives one site at most.
 MAX_ORIGINS = 32
 
 
+def cache_dir() -> Path:
+    """Where archives given as ``har:FILE`` are imported (once per archive's content)."""
+    base = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
+    return base / "satbench" / "sites"
+
+
 def folder(trial: TrialSpec) -> Path:
+    """The imported site a trial replays: ``site:DIR`` itself, or ``har:FILE`` imported into the cache."""
+    if trial.page.startswith(ARCHIVE):
+        archive = Path(trial.page[len(ARCHIVE):]).expanduser()
+        try:
+            tag = hashlib.sha256(archive.read_bytes()).hexdigest()[:16]
+        except OSError as e:
+            raise InputError(f"{archive}: cannot read the archive: {e.strerror}") from None
+        out = cache_dir() / tag
+        if not (out / "site.json").exists():
+            sites.import_archive(archive, out)
+        return out
     return Path(trial.page[len(PREFIX):]).expanduser()
 
 
@@ -57,7 +78,7 @@ class ReplayedSite(Workload):
 
     @classmethod
     def claims(cls, trial: TrialSpec) -> bool:
-        return trial.page.startswith(PREFIX)
+        return trial.page.startswith((PREFIX, ARCHIVE))
 
     @classmethod
     def problem(cls, trial: TrialSpec) -> Problem | None:
