@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from satbench.endpoints import ca, pages
+from satbench.results.report import write_report
 
 from ..helpers import run_cli
 
@@ -75,6 +76,8 @@ def test_a_recorded_site_replays_from_its_own_origins_over_every_version(recorde
         # Every recorded host name is an origin of its own (s1.test was the page host's alias when recorded).
         assert t["m"]["site_not_found"] == 0 and t["m"]["site_origins_contacted"] == 5, t["m"]
         assert t["protocols"] == {"h1": {"http/1.1"}, "h2": {"h2"}, "h3": {"h3"}}[t["f"]["protocol"]]
+    page = write_report(db, tmp_path / "report").read_text()
+    assert "<h3>Replayed sites</h3>" in page
     hars = sorted((tmp_path / "artefacts").rglob("page.har"))
     assert len(hars) == 4  # Chromium's: three versions of the site, and the archive given as it is
     for h in hars:
@@ -94,3 +97,26 @@ def test_the_shell_replays_a_site_from_its_origins(recorded: tuple[Path, Path, s
                 "https://s2.test/uniform-500k/img2.jpg", timeout=120)
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
     assert got.read_bytes() == (www / "uniform-500k" / "img2.jpg").read_bytes() and p.stdout.split() == ["2", "0"]
+
+
+def test_a_folder_of_ones_own_files_is_a_page(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # page = "dir:PATH": the folder's index.html and what it names, from one origin, over GEO.
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    mine = tmp_path / "mine"
+    pages.generate(tmp_path / "www", ["single-100k"])
+    (mine / "pics").mkdir(parents=True)
+    (mine / "pics" / "a.jpg").write_bytes((tmp_path / "www" / "single-100k" / "img1.jpg").read_bytes())
+    (mine / "index.html").write_text('<!DOCTYPE html><html><body><h1>mine</h1><img src="pics/a.jpg"></body></html>')
+    exp = tmp_path / "dir.toml"
+    exp.write_text(f'[experiment]\nname = "dir"\nseed = 1\ntimeout_s = 60\n[factors]\nlink = "geo"\n'
+                   f'protocol = "h2"\npage = "dir:{mine}"\nclient = "chromium"\n')
+    db = tmp_path / "db.sqlite"
+    p = run_cli("run", str(exp), "--db", str(db), timeout=300)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    from tests.e2e.test_quic_stacks import trials
+
+    (t,) = trials(db)
+    assert t["status"] == "valid", t["reason"]
+    assert t["m"]["site_not_found"] == 0 and t["m"]["site_origins_contacted"] == 1
+    # The HTML and the image cross the link: 2 handshake round trips, then one each, over 530 ms.
+    assert t["m"]["plt_ms"] >= 4 * 530

@@ -284,6 +284,27 @@ def _site(path: Path, kind: str, entries: list[Entry], out: Path, pages: list[An
     return site
 
 
+def import_folder(path: Path, out: Path, host: str = "server.test") -> Site:
+    """A folder of one's own files as a site of one origin (``host``): every file an entry at its path,
+    typed by its extension; the page is its ``index.html``."""
+    import mimetypes  # noqa: PLC0415
+
+    if not (path / "index.html").is_file():
+        raise InputError(f"{path}: a folder served as a page needs an index.html")
+    bodies = _Bodies(out / "bodies")
+    entries = []
+    for f in sorted(p for p in path.rglob("*") if p.is_file()):
+        rel = f.relative_to(path).as_posix()
+        data = f.read_bytes()
+        url_path = "/" if rel == "index.html" else "/" + rel
+        mime = mimetypes.guess_type(rel)[0] or "application/octet-stream"
+        entries.append(Entry(method="GET", url=f"https://{host}{url_path}", host=host, path=url_path, query="",
+                             status=200, headers=[("Content-Type", mime)], mime=mime, body=bodies.put(data),
+                             bytes=len(data)))
+    entries.sort(key=lambda e: e.path != "/")  # the page first
+    return _site(path, "folder", entries, out, [])
+
+
 def import_archive(path: Path, out: Path) -> Site:
     """Import a HAR (``.har``, ``.har.gz``, or JSON with ``log``) or a Web Page Replay archive
     (``.wprgo``: gzipped JSON with ``Requests``) into ``out``."""

@@ -56,9 +56,10 @@ def whole(lo: int, hi: int) -> Check:
 def page_check(v: Any) -> str | None:
     if not isinstance(v, str):
         return f"must be a page name, got {v!r}"
-    if v.startswith(("site:", "har:")):
-        return None if len(v) > 4 and v not in ("site:",) else (
-            "site:DIR needs the folder of an imported site (satbench pages import); har:FILE a HAR or .wprgo file")
+    if v.startswith(("site:", "har:", "dir:")):
+        return None if v.partition(":")[2] else (
+            "site:DIR needs the folder of an imported site (satbench pages import), har:FILE a HAR or .wprgo "
+            "file, dir:DIR a folder with an index.html")
     for kind in ("bulk", "upload"):
         if v.startswith(f"{kind}:"):
             try:
@@ -80,8 +81,9 @@ CORE: tuple[Factor, ...] = (
     Factor("protocol", one_of(choices(Protocol)), None, "HTTP version"),
     Factor("cc", one_of(choices(CongestionControl)), "cubic", "the server's congestion control (TCP and QUIC)"),
     Factor("page", page_check, None, "test page, bulk:SIZE (download one file), upload:SIZE (POST that many bytes), "
-                                     "site:DIR (a recorded site, imported by satbench pages import, replayed) or "
-                                     "har:FILE (a HAR or Web Page Replay archive, imported on first use, replayed)"),
+                                     "site:DIR (a recorded site, imported by satbench pages import, replayed), "
+                                     "har:FILE (a HAR or Web Page Replay archive, imported on first use, replayed) "
+                                     "or dir:DIR (a folder of one's own files with an index.html, one origin)"),
     Factor("client", one_of(choices(ClientKind)), "chromium",
            "chromium or firefox (real browsers), loader (satbench-load), curl (timing)"),
     Factor("clients", population.check, 1,

@@ -35,12 +35,16 @@ if TYPE_CHECKING:
     from ..endpoints.base import LoadRequest
     from ..experiment.trialspec import TrialSpec
     from ..link.spec import LinkSpec
+    from ..results.read import Results
+    from ..results.report import Figures
     from ..results.store import TrialRecord
     from ..testbed.testbed import TestbedSpec
 
 PREFIX = "site:"
 #: A recorded archive given as it is (a HAR or a Web Page Replay archive), imported on first use.
 ARCHIVE = "har:"
+#: A folder of one's own files, served as a page of one origin (its index.html), imported on first use.
+FOLDER = "dir:"
 #: Server hosts a testbed gives one site at most.
 MAX_ORIGINS = 32
 
@@ -63,6 +67,17 @@ def folder(trial: TrialSpec) -> Path:
         if not (out / "site.json").exists():
             sites.import_archive(archive, out)
         return out
+    if trial.page.startswith(FOLDER):
+        given = Path(trial.page[len(FOLDER):]).expanduser()
+        if not given.is_dir():
+            raise InputError(f"{given}: no such folder")
+        # Its content's identity: every file's path, size and time of change (an edited folder is new).
+        sig = "\n".join(f"{p.relative_to(given)}:{p.stat().st_size}:{p.stat().st_mtime_ns}"
+                        for p in sorted(given.rglob("*")) if p.is_file())
+        out = cache_dir() / ("dir-" + hashlib.sha256(f"{given.resolve()}\n{sig}".encode()).hexdigest()[:16])
+        if not (out / "site.json").exists():
+            sites.import_folder(given, out)
+        return out
     return Path(trial.page[len(PREFIX):]).expanduser()
 
 
@@ -78,7 +93,7 @@ class ReplayedSite(Workload):
 
     @classmethod
     def claims(cls, trial: TrialSpec) -> bool:
-        return trial.page.startswith((PREFIX, ARCHIVE))
+        return trial.page.startswith((PREFIX, ARCHIVE, FOLDER))
 
     @classmethod
     def problem(cls, trial: TrialSpec) -> Problem | None:
@@ -144,3 +159,39 @@ class ReplayedSite(Workload):
         site: dict[str, Any] = {"folder": str(folder(trial)), "page": doc["page"], "hosts": doc["hosts"],
                                 "filled": doc.get("filled", 0)}
         rec.env["site"] = site
+
+    @classmethod
+    def report(cls, r: Results, experiment: str, valid: Any, varied: list[str], figs: Figures) -> str:
+        """Replayed sites: per combination, the origins contacted, the connections (in all, and to the
+        busiest origin), and requests the recording lacked."""
+        import statistics  # noqa: PLC0415
+
+        from ..results.report import table_html  # noqa: PLC0415 - the report imports the workloads
+
+        if "page" not in valid.columns or "site_origins_contacted" not in valid.columns:
+            return ""
+        mine = valid[valid["site_origins_contacted"].notna()]
+        if mine.empty:
+            return ""
+        objects = r.objects_of([int(x) for x in mine["trial_id"]])
+        per_trial: dict[int, tuple[int, int]] = {}
+        for tid, g in objects.groupby("trial_id"):
+            hosts = g.assign(host=g["url"].map(lambda u: urlsplit(str(u)).hostname))
+            conns = hosts.dropna(subset=["connection"]).groupby(["client", "host"])["connection"].nunique()
+            per_trial[int(str(tid))] = (int(conns.sum()), int(conns.max()) if len(conns) else 0)
+        rows = []
+        groups = mine.groupby([v for v in varied if v in mine.columns], dropna=False) if varied else [((), mine)]
+        for cell, g in groups:
+            cell = cell if isinstance(cell, tuple) else (cell,)
+            got = [per_trial[int(t)] for t in g["trial_id"] if int(t) in per_trial]
+            rows.append([" ".join(f"{k}={v}" for k, v in zip(varied, cell)) or "all", len(g),
+                         statistics.median(g["site_origins_contacted"]),
+                         statistics.median(c for c, _ in got) if got else "-",
+                         statistics.median(m for _, m in got) if got else "-",
+                         int(g["site_not_found"].sum())])
+        return ("<h3>Replayed sites</h3><p class='note'>Each recorded origin on a server host of its own: the "
+                "origins a load contacted, the connections it opened (in all, and to its busiest origin; "
+                "medians over the trials), and the requests the recording lacked (404s, the browser's "
+                "favicon aside).</p>"
+                + table_html(rows, ["combination", "trials", "origins", "connections", "to the busiest origin",
+                                    "not recorded"]))
