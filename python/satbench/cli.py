@@ -268,8 +268,7 @@ def _shell(a: argparse.Namespace, rest: list[str]) -> int:
                                    cert=ca.issue([name]))
                     for j, (h, root, name) in enumerate(zip(tb.servers, replay.roots, replay.hosts)))
 
-        page_host = urlsplit(doc["page"]).hostname
-        spec.server_names = [[h] for h in sorted(doc["hosts"], key=lambda h: h != page_host)]
+        spec.server_names = [[h] for h in sites.origin_hosts(doc)]
     if a.serve:
         root = Path(a.serve)
         if not root.is_dir():

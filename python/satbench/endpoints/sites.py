@@ -353,16 +353,19 @@ def load_site(folder: Path) -> dict[str, Any]:
     return doc
 
 
+def origin_hosts(doc: dict[str, Any]) -> list[str]:
+    """An imported site's hosts in the order they get server hosts: the page's origin first (the
+    testbed's first server host), then the others as recorded."""
+    page_host = urlsplit(doc["page"]).hostname
+    return sorted(doc["hosts"], key=lambda h: h != page_host)
+
+
 def materialize(folder: Path, out: Path) -> Replay:
     """Lay an imported site out under ``out`` (one folder per host), once: an existing layout made
     from the same manifest is kept."""
     doc = load_site(folder)
     tag = hashlib.sha256((folder / "site.json").read_bytes()).hexdigest()[:16]
-    hosts: list[str] = list(doc["hosts"])
-    page_host = urlsplit(doc["page"]).hostname
-    if page_host in hosts:  # the page's origin first: it is the testbed's first server host
-        hosts.remove(page_host)
-        hosts.insert(0, page_host)
+    hosts = origin_hosts(doc)
     roots = [out / tag / h for h in hosts]
     seen: dict[tuple[str, str], str] = {}
     notes: list[str] = []

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from ..endpoints.base import Problem as Problem  # re-exported: a workload's problem is a client's
 from ..model import ClientOutcome
 
 if TYPE_CHECKING:
@@ -42,10 +43,6 @@ if TYPE_CHECKING:
     from ..results.report import Figures
     from ..results.store import TrialRecord
     from ..testbed.testbed import TestbedSpec
-
-#: A factor that cannot run, and why.
-Problem = tuple[str, str]
-
 
 @dataclass(frozen=True)
 class Table:

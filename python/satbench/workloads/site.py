@@ -56,9 +56,21 @@ def cache_dir() -> Path:
 
 
 def folder(trial: TrialSpec) -> Path:
-    """The imported site a trial replays: ``site:DIR`` itself, or ``har:FILE`` imported into the cache."""
-    if trial.page.startswith(ARCHIVE):
-        archive = Path(trial.page[len(ARCHIVE):]).expanduser()
+    """The imported site a trial replays: ``site:DIR`` itself, or ``har:FILE`` and ``dir:DIR`` imported
+    into the cache (once per process: the archive is hashed and the folder walked once)."""
+    return _folder(trial.page)
+
+
+@cache
+def _doc(page: str) -> dict[str, Any]:
+    """The imported site's manifest, read once per process."""
+    return sites.load_site(_folder(page))
+
+
+@cache
+def _folder(page: str) -> Path:
+    if page.startswith(ARCHIVE):
+        archive = Path(page[len(ARCHIVE):]).expanduser()
         try:
             tag = hashlib.sha256(archive.read_bytes()).hexdigest()[:16]
         except OSError as e:
@@ -67,8 +79,8 @@ def folder(trial: TrialSpec) -> Path:
         if not (out / "site.json").exists():
             sites.import_archive(archive, out)
         return out
-    if trial.page.startswith(FOLDER):
-        given = Path(trial.page[len(FOLDER):]).expanduser()
+    if page.startswith(FOLDER):
+        given = Path(page[len(FOLDER):]).expanduser()
         if not given.is_dir():
             raise InputError(f"{given}: no such folder")
         # Its content's identity: every file's path, size and time of change (an edited folder is new).
@@ -78,7 +90,7 @@ def folder(trial: TrialSpec) -> Path:
         if not (out / "site.json").exists():
             sites.import_folder(given, out)
         return out
-    return Path(trial.page[len(PREFIX):]).expanduser()
+    return Path(page[len(PREFIX):]).expanduser()
 
 
 @cache
@@ -98,7 +110,7 @@ class ReplayedSite(Workload):
     @classmethod
     def problem(cls, trial: TrialSpec) -> Problem | None:
         try:
-            doc = sites.load_site(folder(trial))
+            doc = _doc(trial.page)
         except SatbenchError as e:
             return "page", str(e)
         if len(doc["hosts"]) > MAX_ORIGINS:
@@ -119,15 +131,14 @@ class ReplayedSite(Workload):
 
     @classmethod
     def size(cls, trial: TrialSpec) -> tuple[int, int] | None:
-        doc = sites.load_site(folder(trial))
+        doc = _doc(trial.page)
         return sum(int(e["bytes"]) for e in doc["entries"]), max(0, len(doc["entries"]) - 1)
 
     @classmethod
     def configure(cls, trial: TrialSpec, spec: TestbedSpec) -> None:
-        doc = sites.load_site(folder(trial))
-        spec.servers = len(doc["hosts"])
-        page_host = urlsplit(doc["page"]).hostname
-        spec.server_names = [[h] for h in sorted(doc["hosts"], key=lambda h: h != page_host)]
+        hosts = sites.origin_hosts(_doc(trial.page))
+        spec.servers = len(hosts)
+        spec.server_names = [[h] for h in hosts]
 
     @classmethod
     def origins(cls, trial: TrialSpec, pages_root: Path) -> list[tuple[Path, tuple[Path, Path] | None]] | None:
@@ -136,7 +147,7 @@ class ReplayedSite(Workload):
 
     @classmethod
     def request(cls, trial: TrialSpec, req: LoadRequest, session: str, seed: int) -> LoadRequest:
-        doc = sites.load_site(folder(trial))
+        doc = _doc(trial.page)
         page_host = urlsplit(doc["page"]).hostname
         return replace(req, url=doc["page"], origins=tuple(h for h in doc["hosts"] if h != page_host))
 
@@ -149,13 +160,13 @@ class ReplayedSite(Workload):
     @classmethod
     def judge(cls, rec: TrialRecord, trial: TrialSpec, links: Mapping[str, LinkSpec], outcome: ClientOutcome
               ) -> None:
-        recorded = {e["url"] for e in sites.load_site(folder(trial))["entries"]}
+        recorded = {e["url"] for e in _doc(trial.page)["entries"]}
         # A 404 the recording did not have: a request it lacks (a browser's own favicon request aside).
         rec.metrics["site_not_found"] = float(sum(o.status == 404 and o.url not in recorded
                                                   and not o.url.endswith("/favicon.ico") for o in rec.objects))
         hosts = {urlsplit(o.url).hostname for o in rec.objects}
         rec.metrics["site_origins_contacted"] = float(len(hosts))
-        doc = sites.load_site(folder(trial))
+        doc = _doc(trial.page)
         site: dict[str, Any] = {"folder": str(folder(trial)), "page": doc["page"], "hosts": doc["hosts"],
                                 "filled": doc.get("filled", 0)}
         rec.env["site"] = site
