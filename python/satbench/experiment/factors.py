@@ -129,8 +129,8 @@ CORE: tuple[Factor, ...] = (
            "Chromium's CPU throttling (the DevTools protocol's Emulation.setCPUThrottlingRate): each task takes "
            "this many times as long; 4 is a mid-range phone, as Lighthouse sets it", keyed=False),
     Factor("device", one_of(tuple(DEVICES)), "desktop",
-           "the browser's device: desktop (a 1280x720 window) or phone (Playwright's Pixel 7: a 412x839 viewport, device "
-           "pixel ratio 2.625, a mobile user agent, touch)", keyed=False),
+           "the browser's device: desktop (a 1280x720 window) or phone (Playwright's Pixel 7: a 412x839 "
+           "viewport, device pixel ratio 2.625, a mobile user agent, touch)", keyed=False),
     Factor("quic_window", lambda v: None if v in ("stack", "bdp") or (isinstance(v, int) and not isinstance(
         v, bool) and 1024 <= v <= 1 << 40) else f"must be stack, bdp or a number of bytes, got {v!r}", "stack",
            "QUIC flow-control windows (connection and stream) of the loader and the satbench server: each "
