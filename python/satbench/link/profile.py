@@ -68,6 +68,8 @@ from typing import Any
 from ..errors import ProfileError
 
 BUILTIN_DIR = Path(__file__).parent / "profiles"
+#: A profile's name: letters, digits, '.', '_' and '-', not starting with a sign.
+NAME_RE = r"[A-Za-z0-9][A-Za-z0-9._-]*"
 DIRECTIONS = ("forward", "return")
 
 _NUMBER_KEYS = {
@@ -454,7 +456,7 @@ def parse_profile(text: str, *, file: str = "<profile>", overrides: list[str] | 
             raise ProfileError(f"unknown key (known: {', '.join(sorted(_TOP_KEYS))})", file=file,
                                line=line_of(text, None, k), field=k)
     name = data.get("name")
-    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name):
+    if not isinstance(name, str) or not re.fullmatch(NAME_RE, name):
         raise ProfileError("must be a name of letters, digits, '.', '_' or '-'", file=file,
                            line=line_of(text, None, "name"), field="name")
     align = data.get("align_minute", False)

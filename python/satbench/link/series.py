@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import InputError
+from .profile import NAME_RE
 
 LOST = {"lost", "loss", "timeout", "-", "nan", "", "none", "null"}
 PING_RE = re.compile(r"^\[(?P<t>\d+(?:\.\d+)?)\].*?(?:time=(?P<rtt>\d+(?:\.\d+)?) ?ms|no answer yet)")
@@ -192,7 +193,7 @@ def write(series: Path, out: Path, name: str, *, split: float = 0.5, loss_window
           queue_ms: float = 100.0, align_minute: bool = False, label: str | None = None) -> Path:
     """Read ``series``, write ``out/NAME.toml`` and its delay traces; return the profile's path. The
     series itself is read, never changed."""
-    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name):
+    if not re.fullmatch(NAME_RE, name):
         raise InputError(f"--name: letters, digits, '-', '_' or '.', got {name!r}")
     try:
         text = series.read_text()
