@@ -6,12 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from satbench.experiment.trialspec import TrialSpec
 from satbench.path.pep import Pep, _split_leg
 
-
-def trial(pep: object, **more: object) -> TrialSpec:
-    return TrialSpec.of({"link": "geo", "protocol": "h2", "page": "blank", "pep": pep, **more})
+from ..helpers import trial
 
 
 @pytest.mark.parametrize("value", ["terminal", "gateway", "both", {"at": "both"},
@@ -45,8 +42,8 @@ def test_initial_window_is_taken_out_of_the_socket_settings() -> None:
 
 
 def test_places() -> None:
-    assert Pep("both", {}, trial("both")).places() == ["terminal", "gateway"]
-    assert Pep({"at": "gateway"}, {}, trial({"at": "gateway"})).places() == ["gateway"]
+    assert Pep("both", {}, trial(pep="both")).places() == ["terminal", "gateway"]
+    assert Pep({"at": "gateway"}, {}, trial(pep={"at": "gateway"})).places() == ["gateway"]
 
 
 def test_labels() -> None:
@@ -68,6 +65,6 @@ def test_the_gateway_proxy_takes_a_terminal_pep_given_either_way() -> None:
     from satbench.path.proxy import Proxy
 
     for pep in ("terminal", {"at": "terminal", "satellite": "cc=bbr"}):
-        assert Proxy.check("nginx") is None and Proxy.conflict("nginx", trial(pep, proxy="nginx")) is None, pep
+        assert Proxy.check("nginx") is None and Proxy.conflict("nginx", trial(pep=pep, proxy="nginx")) is None, pep
     for pep in ("gateway", "both", {"at": "gateway"}, {"at": "both", "max_conns": 10}):
-        assert "PEP at the gateway" in (Proxy.conflict("nginx", trial(pep, proxy="nginx")) or ""), pep
+        assert "PEP at the gateway" in (Proxy.conflict("nginx", trial(pep=pep, proxy="nginx")) or ""), pep
