@@ -265,8 +265,9 @@ def _shell(a: argparse.Namespace, rest: list[str]) -> int:
             replay = sites.materialize(site_dir, tb.run_dir / "site")
             logs = Path(a.server_logs) if a.server_logs else tb.run_dir / "server"
             return (SatbenchServer(root, logs / (h.role if j else ""), opts, host=h, cc=cc,
-                                   cert=ca.issue([name]))
-                    for j, (h, root, name) in enumerate(zip(tb.servers, replay.roots, replay.hosts)))
+                                   cert=ca.issue([name]), replay=manifest)
+                    for j, (h, root, name, manifest) in enumerate(zip(tb.servers, replay.roots, replay.hosts,
+                                                                      replay.manifests)))
 
         spec.server_names = [[h] for h in sites.origin_hosts(doc)]
     if a.serve:
@@ -548,6 +549,8 @@ def _pages_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bulk", help="also make bulk files, e.g. 1M,100M,250M,500M")
     p.add_argument("--bulk-only", action="store_true", help="make only the bulk files")
     p.add_argument("--seed", type=ranged(0, 2**63 - 1), default=1, help="content seed (default 1)")
+    p.add_argument("--volatile", help="import: comma-separated query parameters replay ignores when it matches "
+                                      "a request (cache-busters, session ids)")
 
 
 def _pages(a: argparse.Namespace, _: list[str]) -> int:
@@ -557,12 +560,14 @@ def _pages(a: argparse.Namespace, _: list[str]) -> int:
             raise InputError("pages import: name the archive (a .har, .har.gz or .wprgo file)")
         from .endpoints import sites  # noqa: PLC0415 - one command's module
 
-        site = sites.import_archive(Path(a.archive), out)
+        site = sites.import_archive(Path(a.archive), out, a.volatile.split(",") if a.volatile else ())
         d = site.to_json()
         print(f"{a.archive}: {len(site.entries)} entries from {len(site.hosts)} hosts ({', '.join(site.hosts[:6])}"
               f"{', ...' if len(site.hosts) > 6 else ''}); page {site.page}; {d['filled']} bodies filled, "
               f"{d['decoded']} decoded -> {out / 'site.json'}")
         return 0
+    if a.volatile:
+        raise InputError("pages: --volatile is for pages import")
     if a.archive:
         raise InputError(f"pages: unexpected {a.archive!r} (to import it: satbench pages import {a.archive} --out DIR)")
     sizes = [pages.parse_size(s) for s in (a.bulk.split(",") if a.bulk else [])]

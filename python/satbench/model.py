@@ -382,6 +382,10 @@ class ServerSummary:
     unused_connections: int | None = None
     #: TCP_NODELAY as read back from the server's TCP connections (each value seen).
     nodelay: list[bool] | None = None
+    #: A replayed origin's requests by how they found their recorded answer: exact, fuzzy (the
+    #: closest query), miss (never recorded: 404; a browser's own /favicon.ico aside). None: no
+    #: origin replayed a recording.
+    replay: dict[str, int] | None = None
     #: The real-time endpoints' log lines (their requests and messages): read
     #: by satbench.realtime, not stored with the summary (the messages are).
     realtime_log: list[dict[str, Any]] | None = field(default=None, repr=False)
@@ -410,7 +414,7 @@ class ServerSummary:
             out.tcp_min_rtt_ms = min(xs)
         if xs := vals("connections_limited"):
             out.connections_limited = [c for v in xs for c in v]
-        for name in ("limited_ms", "transports"):
+        for name in ("limited_ms", "transports", "replay"):
             if xs := vals(name):
                 total: dict[str, Any] = {}
                 for v in xs:
@@ -454,7 +458,7 @@ class ServerSummary:
         out: dict[str, Any] = {"kind": self.kind.value}
         for k in ("connections", "requests", "protocols", "cc", "cc_impl", "bytes_served", "tcp_total_retrans",
                   "tcp_max_cwnd", "tcp_min_rtt_ms", "qlogs", "quic_stacks", "limited_ms", "connections_limited",
-                  "transports", "origins", "coalesced_connections", "unused_connections", "nodelay", "tls"):
+                  "transports", "origins", "coalesced_connections", "unused_connections", "nodelay", "tls", "replay"):
             v = getattr(self, k)
             if v is not None:
                 out[k] = v

@@ -108,3 +108,65 @@ def test_a_malformed_archive_is_refused_with_its_entry(tmp_path: Path, content: 
         sites.import_archive(src, tmp_path / "out")
     p = run_cli("pages", "import", str(src), "--out", str(tmp_path / "out2"))
     assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and words.split("(")[0] in p.stderr
+
+
+GOLDEN = Path(__file__).resolve().parents[1] / "fixtures" / "golden"
+
+
+def shop_har() -> dict:
+    """A recorded origin with what replay must keep: two queries of one path (one volatile
+    parameter), a redirect, recorded headers and think times, headers the server sets itself."""
+    return har([
+        entry("https://www.shop.test/", headers=[("Content-Type", "text/html; charset=utf-8"),
+                                                 ("Server", "nginx"), ("Cache-Control", "no-cache")]),
+        entry("https://www.shop.test/app.js?v=7&session=abc", mime="text/javascript", text="var v = 7;",
+              headers=[("Content-Type", "text/javascript"), ("Cache-Control", "max-age=600"),
+                       ("Content-Length", "10"), ("Alt-Svc", 'h3=":443"')], wait=40),
+        entry("https://www.shop.test/app.js?v=8&session=abc", mime="text/javascript", text="var v = 8;",
+              headers=[("Content-Type", "text/javascript")], wait=0),
+        entry("https://www.shop.test/old", status=301, text="", mime="text/html",
+              headers=[("Location", "https://www.shop.test/"), ("X-Bad", "caf\u00e9")]),
+    ])
+
+
+def test_replay_manifest_keeps_statuses_headers_and_think_times(tmp_path: Path) -> None:
+    (tmp_path / "a.har").write_text(json.dumps(shop_har()))
+    sites.import_archive(tmp_path / "a.har", tmp_path / "site", volatile=["session"])
+    r = sites.materialize(tmp_path / "site", tmp_path / "out")
+    assert r.hosts == ["www.shop.test"] and r.served == 4
+    m = json.loads(r.manifests[0].read_text())
+    assert m["volatile"] == ["session"] and Path(m["bodies"]).is_absolute()
+    by = {(e["path"], e["query"]): e for e in m["entries"]}
+    js = by[("/app.js", "v=7&session=abc")]
+    # What the server sets itself (type, length, Alt-Svc, Server) is not sent as recorded; the rest is.
+    assert js["headers"] == [["cache-control", "max-age=600"]] and js["content_type"] == "text/javascript"
+    assert js["server_ms"] == 40 and (Path(m["bodies"]) / js["body"]).read_bytes() == b"var v = 7;"
+    old = by[("/old", "")]
+    assert old["status"] == 301 and old["headers"] == [["location", "https://www.shop.test/"]]
+    assert any("X-Bad" in n for n in r.notes)  # a header HTTP cannot carry: left out, and said
+    with pytest.raises(InputError, match="--volatile"):
+        sites.import_archive(tmp_path / "a.har", tmp_path / "x", volatile=["a=b"])
+
+
+def test_the_replay_manifest_fixture_is_what_the_importer_writes(tmp_path: Path) -> None:
+    """The manifest's format is the orchestrator's; satbench-server's replay.rs reads this fixture
+    (``reads_the_orchestrators_manifest``), so a change on either side fails a test. Rewrite it
+    with SATBENCH_BLESS=1."""
+    import os
+    import shutil
+
+    (tmp_path / "a.har").write_text(json.dumps(shop_har()))
+    sites.import_archive(tmp_path / "a.har", tmp_path / "site", volatile=["session"])
+    r = sites.materialize(tmp_path / "site", tmp_path / "out")
+    m = json.loads(r.manifests[0].read_text())
+    m["bodies"] = "replay-bodies"  # relative: the fixture's own folder
+    text = json.dumps(m, indent=1) + "\n"
+    if os.environ.get("SATBENCH_BLESS"):
+        shutil.rmtree(GOLDEN / "replay-bodies", ignore_errors=True)
+        (GOLDEN / "replay-bodies").mkdir()
+        for e in m["entries"]:
+            shutil.copy(tmp_path / "site" / "bodies" / e["body"], GOLDEN / "replay-bodies" / e["body"])
+        (GOLDEN / "replay.json").write_text(text)
+    assert (GOLDEN / "replay.json").read_text() == text, "stale: SATBENCH_BLESS=1 pytest tests/unit/test_sites.py"
+    for e in m["entries"]:
+        assert (GOLDEN / "replay-bodies" / e["body"]).read_bytes() == (tmp_path / "site" / "bodies" / e["body"]).read_bytes()

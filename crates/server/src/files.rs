@@ -1,6 +1,9 @@
 //! The served directory: request paths to files, never outside the root.
 
+use crate::replay::{Archive, Recorded};
+use std::borrow::Cow;
 use std::path::{Component, Path, PathBuf};
+use std::time::Duration;
 
 /// The upload sink's path: `POST /upload` (any query) is read to its end and
 /// answered 200 with the number of body bytes received, as one text line.
@@ -101,63 +104,162 @@ pub enum Body {
     Empty,
 }
 
-/// What a request is answered with (both QUIC stacks, one behaviour).
+/// What a request is answered with: one decision for HTTP/1.1, HTTP/2 and
+/// both QUIC stacks, which only carry it out.
 #[derive(Debug)]
 pub struct Planned {
     pub status: u16,
-    pub content_type: &'static str,
+    pub content_type: Cow<'static, str>,
     /// The `content-length` header: the file's length, also for HEAD.
     pub content_length: u64,
     pub body: Body,
+    /// A replayed origin's recorded headers, sent as they were.
+    pub headers: Vec<(String, String)>,
+    /// How long to wait before answering (a replayed origin's recorded
+    /// think time, with `--replay-think`).
+    pub delay: Duration,
+    /// How a replayed origin found the answer (`exact`, `fuzzy`, `miss`);
+    /// None when the origin is not a replay. For the access log.
+    pub replay: Option<&'static str>,
 }
 
 impl Planned {
     /// The answer to an upload once its body has ended: 200, the byte count.
     pub fn uploaded(received: u64) -> Planned {
-        let text = format!("{received}\n").into_bytes();
+        Planned::text(200, format!("{received}\n").into_bytes())
+    }
+
+    /// Whether the answer carries a `content-length` (204 and 304 carry no
+    /// content, and no length of it).
+    pub fn sends_length(&self) -> bool {
+        !matches!(self.status, 204 | 304)
+    }
+
+    fn text(status: u16, text: Vec<u8>) -> Planned {
         Planned {
-            status: 200,
-            content_type: "text/plain",
+            status,
+            content_type: Cow::Borrowed("text/plain"),
             content_length: text.len() as u64,
             body: Body::Mem(text),
+            headers: Vec::new(),
+            delay: Duration::ZERO,
+            replay: None,
+        }
+    }
+
+    /// 404, 403 or 405 with the status as its text.
+    fn error(status: u16) -> Planned {
+        Planned::text(status, format!("{status}\n").into_bytes())
+    }
+}
+
+/// What an origin serves: a directory, or a recorded origin replayed
+/// (`--replay`), whose misses fall through to nothing (404).
+pub struct Site {
+    root: Root,
+    replay: Option<Archive>,
+    /// `--replay-think`: answer after the recorded think time.
+    think: bool,
+}
+
+impl Site {
+    pub fn new(root: Root, replay: Option<Archive>, think: bool) -> Site {
+        Site {
+            root,
+            replay,
+            think,
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.root.path()
+    }
+
+    /// The recorded origin replayed, if any.
+    pub fn archive(&self) -> Option<&Archive> {
+        self.replay.as_ref()
+    }
+
+    /// The answer to a request without a body (an upload, [`is_upload`], is
+    /// answered by [`Planned::uploaded`] once its body is read), `method
+    /// target` as the request gives them: the directory's file (200), 404,
+    /// 403 for paths outside the root, 405 for methods other than GET and
+    /// HEAD; or, replaying, the recorded answer ([`Archive::find`]) or 404.
+    pub fn plan(&self, method: &str, target: &str) -> Planned {
+        match &self.replay {
+            None => self.root.plan(method, target),
+            Some(a) => {
+                let mut p = match a.find(method, target) {
+                    None => Planned::error(404),
+                    Some((r, how)) => {
+                        let mut p = recorded(r, method == "HEAD");
+                        p.replay = Some(how.name());
+                        if self.think {
+                            p.delay = r.think.unwrap_or(Duration::ZERO);
+                        }
+                        p
+                    }
+                };
+                p.replay.get_or_insert("miss");
+                p
+            }
         }
     }
 }
 
+/// A recorded response as it is sent (a body that cannot be opened is a 404).
+fn recorded(r: &Recorded, head: bool) -> Planned {
+    // Statuses that carry no content (RFC 9110 6.4.1).
+    let empty = matches!(r.status, 204 | 304);
+    let body = if head || empty {
+        Body::Empty
+    } else {
+        match std::fs::File::open(&r.body) {
+            Ok(file) => Body::File { file, len: r.bytes },
+            Err(_) => return Planned::error(404),
+        }
+    };
+    Planned {
+        status: r.status,
+        content_type: Cow::Owned(r.content_type.clone()),
+        content_length: if empty { 0 } else { r.bytes },
+        body,
+        headers: r.headers.clone(),
+        delay: Duration::ZERO,
+        replay: None,
+    }
+}
+
 impl Root {
-    /// The answer to a request without a body (an upload, [`is_upload`], is
-    /// answered by [`Planned::uploaded`] once its body is read): `method path`: 200 with the file, 404, 403 for paths
-    /// outside the root, 405 for methods other than GET and HEAD.
+    /// A directory's answer to a request without a body (see [`Site::plan`]).
     pub fn plan(&self, method: &str, path: &str) -> Planned {
-        let (status, len, file, content_type) = if method != "GET" && method != "HEAD" {
-            (405u16, 0, None, "text/plain")
-        } else {
-            match self.resolve(path) {
-                Resolved::File {
-                    path,
-                    len,
-                    content_type,
-                } => match std::fs::File::open(&path) {
-                    Ok(f) => (200, len, Some(f), content_type),
-                    Err(_) => (404, 0, None, "text/plain"),
-                },
-                Resolved::NotFound => (404, 0, None, "text/plain"),
-                Resolved::Forbidden => (403, 0, None, "text/plain"),
-            }
-        };
-        let (content_length, body) = match file {
-            Some(_) if method == "HEAD" => (len, Body::Empty),
-            Some(file) => (len, Body::File { file, len }),
-            None => {
-                let text = format!("{status}\n").into_bytes();
-                (text.len() as u64, Body::Mem(text))
-            }
+        if method != "GET" && method != "HEAD" {
+            return Planned::error(405);
+        }
+        let (len, file, content_type) = match self.resolve(path) {
+            Resolved::File {
+                path,
+                len,
+                content_type,
+            } => match std::fs::File::open(&path) {
+                Ok(f) => (len, f, content_type),
+                Err(_) => return Planned::error(404),
+            },
+            Resolved::NotFound => return Planned::error(404),
+            Resolved::Forbidden => return Planned::error(403),
         };
         Planned {
-            status,
-            content_type,
-            content_length,
-            body,
+            status: 200,
+            content_type: Cow::Borrowed(content_type),
+            content_length: len,
+            body: if method == "HEAD" {
+                Body::Empty
+            } else {
+                Body::File { file, len }
+            },
+            headers: Vec::new(),
+            delay: Duration::ZERO,
+            replay: None,
         }
     }
 }
@@ -277,7 +379,7 @@ mod tests {
         ] {
             let p = r.plan(m, path);
             assert_eq!(
-                (p.status, p.content_type),
+                (p.status, p.content_type.as_ref()),
                 (status, "text/plain"),
                 "{m} {path}"
             );
@@ -286,6 +388,45 @@ mod tests {
                 other => panic!("{other:?}"),
             }
         }
+    }
+
+    #[test]
+    fn a_replayed_origin_answers_as_recorded() {
+        let (d, r) = root();
+        std::fs::write(d.0.join("sub/body"), "recorded body").unwrap();
+        let doc = serde_json::json!({"version": 1, "host": "h", "bodies": d.0.join("sub"), "entries": [
+            {"method": "GET", "path": "/a", "query": "x=1", "status": 200, "content_type": "text/x",
+             "headers": [["cache-control", "max-age=9"]], "body": "b".repeat(64), "bytes": 13,
+             "server_ms": 25.0},
+            {"method": "GET", "path": "/gone", "query": "", "status": 304, "content_type": "text/x",
+             "headers": [], "body": "b".repeat(64), "bytes": 13}]});
+        std::fs::rename(d.0.join("sub/body"), d.0.join("sub").join("b".repeat(64))).unwrap();
+        let archive = || Some(Archive::from_json(&doc, Path::new(""), true).unwrap());
+        let site = Site::new(Root::new(r.path()).unwrap(), archive(), true);
+        let p = site.plan("GET", "/a?x=2");
+        assert_eq!(
+            (p.status, p.content_type.as_ref(), p.content_length),
+            (200, "text/x", 13)
+        );
+        assert_eq!(
+            (p.replay, p.delay),
+            (Some("fuzzy"), Duration::from_millis(25))
+        );
+        assert_eq!(
+            p.headers,
+            vec![("cache-control".to_string(), "max-age=9".to_string())]
+        );
+        assert!(matches!(p.body, Body::File { len: 13, .. }));
+        let p = site.plan("HEAD", "/a?x=1");
+        assert!(matches!((p.replay, p.body), (Some("exact"), Body::Empty)));
+        let p = site.plan("GET", "/gone");
+        assert!(matches!(p.body, Body::Empty) && !p.sends_length());
+        // The directory's own files are not served: what was not recorded is a miss.
+        let p = site.plan("GET", "/index.html");
+        assert_eq!((p.status, p.replay), (404, Some("miss")));
+        // Without --replay-think, at once.
+        let p = Site::new(Root::new(r.path()).unwrap(), archive(), false).plan("GET", "/a?x=1");
+        assert_eq!(p.delay, Duration::ZERO);
     }
 
     #[test]

@@ -17,6 +17,9 @@
 //!   preface, a SETTINGS frame); every request handled is answered 200 only
 //!   for GET or HEAD of a file inside the root or a POST to the upload sink,
 //!   else 403, 404 or 405.
+//! - `replay`: request lines against a recorded origin (`replay.rs`): an
+//!   answer has the request's method and path, a recorded path is never
+//!   missed.
 //!
 //! `cargo test` runs each for half a second;
 //! `SATBENCH_FUZZ_SECONDS=60 cargo test --release -p satbench-server fuzz_`
@@ -261,7 +264,7 @@ fn shared(fx: &Fixture) -> Arc<Shared> {
     };
     let (shutdown, _) = tokio::sync::watch::channel(false);
     Arc::new(Shared {
-        root: Root::new(&fx.root).unwrap(),
+        root: crate::files::Site::new(Root::new(&fx.root).unwrap(), None, false),
         opts,
         access: JsonLines::default(),
         tcp_info: JsonLines::default(),
@@ -495,6 +498,68 @@ fn fuzz_realtime() {
                     assert!(u.t_ms.is_finite());
                 }
                 None => f.add(6),
+            }
+        },
+    );
+}
+
+/// `replay`: request targets against a recorded origin (`replay.rs`, the
+/// manifest of `tests/fixtures/golden/replay.json`). Invariants: no panic;
+/// an answer has the request's method (a recorded GET for HEAD) and path;
+/// `exact` only when the queries hold the same pairs, volatile ones aside,
+/// and a path that has any recording always finds one.
+#[test]
+fn fuzz_replay() {
+    use crate::replay::{Archive, Match};
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/golden");
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("replay.json")).unwrap()).unwrap();
+    let a = Archive::from_json(&doc, &dir, false).unwrap();
+    fuzzkit::run(
+        Config::new("replay", corpus("replay"))
+            .dict(&[
+                "/",
+                "/app.js",
+                "/old",
+                "?",
+                "&",
+                "=",
+                "#",
+                "v=7",
+                "v=8",
+                "session=",
+                "session=abc",
+                "GET ",
+                "HEAD ",
+                "POST ",
+            ])
+            .max_len(128),
+        |b, f| {
+            let t = String::from_utf8_lossy(b);
+            let (method, target) = t.split_once(' ').unwrap_or(("GET", &t));
+            let found = a.find(method, target);
+            let path = target
+                .split('#')
+                .next()
+                .unwrap_or("")
+                .split('?')
+                .next()
+                .unwrap_or("");
+            f.add(match found.map(|(_, m)| m) {
+                None => 0,
+                Some(Match::Exact) => 1,
+                Some(Match::Fuzzy) => 2,
+            });
+            f.add_count(10, target.matches('&').count());
+            if let Some((r, _)) = found {
+                assert_eq!(r.path, path, "{t:?}");
+                let want = if method == "HEAD" { "GET" } else { method };
+                assert_eq!(r.method, want, "{t:?}");
+            } else if method == "GET" {
+                assert!(
+                    !["/", "/app.js", "/old"].contains(&path),
+                    "{t:?}: a recorded path missed"
+                );
             }
         },
     );

@@ -8,11 +8,19 @@
 //!     [--quic-stack quiche|quinn] [--quic-initcwnd PACKETS] [--no-pacing]
 //!     [--quic-max-data BYTES] [--quic-max-stream-data BYTES] [--idle-timeout-s S]
 //!     [--max-tcp-conns N] [--max-quic-conns N] [--header-read-timeout-s S] [--webtransport]
+//!     [--replay MANIFEST [--replay-think]]
 //! ```
 //! - port 80: HTTP/1.1 in cleartext;
 //! - port 443/TCP: TLS 1.3 with ALPN h2 and http/1.1, advertising HTTP/3 (Alt-Svc);
 //! - port 443/UDP: HTTP/3 over QUIC, paced: quiche (default, `quic.rs`) or
 //!   quinn with the `h3` crate (`--quic-stack quinn`, `quic_quinn.rs`).
+//!
+//! `--replay MANIFEST`: the origin answers as one recorded host did
+//! (`replay.rs`: its statuses, headers and bodies, the request matched as
+//! Web Page Replay matches it; a request never recorded gets 404 and
+//! `"replay": "miss"` in the access log); `--replay-think` waits each
+//! answer's recorded server think time first. Uploads and the real-time
+//! endpoints are served as ever.
 //!
 //! `--bind` defaults to 127.0.0.1: started by hand, the server serves the
 //! directory to this machine only. Give the address to serve on (a testbed
@@ -83,6 +91,7 @@ mod log;
 mod quic;
 mod quic_quinn;
 mod realtime;
+mod replay;
 mod rt_serve;
 mod rt_wt;
 mod tcp;
@@ -158,6 +167,10 @@ pub struct Options {
     pub nodelay: bool,
     /// `--webtransport`: WebTransport over HTTP/3 (quinn only), the real-time endpoint `/rt/wt` (`rt_wt.rs`).
     pub webtransport: bool,
+    /// `--replay`: a recorded origin's manifest (`replay.rs`).
+    pub replay: Option<String>,
+    /// `--replay-think`: the recorded think time before each replayed answer.
+    pub replay_think: bool,
 }
 
 impl Options {
@@ -222,6 +235,8 @@ impl Default for Options {
             header_read_timeout_s: None,
             nodelay: true,
             webtransport: false,
+            replay: None,
+            replay_think: false,
         }
     }
 }
@@ -256,6 +271,7 @@ pub const SWITCHES: &[&str] = &[
     "--no-resumption",
     "--no-0rtt",
     "--no-pacing",
+    "--replay-think",
 ];
 /// The flags that take text (paths, an address).
 pub const TEXT: &[&str] = &[
@@ -267,6 +283,7 @@ pub const TEXT: &[&str] = &[
     "--tcp-info",
     "--quic-info",
     "--qlog-dir",
+    "--replay",
 ];
 
 /// Every flag as `--describe` gives it: `{"flag", "kind": "int"|"choice"|"switch"|"text", ...}`.
@@ -330,6 +347,9 @@ pub enum ArgError {
     /// Only one of `--cert` and `--key`.
     #[error("--cert and --key go together")]
     CertWithoutKey,
+    /// `--replay-think` without a recording to take the time from.
+    #[error("--replay-think needs --replay")]
+    ThinkWithoutReplay,
     /// Anything else lexopt reports (a value given to a flag, non-UTF-8 text).
     #[error(transparent)]
     Other(lexopt::Error),
@@ -427,6 +447,8 @@ where
             Long("tfo") => o.tfo = true,
             Long("no-nodelay") => o.nodelay = false,
             Long("webtransport") => o.webtransport = true,
+            Long("replay") => o.replay = Some(p.value()?.string()?),
+            Long("replay-think") => o.replay_think = true,
             Long("no-resumption") => o.resumption = false,
             Long("no-0rtt") => o.zero_rtt = false,
             Long("no-pacing") => o.pacing = false,
@@ -455,6 +477,9 @@ where
     }
     if o.cert.is_some() != o.key.is_some() {
         return Err(ArgError::CertWithoutKey);
+    }
+    if o.replay_think && o.replay.is_none() {
+        return Err(ArgError::ThinkWithoutReplay);
     }
     if o.cert.is_none() {
         o.h3 = false;
@@ -570,8 +595,17 @@ fn main() {
     if check_only {
         return;
     }
-    let root = files::Root::new(std::path::Path::new(&opts.root))
-        .unwrap_or_else(|e| usage(&format!("--root {}: {e}", opts.root)));
+    let dir = || {
+        files::Root::new(std::path::Path::new(&opts.root))
+            .unwrap_or_else(|e| usage(&format!("--root {}: {e}", opts.root)))
+    };
+    let archive = || {
+        opts.replay.as_ref().map(|f| {
+            replay::Archive::load(std::path::Path::new(f))
+                .unwrap_or_else(|e| usage(&format!("--replay {e}")))
+        })
+    };
+    let root = files::Site::new(dir(), archive(), opts.replay_think);
     let open = |p: &Option<String>, flag: &str| {
         log::JsonLines::create(p.as_deref()).unwrap_or_else(|e| usage(&format!("{flag}: {e}")))
     };
@@ -601,7 +635,7 @@ fn main() {
     // The real-time endpoints' sessions and rooms, one for both servers.
     let realtime = Arc::new(rt_serve::RtState::default());
     let quic = if opts.h3 {
-        let files = Arc::new(files::Root::new(root.path()).expect("root"));
+        let files = Arc::new(files::Site::new(dir(), archive(), opts.replay_think));
         let st = stop.clone();
         let run: Box<dyn FnOnce() + Send> = match opts.quic_stack {
             QuicStack::Quiche => {
@@ -657,6 +691,8 @@ fn main() {
             "{}",
             serde_json::json!({
                 "ready": true, "pid": std::process::id(), "root": shared.root.path(),
+                "replay": shared.root.archive().map(|a| serde_json::json!({
+                    "host": a.host, "entries": a.len(), "think": opts.replay_think})),
                 "http_port": opts.http_port, "https_port": opts.https_port, "h3": opts.h3,
                 "tcp_cc": cc_in_effect,
                 "quic_cc": opts.h3.then(|| quic::cc_family(opts.cc_name())),

@@ -13,7 +13,7 @@
 //! sending a large window they come as often as it iterates (each carries
 //! its `interval_ms`).
 
-use crate::files::{is_upload, Body, Planned, Root};
+use crate::files::{is_upload, Body, Planned, Site};
 use crate::limits::{Observation, QuicInfo, Sampler};
 use crate::log::{unix_ns, JsonLines};
 use crate::{Options, QUIC_MAX_DATAGRAM};
@@ -75,6 +75,8 @@ struct Resp {
     buf: Vec<u8>,
     sent: u64,
     entry: serde_json::Value,
+    /// Not answered before this (a replayed origin's think time).
+    not_before: Option<Instant>,
 }
 
 /// An upload to the sink whose body is still arriving.
@@ -114,7 +116,7 @@ pub struct Server {
     sock: UdpSocket,
     config: quiche::Config,
     h3_config: quiche::h3::Config,
-    root: Arc<Root>,
+    root: Arc<Site>,
     access: JsonLines,
     quic_info: JsonLines,
     opts: Options,
@@ -168,7 +170,7 @@ fn random_cid() -> Vec<u8> {
 impl Server {
     pub fn new(
         opts: &Options,
-        root: Arc<Root>,
+        root: Arc<Site>,
         access: JsonLines,
         quic_info: JsonLines,
     ) -> Result<Server, QuicError> {
@@ -282,6 +284,7 @@ impl Server {
                         c.timeout_at,
                         c.pending.as_ref().map(|p| p.2),
                         Some(c.next_sample),
+                        c.streams.values().filter_map(|r| r.not_before).min(),
                     ]
                 })
                 .flatten()
@@ -310,6 +313,21 @@ impl Server {
                 let c = self.conns.get_mut(&id).expect("conn");
                 if c.timeout_at.is_some_and(|t| t <= now) {
                     c.conn.on_timeout();
+                }
+                // Answers whose think time is over.
+                let due: Vec<u64> = c
+                    .streams
+                    .iter()
+                    .filter(|(_, r)| r.not_before.is_some_and(|t| t <= now))
+                    .map(|(sid, _)| *sid)
+                    .collect();
+                if !due.is_empty() {
+                    if let Some(mut h3) = c.h3.take() {
+                        for sid in due {
+                            Self::push(&self.access, &mut h3, c, sid);
+                        }
+                        c.h3 = Some(h3);
+                    }
                 }
                 Self::flush(&self.sock, c, self.opts.pacing);
                 c.timeout_at = c.conn.timeout().map(|d| Instant::now() + d);
@@ -540,7 +558,7 @@ impl Server {
 
     /// A request's headers: an upload waits for its body; anything else is
     /// answered now.
-    fn on_request(root: &Root, opts: &Options, c: &mut Conn, sid: u64, req: &[quiche::h3::Header]) {
+    fn on_request(root: &Site, opts: &Options, c: &mut Conn, sid: u64, req: &[quiche::h3::Header]) {
         let t_request = unix_ns();
         let (mut method, mut path, mut authority) = (String::new(), String::new(), String::new());
         for h in req {
@@ -578,26 +596,35 @@ impl Server {
         method: &str,
         path: String,
         t_request: u64,
-        planned: Planned,
+        mut planned: Planned,
         extra: serde_json::Value,
     ) {
-        let (status, ctype, content_length) =
-            (planned.status, planned.content_type, planned.content_length);
-        let (file, body_len, buf) = match planned.body {
+        let (status, content_length) = (planned.status, planned.content_length);
+        let ctype = planned.content_type.to_string();
+        let (file, body_len, buf) = match std::mem::replace(&mut planned.body, Body::Empty) {
             Body::File { file, len } => (Some(file), len, Vec::new()),
             Body::Mem(b) => (None, 0, b),
             Body::Empty => (None, 0, Vec::new()),
         };
-        let headers = vec![
+        let mut headers = vec![
             quiche::h3::Header::new(b":status", status.to_string().as_bytes()),
             quiche::h3::Header::new(b"server", b"satbench"),
             quiche::h3::Header::new(b"content-type", ctype.as_bytes()),
-            quiche::h3::Header::new(b"content-length", content_length.to_string().as_bytes()),
             quiche::h3::Header::new(
                 b"timing-allow-origin",
                 crate::files::TIMING_ALLOW_ORIGIN.as_bytes(),
             ),
         ];
+        if planned.sends_length() {
+            headers.push(quiche::h3::Header::new(
+                b"content-length",
+                content_length.to_string().as_bytes(),
+            ));
+        }
+        for (name, value) in &planned.headers {
+            headers.push(quiche::h3::Header::new(name.as_bytes(), value.as_bytes()));
+        }
+        let not_before = (!planned.delay.is_zero()).then(|| Instant::now() + planned.delay);
         c.requests += 1;
         let early = c.conn.is_in_early_data();
         if early {
@@ -614,6 +641,9 @@ impl Server {
         if let (Some(e), serde_json::Value::Object(x)) = (entry.as_object_mut(), extra) {
             e.extend(x);
         }
+        if let Some(how) = planned.replay {
+            entry["replay"] = how.into();
+        }
         c.streams.insert(
             sid,
             Resp {
@@ -623,6 +653,7 @@ impl Server {
                 buf,
                 sent: 0,
                 entry,
+                not_before,
             },
         );
     }
@@ -632,6 +663,10 @@ impl Server {
         let Some(r) = c.streams.get_mut(&sid) else {
             return;
         };
+        if r.not_before.is_some_and(|t| t > Instant::now()) {
+            return;
+        }
+        r.not_before = None;
         if let Some(h) = &r.headers {
             match h3.send_response(&mut c.conn, sid, h, false) {
                 Ok(()) => {

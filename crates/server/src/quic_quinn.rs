@@ -1,6 +1,6 @@
 //! HTTP/3 over QUIC with quinn and the `h3` crate (`--quic-stack quinn`), in
 //! one thread with its own tokio runtime, beside quiche's `quic.rs`: same
-//! files and answers (`files::Root::plan`), same access-log records plus
+//! files and answers (`files::Site::plan`), same access-log records plus
 //! `"quic_stack": "quinn"`, same `--quic-info` samples.
 //!
 //! Each connection gets its own `ServerConfig` (`Incoming::accept_with`), so
@@ -30,7 +30,7 @@
 //! - qlog: quinn-proto's `qlog` feature, JSON-SEQ, one `.sqlog` per
 //!   connection in `--qlog-dir`.
 
-use crate::files::{is_upload, Body, Planned, Root};
+use crate::files::{is_upload, Body, Planned, Site};
 use crate::limits::{Observation, QuicInfo, Sampler};
 use crate::log::{unix_ns, JsonLines};
 use crate::{Options, QUIC_MAX_DATAGRAM};
@@ -249,7 +249,7 @@ pub fn send_window(o: &Options) -> u64 {
 
 struct Shared {
     opts: Options,
-    root: Arc<Root>,
+    root: Arc<Site>,
     /// The real-time sessions and rooms, shared with the TCP server (`--webtransport`).
     realtime: Arc<crate::rt_serve::RtState>,
     access: JsonLines,
@@ -308,7 +308,7 @@ pub struct Server {
 impl Server {
     pub fn new(
         opts: &Options,
-        root: Arc<Root>,
+        root: Arc<Site>,
         access: JsonLines,
         quic_info: JsonLines,
         realtime: Arc<crate::rt_serve::RtState>,
@@ -774,6 +774,9 @@ async fn respond(
         true => Planned::uploaded(received),
         false => sh.root.plan(&method, &path),
     };
+    if !planned.delay.is_zero() {
+        tokio::time::sleep(planned.delay).await;
+    }
     let cc = sh.opts.cc_name();
     let mut entry = serde_json::json!({
         "type": "request", "conn": id, "proto": "h3", "quic_stack": "quinn", "tls": true,
@@ -784,14 +787,21 @@ async fn respond(
         "stream": stream.id().into_inner(), "t_request_unix_ns": t_request, "early_data": null,
         "request_bytes": received, "t_body_done_unix_ns": t_body_done,
     });
-    let resp = hyper::Response::builder()
+    if let Some(how) = planned.replay {
+        entry["replay"] = how.into();
+    }
+    let mut resp = hyper::Response::builder()
         .status(planned.status)
         .header("server", "satbench")
-        .header("content-type", planned.content_type)
-        .header("content-length", planned.content_length)
-        .header("timing-allow-origin", crate::files::TIMING_ALLOW_ORIGIN)
-        .body(())
-        .expect("valid response");
+        .header("content-type", planned.content_type.as_ref())
+        .header("timing-allow-origin", crate::files::TIMING_ALLOW_ORIGIN);
+    if planned.sends_length() {
+        resp = resp.header("content-length", planned.content_length);
+    }
+    for (name, value) in &planned.headers {
+        resp = resp.header(name.as_str(), value.as_str());
+    }
+    let resp = resp.body(()).expect("valid response");
     let (sent, error) = send(&mut stream, resp, planned.body, &mut entry).await;
     state.active.fetch_sub(1, Ordering::Relaxed);
     entry["body_bytes"] = sent.into();

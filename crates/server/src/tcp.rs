@@ -1,6 +1,6 @@
 //! HTTP/1.1 (cleartext and TLS) and HTTP/2 (TLS, ALPN h2) over kernel TCP.
 
-use crate::files::{is_upload, Resolved, Root};
+use crate::files::{is_upload, Planned, Site};
 use crate::limits::Sampler;
 use crate::log::{unix_ns, JsonLines};
 use crate::tcpinfo::{self, SockError};
@@ -8,7 +8,7 @@ use crate::Options;
 use bytes::Bytes;
 use http_body_util::BodyExt;
 use hyper::body::{Body, Frame, SizeHint};
-use hyper::{Method, Request, Response, StatusCode};
+use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use std::io::Read;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -29,7 +29,7 @@ const CHUNK: usize = 256 * 1024;
 const FIRST_CHUNK: usize = 16 * 1024;
 
 pub struct Shared {
-    pub root: Root,
+    pub root: Site,
     pub opts: Options,
     pub access: JsonLines,
     pub tcp_info: JsonLines,
@@ -316,35 +316,28 @@ pub(crate) async fn handle(
         }
     }
     let t_body_done = unix_ns();
-    let (status, body_len, file, ctype) = if upload {
-        (StatusCode::OK, 0, None, "text/plain")
-    } else if method != Method::GET && method != Method::HEAD {
-        (StatusCode::METHOD_NOT_ALLOWED, 0, None, "text/plain")
+    let planned = if upload {
+        Planned::uploaded(received)
     } else {
-        match sh.root.resolve(&target) {
-            Resolved::File {
-                path,
-                len,
-                content_type,
-            } => match std::fs::File::open(&path) {
-                Ok(f) => (StatusCode::OK, len, Some(f), content_type),
-                Err(_) => (StatusCode::NOT_FOUND, 0, None, "text/plain"),
-            },
-            Resolved::NotFound => (StatusCode::NOT_FOUND, 0, None, "text/plain"),
-            Resolved::Forbidden => (StatusCode::FORBIDDEN, 0, None, "text/plain"),
-        }
+        sh.root.plan(method.as_str(), &target)
     };
-    let head_only = method == Method::HEAD;
+    if !planned.delay.is_zero() {
+        tokio::time::sleep(planned.delay).await;
+    }
+    let status = StatusCode::from_u16(planned.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let t_response = unix_ns();
     let access = sh.access.clone();
-    let entry = serde_json::json!({
+    let mut entry = serde_json::json!({
         "type": "request", "conn": &*conn, "proto": proto, "tls": tls, "cc": &*cc,
         "cc_impl": format!("linux {cc}"),
         "method": method.as_str(), "path": target, "authority": authority,
-        "status": status.as_u16(), "content_length": body_len, "request_bytes": received,
+        "status": status.as_u16(), "content_length": planned.content_length, "request_bytes": received,
         "t_request_unix_ns": t_request, "t_body_done_unix_ns": t_body_done,
         "t_response_unix_ns": t_response,
     });
+    if let Some(how) = planned.replay {
+        entry["replay"] = how.into();
+    }
     let on_done: Box<dyn FnOnce(u64) + Send> = Box::new(move |sent| {
         let mut e = entry;
         e["body_bytes"] = sent.into();
@@ -354,30 +347,34 @@ pub(crate) async fn handle(
     let mut b = Response::builder()
         .status(status)
         .header("server", "satbench")
-        .header("content-type", ctype)
+        .header("content-type", planned.content_type.as_ref())
         .header("timing-allow-origin", crate::files::TIMING_ALLOW_ORIGIN);
+    for (name, value) in &planned.headers {
+        b = b.header(name.as_str(), value.as_str());
+    }
     if sh.opts.alt_svc {
         b = b.header(
             "alt-svc",
             format!("h3=\":{}\"; ma=86400", sh.opts.https_port),
         );
     }
-    let body = match (file, head_only) {
-        (Some(f), false) => FileBody {
-            file: Some(f),
+    let body = match planned.body {
+        crate::files::Body::File { file, len } => FileBody {
+            file: Some(file),
             mem: None,
-            remaining: body_len,
+            remaining: len,
             on_done: Some(on_done),
             sent: 0,
             chunk: FIRST_CHUNK,
             chan: None,
         },
-        (Some(_), true) => {
-            b = b.header("content-length", body_len);
+        crate::files::Body::Empty => {
+            if planned.content_length > 0 {
+                b = b.header("content-length", planned.content_length);
+            }
             FileBody::mem(Bytes::new(), on_done)
         }
-        (None, _) if upload => FileBody::mem(Bytes::from(format!("{received}\n")), on_done),
-        (None, _) => FileBody::mem(Bytes::from(format!("{}\n", status)), on_done),
+        crate::files::Body::Mem(m) => FileBody::mem(Bytes::from(m), on_done),
     };
     Ok(b.body(body).expect("valid response"))
 }

@@ -109,6 +109,16 @@ class Client(ABC):
         self.close()
 
 
+@dataclass(frozen=True)
+class Origin:
+    """What one server host serves: a folder, with its own certificate (None: the test CA's server
+    certificate), or a recorded origin replayed (its manifest, ``satbench.endpoints.sites``)."""
+
+    root: Path
+    cert: tuple[Path, Path] | None = None
+    replay: Path | None = None
+
+
 @dataclass(frozen=True, kw_only=True)
 class ServeRequest:
     """How to start an origin on a testbed host."""
@@ -122,6 +132,8 @@ class ServeRequest:
     telemetry: bool = True
     #: The origin's own certificate (chain, key); None: the test CA's server certificate.
     cert: tuple[Path, Path] | None = None
+    #: A recorded origin's replay manifest (satbench servers only; ``Origin.replay``).
+    replay: Path | None = None
 
 
 class Server(ABC):

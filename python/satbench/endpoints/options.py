@@ -67,6 +67,8 @@ class ServerOptions:
                                                hi=QUIC_VARINT_MAX)
     webtransport: bool = option(False, "WebTransport over HTTP/3 (quinn stack): the real-time endpoint /rt/wt "
                                        "(the experiment factor is realtime = \"wt\")", experiment=False)
+    replay_think: bool = option(False, "a replayed site's origins wait each request's recorded server think time "
+                                       "(HAR timings.wait) before answering (default: answer at once)")
     keylog: bool = option(False, "write TLS keys (SSLKEYLOGFILE format) to the log folder", experiment=False,
                           binary=False)
 

@@ -44,7 +44,8 @@ class SatbenchServer(Server):
     def __init__(self, root: Path, log_dir: Path, options: ServerOptions | None = None, *, host: Host | None = None,
                  cc: CongestionControl | str | None = None, bind: str = "0.0.0.0", http_port: int = 80,
                  https_port: int = 443, tls: bool = True, idle_timeout_s: int = 30, telemetry: bool = True,
-                 extra: list[str] | None = None, cert: tuple[Path, Path] | None = None):
+                 extra: list[str] | None = None, cert: tuple[Path, Path] | None = None,
+                 replay: Path | None = None):
         self.root, self.log_dir, self.opts, self.host = Path(root), Path(log_dir), options or ServerOptions(), host
         self.cc = None if cc is None else CongestionControl(cc)
         for name, port, lo in (("--http-port", http_port, 0), ("--https-port", https_port, 1)):
@@ -73,6 +74,10 @@ class SatbenchServer(Server):
             argv += ["--cert", str(chain), "--key", str(key)]
         if self.cc:
             argv += ["--cc", self.cc.value]
+        if replay is not None:
+            argv += ["--replay", str(Path(replay).resolve())]
+        elif o.replay_think:
+            raise InputError("--replay-think: the origin replays no recording")
         if telemetry:
             argv += ["--tcp-info", str(self.log_dir / "tcp_info.jsonl")]
             if o.h3:
@@ -94,12 +99,16 @@ class SatbenchServer(Server):
     def check(cls, trial: "TrialSpec") -> Problem | None:
         if trial.quic_stack == "quinn" and trial.server_options.get("pacing") is False:
             return "server.pacing", "quinn always paces (quinn-proto has no switch for its pacer)"
+        from ..workloads import workload_of  # noqa: PLC0415 - the workloads import the endpoints
+
+        if trial.server_options.get("replay_think") and not workload_of(trial).replays:
+            return "server.replay_think", "the page is no recorded site: there is no think time to replay"
         return None
 
     @classmethod
     def start(cls, req: ServeRequest) -> "SatbenchServer":
         return cls(req.root, req.log_dir, req.options, host=req.host, cc=req.cc, telemetry=req.telemetry,
-                   cert=req.cert)
+                   cert=req.cert, replay=req.replay)
 
     @property
     def pid(self) -> int:
@@ -196,6 +205,10 @@ def summarise(log_dir: Path) -> ServerSummary:
     out.cc_impl = sorted({str(r.get("cc_impl") or r["cc"]) for r in reqs if r.get("cc")})
     out.bytes_served = sum(int(r.get("body_bytes") or 0) for r in reqs)
     out.quic_stacks = sorted({str(c["quic_stack"]) for c in conns if c.get("quic_stack")}) or None
+    if any(r.get("replay") for r in reqs):
+        # A browser asks for /favicon.ico of its own accord: not a request of the page's.
+        page = [r for r in reqs if not (r.get("replay") == "miss" and str(r.get("path")) == "/favicon.ico")]
+        out.replay = {how: sum(r.get("replay") == how for r in page) for how in ("exact", "fuzzy", "miss")}
     _origins(out, conns, reqs)
     # What limited each connection's sending: the server's one classifier for TCP and QUIC
     # (crates/server/src/limits.rs), time per class in its connection record.

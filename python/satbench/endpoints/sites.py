@@ -24,9 +24,11 @@ changed, so that the manifest says it:
   Upgrade, TE, Trailer, Proxy-*), HTTP/2 and HTTP/3 pseudo-headers
   (``:status``) and Content-Length (the server computes it) are left out.
 
-Nothing given is modified. Replaying the folder (one origin per recorded
-host, each with its own certificate, over HTTP/1.1, HTTP/2 and HTTP/3) is the
-next step of the real-sites work; the importer is the first.
+Nothing given is modified. ``materialize`` lays the folder out for replay: one
+manifest per recorded host, which that host's satbench-server answers from
+(``--replay``: recorded statuses, headers and bodies; a request matched as Web
+Page Replay matches it, so a query that changes between runs still finds its
+response; parameters named ``volatile`` at import are ignored).
 """
 
 from __future__ import annotations
@@ -36,7 +38,9 @@ import gzip
 import hashlib
 import json
 import random
+import re
 import zlib
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -83,6 +87,8 @@ class Site:
     hosts: list[str]
     entries: list[Entry]
     version: int = SITE_VERSION
+    #: Query parameters replay ignores when it matches a request (cache-busters, session ids).
+    volatile: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -141,7 +147,7 @@ def _decode(data: bytes, encoding: str | None) -> bytes:
     raise ValueError(f"unknown content encoding {encoding!r}")
 
 
-def import_har(path: Path, out: Path) -> Site:
+def import_har(path: Path, out: Path, volatile: Sequence[str] = ()) -> Site:
     """Import a HAR 1.2 file (see the module)."""
     doc = _json(path, gz=path.suffix == ".gz")
     log = doc.get("log") if isinstance(doc, dict) else None
@@ -183,10 +189,10 @@ def import_har(path: Path, out: Path) -> Site:
                              body=bodies.put(data), bytes=len(data), encoding=encoding,
                              server_ms=float(wait) if isinstance(wait, (int, float)) and wait >= 0 else None,
                              filled=filled, changed=changed))
-    return _site(path, "har", entries, out, log.get("pages") or [])
+    return _site(path, "har", entries, out, log.get("pages") or [], volatile)
 
 
-def import_wpr(path: Path, out: Path) -> Site:
+def import_wpr(path: Path, out: Path, volatile: Sequence[str] = ()) -> Site:
     """Import a Web Page Replay archive (gzipped JSON: ``Requests`` by host and URL, each a list of
     recorded exchanges with the request and the response serialized as HTTP/1.1 messages,
     base64-encoded)."""
@@ -226,7 +232,7 @@ def import_wpr(path: Path, out: Path) -> Site:
                 entries.append(Entry(method=method, url=url, host=u.hostname, path=u.path or "/", query=u.query,
                                      status=status, headers=headers, mime=mime, body=bodies.put(data),
                                      bytes=len(data), encoding=encoding, changed=changed))
-    return _site(path, "wpr", entries, out, [])
+    return _site(path, "wpr", entries, out, [], volatile)
 
 
 def _http1_response(raw: bytes, where: str) -> tuple[int, list[tuple[str, str]], bytes]:
@@ -272,14 +278,16 @@ def _json(path: Path, gz: bool) -> Any:
         raise InputError(f"{path}: not JSON ({str(e).splitlines()[0][:120]})") from None
 
 
-def _site(path: Path, kind: str, entries: list[Entry], out: Path, pages: list[Any]) -> Site:
+def _site(path: Path, kind: str, entries: list[Entry], out: Path, pages: list[Any], volatile: Sequence[str] = ()
+          ) -> Site:
     if not entries:
         raise InputError(f"{path}: no entries to import")
     first_page = next((str(p.get("title")) for p in pages if isinstance(p, dict) and p.get("title")), None)
     docs = [e for e in entries if e.mime.startswith("text/html") and e.status == 200]
     page = first_page if first_page and first_page.startswith(("http://", "https://")) else (
         docs[0].url if docs else entries[0].url)
-    site = Site(source=str(path), kind=kind, page=page, hosts=sorted({e.host for e in entries}), entries=entries)
+    site = Site(source=str(path), kind=kind, page=page, hosts=sorted({e.host for e in entries}), entries=entries,
+                volatile=list(volatile))
     (out / "site.json").write_text(json.dumps(site.to_json(), indent=1) + "\n")
     return site
 
@@ -305,38 +313,78 @@ def import_folder(path: Path, out: Path, host: str = "server.test") -> Site:
     return _site(path, "folder", entries, out, [])
 
 
-def import_archive(path: Path, out: Path) -> Site:
+def import_archive(path: Path, out: Path, volatile: Sequence[str] = ()) -> Site:
     """Import a HAR (``.har``, ``.har.gz``, or JSON with ``log``) or a Web Page Replay archive
-    (``.wprgo``: gzipped JSON with ``Requests``) into ``out``."""
+    (``.wprgo``: gzipped JSON with ``Requests``) into ``out``; replay ignores the query parameters
+    named in ``volatile`` when it matches a request."""
+    for v in volatile:
+        if not v or any(c in v for c in "&=?#"):
+            raise InputError(f"--volatile: not a query parameter's name: {v!r}")
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise InputError(f"--out {out}: cannot write there: {e.strerror}") from None
     if path.name.endswith(".wprgo"):
-        return import_wpr(path, out)
-    return import_har(path, out)
+        return import_wpr(path, out, volatile)
+    return import_har(path, out, volatile)
 
 
 @dataclass(frozen=True)
 class Replay:
-    """An imported site laid out for static origins: one folder per recorded host, in ``hosts``
-    order, each the host's recorded paths (``/`` as ``index.html``) holding their bodies."""
+    """An imported site laid out for its origins: one replay manifest per recorded host (what
+    satbench-server's ``--replay`` reads), in ``hosts`` order, each with an (empty) root folder."""
 
     page: str
     hosts: list[str]
     roots: list[Path]
+    manifests: list[Path]
     #: The bytes of every distinct body served, and how many entries are served.
     bytes: int
     served: int
-    #: What could not be served as recorded: a path recorded twice with different bodies (the first
-    #: kept: a static origin cannot tell queries apart), a status other than 200 (left out), a
-    #: document whose path has no extension its content type would come from.
+    #: What cannot be replayed as recorded: a status the server does not send (1xx), a header
+    #: HTTP cannot carry (left out).
     notes: list[str]
 
 
-#: The extensions a static origin types correctly (satbench-server's content types).
-TYPED = {".html", ".htm", ".css", ".js", ".json", ".jpg", ".jpeg", ".png", ".gif", ".svg", ".webp", ".ttf",
-         ".woff", ".woff2", ".txt"}
+#: Headers a replaying server sets itself: left out of what it sends as recorded.
+SERVER_SET = COMPUTED | {"content-type", "content-encoding", "server", "timing-allow-origin", "alt-svc"}
+REPLAY_VERSION = 1
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+
+
+def _sendable(name: str, value: str) -> bool:
+    """A header HTTP/1.1, HTTP/2 and HTTP/3 can all carry (an RFC 9110 token; visible ASCII)."""
+    return bool(_TOKEN.fullmatch(name)) and all(c == "\t" or " " <= c <= "~" for c in value)
+
+
+def replay_manifest(doc: dict[str, Any], folder: Path, host: str, notes: list[str] | None = None
+                    ) -> dict[str, Any]:
+    """The replay manifest of one recorded host (the format's one owner; satbench-server's
+    ``replay.rs`` reads it, and tests it against tests/fixtures/golden/replay.json): every entry
+    of the host with a status the server can send, its recorded headers but those the server sets,
+    its content type as recorded, its body by hash under ``folder/bodies``, its think time."""
+    notes = [] if notes is None else notes
+    entries = []
+    for e in doc["entries"]:
+        if e["host"] != host:
+            continue
+        if not 200 <= int(e["status"]) <= 599:
+            notes.append(f"{e['method']} {e['url']}: status {e['status']} not replayed")
+            continue
+        headers = []
+        for k, v in e["headers"]:
+            if k.lower() in SERVER_SET:
+                continue
+            if _sendable(k, v):
+                headers.append([k.lower(), v])
+            else:
+                notes.append(f"{e['url']}: header {k!r} cannot be sent as recorded (left out)")
+        ctype = next((v for k, v in e["headers"] if k.lower() == "content-type" and _sendable(k, v)), None)
+        entries.append({"method": e["method"], "path": e["path"], "query": e["query"], "status": int(e["status"]),
+                        "content_type": ctype or e["mime"] or "application/octet-stream", "headers": headers,
+                        "body": e["body"], "bytes": int(e["bytes"]), "server_ms": e.get("server_ms")})
+    return {"version": REPLAY_VERSION, "host": host, "bodies": str((folder / "bodies").resolve()),
+            "volatile": list(doc.get("volatile") or []), "entries": entries}
 
 
 def load_site(folder: Path) -> dict[str, Any]:
@@ -361,35 +409,29 @@ def origin_hosts(doc: dict[str, Any]) -> list[str]:
 
 
 def materialize(folder: Path, out: Path) -> Replay:
-    """Lay an imported site out under ``out`` (one folder per host), once: an existing layout made
-    from the same manifest is kept."""
+    """Lay an imported site out under ``out`` for its origins, once (an existing layout made from
+    the same manifest is kept): ``out/TAG/HOST.replay.json`` per host, and an empty root folder."""
     doc = load_site(folder)
     tag = hashlib.sha256((folder / "site.json").read_bytes()).hexdigest()[:16]
     hosts = origin_hosts(doc)
-    roots = [out / tag / h for h in hosts]
-    seen: dict[tuple[str, str], str] = {}
     notes: list[str] = []
-    served, total = 0, 0
-    for e in doc["entries"]:
-        if e["status"] != 200 or e["method"] != "GET":
-            notes.append(f"{e['method']} {e['url']}: status {e['status']} not served")
-            continue
-        path = e["path"] + ("index.html" if e["path"].endswith("/") else "")
-        where = (e["host"], path)
-        if where in seen:
-            if seen[where] != e["body"]:
-                notes.append(f"{e['url']}: recorded again with another body under the same path (the first served)")
-            continue
-        seen[where] = e["body"]
-        if Path(path).suffix.lower() not in TYPED and e["mime"].startswith("text/html"):
-            notes.append(f"{e['url']}: a document without an .html path; served untyped")
-        dest = out / tag / e["host"] / path.lstrip("/")
-        if not dest.exists():
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            data = (folder / "bodies" / e["body"]).read_bytes()
-            dest.write_bytes(data)
-        served += 1
-        total += int(e["bytes"])
-    for r in roots:
-        r.mkdir(parents=True, exist_ok=True)
-    return Replay(page=doc["page"], hosts=hosts, roots=roots, bytes=total, served=served, notes=notes)
+    roots, manifests, served, seen = [], [], 0, set()
+    total = 0
+    for h in hosts:
+        m = replay_manifest(doc, folder, h, notes)
+        path = out / tag / f"{h}.replay.json"
+        root = out / tag / "roots" / h
+        root.mkdir(parents=True, exist_ok=True)
+        if not path.exists():
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(m) + "\n")
+            tmp.replace(path)
+        roots.append(root)
+        manifests.append(path)
+        served += len(m["entries"])
+        for e in m["entries"]:
+            if e["body"] not in seen:
+                seen.add(e["body"])
+                total += e["bytes"]
+    return Replay(page=doc["page"], hosts=hosts, roots=roots, manifests=manifests, bytes=total, served=served,
+                  notes=notes)

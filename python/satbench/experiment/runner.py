@@ -34,7 +34,7 @@ from typing import Protocol as Interface
 from .. import prereq
 from ..bound import CHROMIUM_CONNECTIONS, Bottleneck, Bound, ClientLimits, PageShape, lower_bound
 from ..endpoints import LoadRequest, ServeRequest, client_class, pages, server_class
-from ..endpoints.base import Client, Server
+from ..endpoints.base import Client, Origin, Server
 from ..endpoints.options import ServerOptions
 from ..errors import SatbenchError, TestbedError
 from ..metrics import object_metrics, page_path
@@ -362,10 +362,10 @@ class Runner:
         given.update(workload_of(ts).server_options(ts))  # what the workload needs of the server, over the rest
         opts = ServerOptions(quic_stack=ts.quic_stack, nodelay=ts.nodelay, keylog="keylog" in self.exp.artefacts,
                              **given)
-        origins = workload_of(ts).origins(ts, self.pages_root) or [(self.pages_root, None)] * ts.shards
-        return [ServeRequest(root=root, log_dir=art / "server" / (h.role if j else ""), host=h, cc=ts.cc,
-                             options=opts, telemetry="server" in self.exp.artefacts, cert=cert)
-                for j, (h, (root, cert)) in enumerate(zip(tb.servers, origins))]
+        origins = workload_of(ts).origins(ts, self.pages_root) or [Origin(self.pages_root)] * ts.shards
+        return [ServeRequest(root=o.root, log_dir=art / "server" / (h.role if j else ""), host=h, cc=ts.cc,
+                             options=opts, telemetry="server" in self.exp.artefacts, cert=o.cert, replay=o.replay)
+                for j, (h, o) in enumerate(zip(tb.servers, origins))]
 
     def _load(self, t: Trial, tb: RunningTestbed, art: Path) -> ClientOutcome:
         """The trial's load: one client (of any kind), or a population released at once."""

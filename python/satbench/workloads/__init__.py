@@ -36,7 +36,7 @@ from ..model import ClientOutcome
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from ..endpoints.base import LoadRequest
+    from ..endpoints.base import LoadRequest, Origin
     from ..experiment.trialspec import TrialSpec
     from ..link.spec import LinkSpec
     from ..results.read import Results
@@ -63,6 +63,8 @@ class Workload:
     #: Whether the trial's page is one of satbench's generated pages (a manifest under the pages
     #: folder, whose objects the bound counts); False: the bound counts the page's bytes only.
     generated: ClassVar[bool] = True
+    #: Whether the trial's origins replay a recording (what ``server.replay_think`` acts on).
+    replays: ClassVar[bool] = False
 
     @classmethod
     def claims(cls, trial: TrialSpec) -> bool:
@@ -90,9 +92,9 @@ class Workload:
         """Shape the trial's testbed (server hosts and their names, say) before it is built."""
 
     @classmethod
-    def origins(cls, trial: TrialSpec, pages_root: Path) -> list[tuple[Path, tuple[Path, Path] | None]] | None:
-        """Each server host's root and certificate, in order (None: the pages folder on the first
-        host, and on each shard host, with the test CA's certificate)."""
+    def origins(cls, trial: TrialSpec, pages_root: Path) -> list[Origin] | None:
+        """What each server host serves, in order (None: the pages folder on the first host, and on
+        each shard host, with the test CA's certificate)."""
         return None
 
     @classmethod

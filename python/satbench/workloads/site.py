@@ -7,12 +7,14 @@ HTTP/3 (satbench-server, as for any page); the browser told to use QUIC for
 every origin. So connection counts, coalescing and per-origin handshakes
 are the site's own.
 
-Each origin serves its recorded paths as static files: what a request's
-query changes is not told apart (the first recorded body of a path is
-served), a status other than 200 is not replayed, and the server types a
-body by its path's extension; the site's layout notes what this leaves
-out (``env.site.notes``). Requests the recording lacks are answered 404 and
-counted per trial (``site_not_found``).
+Each origin answers as its recorded host did (satbench-server ``--replay``):
+the recorded status, headers, content type and body, the request matched as
+Web Page Replay matches it (the same path and query, or else the recorded
+query of that path with the most parameters in common; parameters marked
+volatile at import ignored), the recorded server think time with
+``server.replay_think = true``. Requests the recording lacks are answered 404
+and counted per trial by the origins (``site_not_found``), and those matched
+by a closest query too (``site_fuzzy_matched``).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from ..endpoints import ca, sites
+from ..endpoints.base import Origin
 from ..errors import InputError, SatbenchError
 from ..model import ClientOutcome, Protocol, ServerKind
 from . import Problem, Workload
@@ -102,6 +105,7 @@ class ReplayedSite(Workload):
     name = "site"
     meaning = "a recorded site (satbench pages import) replayed: one origin per recorded host"
     generated = False
+    replays = True
 
     @classmethod
     def claims(cls, trial: TrialSpec) -> bool:
@@ -141,9 +145,9 @@ class ReplayedSite(Workload):
         spec.server_names = [[h] for h in hosts]
 
     @classmethod
-    def origins(cls, trial: TrialSpec, pages_root: Path) -> list[tuple[Path, tuple[Path, Path] | None]] | None:
+    def origins(cls, trial: TrialSpec, pages_root: Path) -> list[Origin] | None:
         r = _replay(folder(trial).resolve(), pages_root.resolve())
-        return [(root, ca.issue([host])) for host, root in zip(r.hosts, r.roots)]
+        return [Origin(root, ca.issue([host]), manifest) for host, root, manifest in zip(r.hosts, r.roots, r.manifests)]
 
     @classmethod
     def request(cls, trial: TrialSpec, req: LoadRequest, session: str, seed: int) -> LoadRequest:
@@ -160,10 +164,11 @@ class ReplayedSite(Workload):
     @classmethod
     def judge(cls, rec: TrialRecord, trial: TrialSpec, links: Mapping[str, LinkSpec], outcome: ClientOutcome
               ) -> None:
-        recorded = {e["url"] for e in _doc(trial.page)["entries"]}
-        # A 404 the recording did not have: a request it lacks (a browser's own favicon request aside).
-        rec.metrics["site_not_found"] = float(sum(o.status == 404 and o.url not in recorded
-                                                  and not o.url.endswith("/favicon.ico") for o in rec.objects))
+        # Requests the recording lacked, as the origins counted them (a browser's own favicon request
+        # aside), and those answered by the recorded request of the closest query.
+        replay = (rec.server_summary.replay if rec.server_summary else None) or {}
+        rec.metrics["site_not_found"] = float(replay.get("miss", 0))
+        rec.metrics["site_fuzzy_matched"] = float(replay.get("fuzzy", 0))
         hosts = {urlsplit(o.url).hostname for o in rec.objects}
         rec.metrics["site_origins_contacted"] = float(len(hosts))
         doc = _doc(trial.page)
