@@ -410,6 +410,7 @@ def _record(a: argparse.Namespace, _: list[str]) -> int:
     if not r.valid:
         print(f"satbench: {a.url}: the load was not valid ({r.invalid_reason}); nothing imported", file=sys.stderr)
         return 3
+    sites.annotate_connections(har, r.resources)
     site = sites.import_archive(har, out)
     print(f"{a.url}: {len(site.entries)} entries from {len(site.hosts)} hosts ({', '.join(site.hosts)}); "
           f"{r.bytes_received} bytes -> {out / 'site.json'}")

@@ -1,15 +1,18 @@
 """A page recorded here: Chromium, run by `satbench record` inside a testbed
 (`satbench shell`), loads a page spread over four shard origins; its HAR is
 imported as a site whose every object is byte-exact the file its origin
-served, each under the host it came from."""
+served, each under the host it came from; replayed, it opens as many
+connections to each origin as the recorded load did."""
 
 from __future__ import annotations
 
 import base64
 import hashlib
 import json
+import sqlite3
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -76,6 +79,25 @@ def test_a_recorded_site_replays_from_its_own_origins_over_every_version(recorde
         # Every recorded host name is an origin of its own (s1.test was the page host's alias when recorded).
         assert t["m"]["site_not_found"] == 0 and t["m"]["site_origins_contacted"] == 5, t["m"]
         assert t["protocols"] == {"h1": {"http/1.1"}, "h2": {"h2"}, "h3": {"h3"}}[t["f"]["protocol"]]
+    # Connections per origin as in the recording (Chromium, HTTP/2): the same hosts, each with the
+    # same number of connections (the recording's HAR names each entry's connection).
+    rec = json.loads((out / "recording.har").read_text())["log"]["entries"]
+    recorded_conns: dict[str, set[str]] = {}
+    for e in rec:
+        if e.get("connection"):
+            recorded_conns.setdefault(urlsplit(e["request"]["url"]).hostname or "", set()).add(str(e["connection"]))
+    assert recorded_conns, "the recording names no connections"
+    con = sqlite3.connect(db)
+    (tid,) = con.execute("SELECT id FROM trials WHERE json_extract(factors, '$.client') = 'chromium' AND "
+                         "json_extract(factors, '$.protocol') = 'h2' AND json_extract(factors, '$.page') "
+                         "LIKE 'site:%'").fetchone()
+    replayed: dict[str, set[str]] = {}
+    for url, conn in con.execute("SELECT url, connection FROM objects WHERE trial_id = ? AND connection IS NOT "
+                                 "NULL AND url NOT LIKE '%favicon%'", (tid,)):
+        replayed.setdefault(urlsplit(url).hostname or "", set()).add(str(conn))
+    con.close()
+    assert {h: len(c) for h, c in replayed.items()} == {h: len(c) for h, c in recorded_conns.items()}, (
+        replayed, recorded_conns)
     page = write_report(db, tmp_path / "report").read_text()
     assert "<h3>Replayed sites</h3>" in page
     hars = sorted((tmp_path / "artefacts").rglob("page.har"))

@@ -86,9 +86,9 @@ def test_a_recorded_site_replays_statuses_fills_queries_misses_and_think_times(a
         assert status == "valid", (f, reason)
         objs = {u.split("?")[0].rsplit("/", 1)[1] or "/": (st, b) for u, st, b in con.execute(
             "SELECT url, status, bytes FROM objects WHERE trial_id = ?", (tid,))}
-        # The recorded statuses and bodies: the fill at its recorded size, the redirect followed,
-        # the stylesheet decoded and served as it is (no encoding claimed, none applied).
-        assert objs["old.png"][0] == 301 and objs["real.png"][0] == 200, objs
+        # The recorded statuses and bodies: the redirect followed (the browser reports the object at
+        # the URL it ended at), the stylesheet decoded and served as it is, the fill (below).
+        assert objs["real.png"][0] == 200 and objs["filled.png"][0] == 200, objs
         assert objs["missing.png"][0] == 404 and objs["style.css"][0] == 200, objs
         # The origins counted what the recording lacked, and what a closest query answered.
         assert m["site_not_found"] == 1, (f, srv.get("replay"))
@@ -97,6 +97,14 @@ def test_a_recorded_site_replays_statuses_fills_queries_misses_and_think_times(a
         assert srv["replay"]["exact"] >= 5, srv
         (plain_ttfb if not f.get("server.replay_think") else think_ttfb).append(m["ttfb_ms"])
     con.close()
+    # The origins answered the recorded redirect as recorded, and the fill at its recorded size (a
+    # browser may give up on a body that is no image before its end), in every trial.
+    served = [e for log in (tmp_path / "artefacts").rglob("access.jsonl") for e in map(json.loads, log.open())
+              if e.get("type") == "request"]
+    redirects = [e for e in served if e["path"] == "/old.png"]
+    assert len(redirects) == 7 and all(e["status"] == 301 and e["replay"] == "exact" for e in redirects), redirects
+    fills = [e for e in served if e["path"] == "/filled.png"]
+    assert len(fills) >= 7 and all(e["content_length"] == 20_000 for e in fills), fills
     # The recorded 400 ms of think time before the HTML, only when asked for (LAN: a 1 ms round trip).
     assert max(plain_ttfb) < THINK_MS - 50 < THINK_MS <= min(think_ttfb), (plain_ttfb, think_ttfb)
     bodies = {}

@@ -313,6 +313,26 @@ def import_folder(path: Path, out: Path, host: str = "server.test") -> Site:
     return _site(path, "folder", entries, out, [])
 
 
+def annotate_connections(har: Path, resources: Sequence[dict[str, Any]]) -> int:
+    """Name each entry's connection in a HAR a load wrote (HAR 1.2's optional ``connection``), from
+    the load's resources (``LoadResult.resources``: each URL with the browser's connection id),
+    matched by URL in order, so that a recording says how many connections each origin took.
+    Returns the entries named."""
+    doc = json.loads(har.read_text())
+    pending: dict[str, list[str]] = {}
+    for r in resources:
+        if r.get("connection") is not None:
+            pending.setdefault(str(r["url"]), []).append(str(r["connection"]))
+    named = 0
+    for e in doc["log"]["entries"]:
+        ids = pending.get(e["request"]["url"])
+        if ids and "connection" not in e:
+            e["connection"] = ids.pop(0)
+            named += 1
+    har.write_text(json.dumps(doc))
+    return named
+
+
 def import_archive(path: Path, out: Path, volatile: Sequence[str] = ()) -> Site:
     """Import a HAR (``.har``, ``.har.gz``, or JSON with ``log``) or a Web Page Replay archive
     (``.wprgo``: gzipped JSON with ``Requests``) into ``out``; replay ignores the query parameters
