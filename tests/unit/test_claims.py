@@ -66,3 +66,23 @@ def test_each_check_is_well_formed() -> None:
     for s in studies:
         for f in (*s.quick, *s.full):
             assert (REPO / "experiments" / f).is_file(), f
+
+
+def test_every_claims_finding_is_a_section_of_the_docs() -> None:
+    """A claim's ``finding`` names a heading of docs/ (GitHub's anchor of it), so the validation
+    page's links to the causes of differences lead somewhere."""
+    import re
+    from pathlib import Path
+
+    from satbench.validate.claims import load
+
+    docs = Path(__file__).resolve().parents[2] / "docs"
+
+    def anchors(page: str) -> set[str]:
+        heads = re.findall(r"^#+ (.+)$", (docs / page).read_text(), flags=re.M)
+        return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in heads}
+
+    for c in load()[1]:
+        if c.finding:
+            page, _, anchor = c.finding.partition("#")
+            assert anchor in anchors(page), f"{c.id}: {c.finding} is no heading of docs/{page}"
