@@ -294,6 +294,20 @@ class LinkCounters:
             "overhead_pct": (self.wire_bytes - page_bytes) / page_bytes * 100 if page_bytes else None}
         out.update(self.access_metrics())
         out.update(self.overhead_metrics())
+        out.update(self.ecn_metrics())
+        return out
+
+    def ecn_metrics(self) -> dict[str, float | None]:
+        """ECN at the emulator's queues, in packets: those offered ECN-capable
+        (``ecn_fwd_capable``, ``ecn_ret_capable``) and those its AQM marked
+        Congestion Experienced (``ecn_fwd_marked``, ``ecn_ret_marked``). Empty
+        for an emulator that does not count them."""
+        out: dict[str, float | None] = {}
+        for name, short in (("forward", "fwd"), ("return", "ret")):
+            e = self.raw.get(name, {}).get("ecn")
+            if isinstance(e, dict):
+                out[f"ecn_{short}_capable"] = int(e["capable"]["packets"])
+                out[f"ecn_{short}_marked"] = int(e["marked"]["packets"])
         return out
 
     def overhead_metrics(self) -> dict[str, float | None]:
@@ -355,6 +369,8 @@ class ServerSummary:
     bytes_served: int | None = None
     tcp_total_retrans: int | None = None
     tcp_max_cwnd: int | None = None
+    #: TCP connections that negotiated ECN (TCP_INFO's TCPI_OPT_ECN), of those sampled.
+    tcp_ecn_connections: int | None = None
     tcp_min_rtt_ms: float | None = None
     qlogs: int | None = None
     #: The QUIC stacks that served (quiche, quinn).
@@ -402,7 +418,7 @@ class ServerSummary:
             return [v for p in parts if (v := getattr(p, name)) is not None]
 
         for name in ("connections", "requests", "bytes_served", "tcp_total_retrans", "qlogs",
-                     "coalesced_connections", "unused_connections"):
+                     "coalesced_connections", "unused_connections", "tcp_ecn_connections"):
             if xs := vals(name):
                 setattr(out, name, sum(xs))
         for name in ("protocols", "cc", "cc_impl", "quic_stacks", "nodelay", "tls"):
@@ -458,7 +474,8 @@ class ServerSummary:
         out: dict[str, Any] = {"kind": self.kind.value}
         for k in ("connections", "requests", "protocols", "cc", "cc_impl", "bytes_served", "tcp_total_retrans",
                   "tcp_max_cwnd", "tcp_min_rtt_ms", "qlogs", "quic_stacks", "limited_ms", "connections_limited",
-                  "transports", "origins", "coalesced_connections", "unused_connections", "nodelay", "tls", "replay"):
+                  "transports", "origins", "coalesced_connections", "unused_connections", "nodelay", "tls", "replay",
+                  "tcp_ecn_connections"):
             v = getattr(self, k)
             if v is not None:
                 out[k] = v

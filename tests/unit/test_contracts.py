@@ -114,6 +114,8 @@ def test_the_emulators_report_is_what_python_reads() -> None:
     assert m["wire_bytes"] == 31_500 + 60_000 and m["link_drops"] == 19
     assert m["overhead_pct"] == (91_500 - 80_000) / 80_000 * 100
     assert set(c.forward.dropped) == {"queue", "aqm", "loss", "outage"}
+    # ECN at the queues (none of these packets is ECN-capable).
+    assert c.ecn_metrics() == {"ecn_fwd_capable": 0, "ecn_fwd_marked": 0, "ecn_ret_capable": 0, "ecn_ret_marked": 0}
     # The classifier's parts, as the report reads them (their sum is checked against the bytes offered).
     oh = c.overhead_metrics()
     assert (oh["oh_fwd_ip_header"], oh["oh_fwd_transport_header"], oh["oh_ret_ip_header"]) == (800, 320, 800), oh

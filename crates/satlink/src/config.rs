@@ -22,7 +22,11 @@
 //! | `queue.limit.n` (packets) | 1 ..= 10,000,000 |
 //! | `queue.limit.n` (bytes) | 1 ..= 17,179,869,184 (16 GiB) |
 //! | `queue.limit.ms` | > 0 ..= 3,600,000 ms, and the rate must be limited |
-//! | `queue.aqm.target_ms`, `interval_ms` (CoDel) | > 0 ..= 60,000 ms |
+//! | `queue.aqm.target_ms`, `interval_ms` (CoDel, FQ-CoDel) | > 0 ..= 60,000 ms |
+//! | `queue.aqm.flows` (FQ-CoDel) | 1 ..= 65,536 (default 1024); not with an access |
+//! | `queue.aqm.quantum` (FQ-CoDel) | 64 ..= 65,536 bytes (default 1514) |
+//! | `queue.aqm.ecn` | true or false (default false: CoDel drops) |
+//! | `queue.aqm.ce_threshold_ms` | > 0 ..= 60,000 ms; `ce_threshold_selector` `all` or `ect1`, only with it |
 //! | probabilities (`p`, `r`, `loss_good`, `loss_bad`, `ber`, loss schedule values) | 0 ..= 1 |
 //! | trace opportunities | at most 10,000,000, each 0 ..= 1e9 ms, non-decreasing, the last > 0 |
 //! | `rate.unit_bps` (LEO trace) | 1e3 ..= 1e12 bit/s, and at most 1e12 bit/s in any millisecond |
@@ -87,7 +91,7 @@ use crate::capacity::{Capacity, Gated, Peak, Rate, Trace, Unlimited, TRACE_OPPOR
 use crate::delay::{Delay, Jitter};
 use crate::link::Direction;
 use crate::loss::{Bernoulli, BitErrorRate, GilbertElliott, Loss};
-use crate::queue::{CoDel, DropTail, Limit, Queue};
+use crate::queue::{CoDel, DropTail, EcnMarking, FqCoDel, Limit, Queue};
 use crate::rng::Rng;
 use crate::schedule::{Schedule, ScheduleError};
 use serde::{Deserialize, Serialize};
@@ -277,13 +281,73 @@ pub enum AqmConfig {
     #[default]
     DropTail,
     /// CoDel (RFC 8289); `target_ms` (default 5) and `interval_ms` (default
-    /// 100): > 0 ..= [`MAX_CODEL_MS`].
+    /// 100): > 0 ..= [`MAX_CODEL_MS`]; ECN as [`EcnConfig`].
     Codel {
         #[serde(default = "codel_target")]
         target_ms: f64,
         #[serde(default = "codel_interval")]
         interval_ms: f64,
+        #[serde(flatten)]
+        ecn: EcnConfig,
     },
+    /// FQ-CoDel (RFC 8290): CoDel per flow, `flows` queues (default 1024,
+    /// 1 ..= 65,536) served by deficit round robin with `quantum` bytes
+    /// (default 1514, 64 ..= 65,536); the queue limit is shared. Not with an
+    /// access (a framed carrier queues per terminal).
+    FqCodel {
+        #[serde(default = "codel_target")]
+        target_ms: f64,
+        #[serde(default = "codel_interval")]
+        interval_ms: f64,
+        #[serde(default = "fq_flows")]
+        flows: u32,
+        #[serde(default = "fq_quantum")]
+        quantum: u32,
+        #[serde(flatten)]
+        ecn: EcnConfig,
+    },
+}
+
+/// ECN at a CoDel queue: `ecn` marks ECN-capable packets Congestion
+/// Experienced where CoDel would drop them (default false: drop);
+/// `ce_threshold_ms` (> 0 ..= [`MAX_CODEL_MS`]) also marks every capable
+/// packet that waited longer (a shallow threshold), and
+/// `ce_threshold_selector` `"ect1"` limits that to ECT(1) packets (L4S),
+/// `"all"` (the default) to none.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+pub struct EcnConfig {
+    #[serde(default)]
+    pub ecn: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ce_threshold_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ce_threshold_selector: Option<CeSelector>,
+}
+
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "snake_case")]
+pub enum CeSelector {
+    All,
+    Ect1,
+}
+
+impl EcnConfig {
+    fn marking(&self) -> EcnMarking {
+        EcnMarking {
+            mark: self.ecn,
+            ce_threshold: self
+                .ce_threshold_ms
+                .map(|ms| Duration::from_secs_f64(ms / 1e3)),
+            ect1_only: self.ce_threshold_selector == Some(CeSelector::Ect1),
+        }
+    }
+}
+
+fn fq_flows() -> u32 {
+    1024
+}
+fn fq_quantum() -> u32 {
+    1514
 }
 
 fn codel_target() -> f64 {
@@ -578,9 +642,49 @@ impl DirectionConfig {
         if let AqmConfig::Codel {
             target_ms,
             interval_ms,
+            ref ecn,
+        }
+        | AqmConfig::FqCodel {
+            target_ms,
+            interval_ms,
+            ref ecn,
+            ..
         } = self.queue.aqm
         {
             let aqm = format!("{name}.queue.aqm");
+            if let Some(ms) = ecn.ce_threshold_ms {
+                check_positive(
+                    &format!("{aqm}.ce_threshold_ms"),
+                    "CE threshold (ms)",
+                    ms,
+                    MAX_CODEL_MS,
+                )?;
+            } else if ecn.ce_threshold_selector.is_some() {
+                return err(
+                    format!("{aqm}.ce_threshold_selector"),
+                    "a selector needs ce_threshold_ms",
+                );
+            }
+            if let AqmConfig::FqCodel { flows, quantum, .. } = self.queue.aqm {
+                if !(1..=65_536).contains(&flows) {
+                    return err(
+                        format!("{aqm}.flows"),
+                        format!("must be 1 to 65536, got {flows}"),
+                    );
+                }
+                if !(64..=65_536).contains(&quantum) {
+                    return err(
+                        format!("{aqm}.quantum"),
+                        format!("must be 64 to 65536 bytes, got {quantum}"),
+                    );
+                }
+                if self.access.is_some() {
+                    return err(
+                        format!("{aqm}.kind"),
+                        "fq_codel is not offered with an access (a framed carrier queues per terminal)",
+                    );
+                }
+            }
             check_positive(
                 &format!("{aqm}.target_ms"),
                 "target (ms)",
@@ -715,10 +819,28 @@ impl DirectionConfig {
             AqmConfig::Codel {
                 target_ms,
                 interval_ms,
-            } => Box::new(CoDel::new(
+                ref ecn,
+            } => Box::new(
+                CoDel::new(
+                    limit,
+                    Duration::from_secs_f64(target_ms / 1e3),
+                    Duration::from_secs_f64(interval_ms / 1e3),
+                )
+                .with_ecn(ecn.marking()),
+            ),
+            AqmConfig::FqCodel {
+                target_ms,
+                interval_ms,
+                flows,
+                quantum,
+                ref ecn,
+            } => Box::new(FqCoDel::new(
                 limit,
+                flows as usize,
+                quantum,
                 Duration::from_secs_f64(target_ms / 1e3),
                 Duration::from_secs_f64(interval_ms / 1e3),
+                ecn.marking(),
             )),
         }
     }
@@ -1324,6 +1446,38 @@ mod tests {
     #[test]
     fn codel_range() {
         accepts(r#""queue": {"aqm": {"kind": "codel", "target_ms": 60000, "interval_ms": 60000}}"#);
+        accepts(
+            r#""queue": {"aqm": {"kind": "codel", "ecn": true, "ce_threshold_ms": 1, "ce_threshold_selector": "ect1"}}"#,
+        );
+        accepts(
+            r#""rate": {"kind": "constant", "bps": 1e7}, "queue": {"aqm": {"kind": "fq_codel", "flows": 65536, "quantum": 64, "ecn": true}}"#,
+        );
+        for (fwd, field) in [
+            (
+                r#""queue": {"aqm": {"kind": "fq_codel", "flows": 0}}"#,
+                "forward.queue.aqm.flows",
+            ),
+            (
+                r#""queue": {"aqm": {"kind": "fq_codel", "quantum": 63}}"#,
+                "forward.queue.aqm.quantum",
+            ),
+            (
+                r#""queue": {"aqm": {"kind": "codel", "ce_threshold_ms": 0}}"#,
+                "forward.queue.aqm.ce_threshold_ms",
+            ),
+            (
+                r#""queue": {"aqm": {"kind": "codel", "ce_threshold_selector": "ect1"}}"#,
+                "forward.queue.aqm.ce_threshold_selector",
+            ),
+        ] {
+            assert_eq!(field_of(fwd), field, "{fwd}");
+        }
+        // Unknown keys are refused beside the flattened ECN ones.
+        let j = r#"{"forward": {"queue": {"aqm": {"kind": "codel", "ecn": true, "tagret_ms": 5}}}, "return": {}}"#;
+        assert!(
+            LinkConfig::from_json(j).is_err(),
+            "a misspelt key was accepted"
+        );
         let f = field_of(r#""queue": {"aqm": {"kind": "codel", "target_ms": 0}}"#);
         assert_eq!(f, "forward.queue.aqm.target_ms");
         let f = field_of(r#""queue": {"aqm": {"kind": "codel", "interval_ms": 60001}}"#);

@@ -17,7 +17,7 @@
 use crate::capacity::Capacity;
 use crate::delay::{Delay, DelayLine};
 use crate::loss::Loss;
-use crate::queue::{Entry, Queue};
+use crate::queue::{Entry, Meta, Queue};
 use crate::rng::Rng;
 use crate::stage::{Sent, Serial, Stage};
 use crate::stats::{Counters, CountersReport, Tally};
@@ -95,14 +95,26 @@ impl<T: Send> Direction<T> {
         bytes: u32,
         packets: u32,
     ) {
+        self.on_packet_meta(now, terminal, data, bytes, packets, Meta::default())
+    }
+
+    /// A packet arrives with what the queue may use of it: its flow (for
+    /// flow queueing) and its ECN field (for marking).
+    pub fn on_packet_meta(
+        &mut self,
+        now: Instant,
+        terminal: usize,
+        data: T,
+        bytes: u32,
+        packets: u32,
+        meta: Meta,
+    ) {
         self.advance(now);
         self.counters.offered.add(packets, bytes);
-        let e = Entry {
-            data,
-            bytes,
-            packets,
-            enqueued: now,
-        };
+        if meta.ecn.capable() {
+            self.counters.ecn.capable.add(packets, bytes);
+        }
+        let e = Entry::new(data, bytes, packets, now, meta);
         if let Err(e) = self.stage.enqueue(now, terminal, e, &mut self.counters) {
             self.counters.dropped.queue.add(e.packets, e.bytes);
         } else {
@@ -116,11 +128,20 @@ impl<T: Send> Direction<T> {
 
     /// The next packet due for delivery at `now`, if any.
     pub fn poll_transmit(&mut self, now: Instant) -> Option<T> {
+        self.poll_transmit_marked(now).map(|(d, _)| d)
+    }
+
+    /// The next packet due at `now`, and whether the queue marked it
+    /// Congestion Experienced (the caller sets its ECN field).
+    pub fn poll_transmit_marked(&mut self, now: Instant) -> Option<(T, bool)> {
         self.advance(now);
         let (due, e) = self.line.pop_due_timed(now)?;
         self.counters.delivered.add(e.packets, e.bytes);
         self.counters.release_lateness.record(now - due);
-        Some(e.data)
+        if e.ce {
+            self.counters.ecn.marked.add(e.packets, e.bytes);
+        }
+        Some((e.data, e.ce))
     }
 
     /// When the model next has something to do (None: nothing pending).

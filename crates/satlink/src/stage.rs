@@ -93,9 +93,15 @@ impl<T: Send> Stage<T> for Serial<T> {
         now: Instant,
         _terminal: usize,
         e: Entry<T>,
-        _c: &mut Counters,
+        c: &mut Counters,
     ) -> Result<(), Entry<T>> {
-        self.queue.enqueue(now, e)
+        let r = self.queue.enqueue(now, e);
+        // What a flow-queueing discipline dropped to make room: queue drops too.
+        self.queue.take_overflow(&mut self.scratch);
+        for d in self.scratch.drain(..) {
+            c.dropped.queue.add(d.packets, d.bytes);
+        }
+        r
     }
 
     fn pop_sent(&mut self, now: Instant, c: &mut Counters) -> Option<Sent<T>> {

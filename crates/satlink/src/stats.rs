@@ -144,6 +144,15 @@ pub struct Counters {
     /// How late each packet left the emulator relative to its due time: the
     /// emulator's own timing error (always zero in simulated time).
     pub release_lateness: Histogram,
+    pub ecn: EcnTally,
+}
+
+/// ECN at the queue: packets offered that were ECN-capable (ECT(0), ECT(1)
+/// or already CE), and those the queue marked Congestion Experienced.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct EcnTally {
+    pub capable: Tally,
+    pub marked: Tally,
 }
 
 /// Serializable snapshot of [`Counters`].
@@ -157,6 +166,7 @@ pub struct CountersReport {
     pub release_lateness: DelaySummary,
     /// Packets still in the queue or on the path when the report was made.
     pub in_flight: Tally,
+    pub ecn: EcnTally,
     /// What a framed carrier (ACM/CCM forward, bandwidth on demand on
     /// return) counted; absent for a plain link.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -273,6 +283,7 @@ impl Counters {
             max_queue: self.max_queue,
             release_lateness: self.release_lateness.summary(),
             in_flight,
+            ecn: self.ecn,
             access: None,
         }
     }

@@ -866,6 +866,82 @@ pub fn complete_checksum(frame: &mut [u8]) -> Result<bool, WireError> {
     Ok(true)
 }
 
+/// What the queue may use of an IP packet (untrusted bytes; anything that
+/// does not parse is flow 0, not ECN-capable): its ECN field (IPv4's TOS,
+/// IPv6's traffic class) and its flow, a hash (FNV-1a) of its addresses,
+/// protocol and, for TCP and UDP that are not fragments, its ports.
+pub fn flow_meta(packet: &[u8]) -> crate::queue::Meta {
+    use crate::queue::{Ecn, Meta};
+    let mut h: u32 = 0x811c_9dc5;
+    let mut mix = |bytes: &[u8]| {
+        for &b in bytes {
+            h = (h ^ b as u32).wrapping_mul(0x0100_0193);
+        }
+    };
+    let (ecn, upper) = match packet.first().map(|b| b >> 4) {
+        Some(4) => match Ipv4Packet::new_checked(packet) {
+            Ok(ip) => {
+                mix(&packet[ip_field::V4_SRC]);
+                mix(&packet[ip_field::V4_DST]);
+                (Ecn::from_bits(packet[1]), Some(ip.upper_layer()))
+            }
+            Err(_) => return Meta::default(),
+        },
+        Some(6) => match Ipv6Packet::new_checked(packet) {
+            Ok(ip) => {
+                mix(&packet[ip_field::V6_SRC]);
+                mix(&packet[ip_field::V6_DST]);
+                // The traffic class spans the first two bytes: its low two bits are the ECN field.
+                (Ecn::from_bits(packet[1] >> 4), ip.upper_layer().ok())
+            }
+            Err(_) => return Meta::default(),
+        },
+        _ => return Meta::default(),
+    };
+    if let Some(u) = upper {
+        mix(&[u.protocol]);
+        if (u.protocol == 6 || u.protocol == 17) && !u.fragment {
+            if let Some(ports) = packet.get(u.offset..u.offset + 4) {
+                mix(ports);
+            }
+        }
+    }
+    Meta { flow: h, ecn }
+}
+
+/// Mark an ECN-capable IP packet Congestion Experienced (RFC 3168), the
+/// IPv4 header checksum updated incrementally (RFC 1624). False, and the
+/// packet untouched, if it is not ECN-capable or does not parse.
+pub fn set_ce(packet: &mut [u8]) -> bool {
+    match packet.first().map(|b| b >> 4) {
+        Some(4) if Ipv4Packet::new_checked(&*packet).is_ok() => {
+            let old = packet[1];
+            if old & 3 == 0 {
+                return false;
+            }
+            packet[1] = old | 3;
+            // HC' = ~(~HC + ~m + m'), over the 16-bit word holding the TOS byte.
+            let word = |tos: u8| u16::from_be_bytes([packet[0], tos]);
+            let (m, m2) = (word(old), word(old | 3));
+            let hc = u16::from_be_bytes([packet[10], packet[11]]);
+            let mut sum = (!hc) as u32 + (!m) as u32 + m2 as u32;
+            while sum > 0xffff {
+                sum = (sum & 0xffff) + (sum >> 16);
+            }
+            packet[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+            true
+        }
+        Some(6) if Ipv6Packet::new_checked(&*packet).is_ok() => {
+            if (packet[1] >> 4) & 3 == 0 {
+                return false;
+            }
+            packet[1] |= 0x30;
+            true
+        }
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1495,5 +1571,59 @@ mod tests {
             let b: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();
             let _ = ip_destination(&b);
         }
+    }
+
+    /// An IPv4 header's checksum over its 20 bytes (0 when valid).
+    fn v4_checksum(h: &[u8]) -> u16 {
+        let mut sum: u32 = h
+            .chunks(2)
+            .map(|w| u16::from_be_bytes([w[0], w[1]]) as u32)
+            .sum();
+        while sum > 0xffff {
+            sum = (sum & 0xffff) + (sum >> 16);
+        }
+        !(sum as u16)
+    }
+
+    fn v4_udp(tos: u8, sport: u16) -> Vec<u8> {
+        let mut p = vec![
+            0x45, tos, 0, 28, 0, 1, 0x40, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2,
+        ];
+        p.extend_from_slice(&sport.to_be_bytes());
+        p.extend_from_slice(&[0x01, 0xbb, 0, 8, 0, 0]);
+        let c = v4_checksum(&p[..20]);
+        p[10..12].copy_from_slice(&c.to_be_bytes());
+        p
+    }
+
+    #[test]
+    fn flows_and_ecn_from_the_header() {
+        use crate::queue::Ecn;
+        let a = flow_meta(&v4_udp(0x02, 5000));
+        assert_eq!(a.ecn, Ecn::Ect0);
+        assert_eq!(flow_meta(&v4_udp(0x01, 5000)).ecn, Ecn::Ect1);
+        // Same 5-tuple, same flow, whatever the ECN field; another port, another flow.
+        assert_eq!(flow_meta(&v4_udp(0x00, 5000)).flow, a.flow);
+        assert_ne!(flow_meta(&v4_udp(0x02, 5001)).flow, a.flow);
+        assert_eq!(flow_meta(&[0x45, 0]), crate::queue::Meta::default());
+    }
+
+    #[test]
+    fn marking_ce_keeps_the_ipv4_checksum_valid() {
+        for tos in [0x01u8, 0x02, 0xb9, 0xba] {
+            let mut p = v4_udp(tos, 7);
+            assert!(set_ce(&mut p), "{tos:#x}");
+            assert_eq!(p[1], tos | 3);
+            assert_eq!(v4_checksum(&p[..20]), 0, "{tos:#x}");
+        }
+        let mut p = v4_udp(0xb8, 7);
+        let before = p.clone();
+        assert!(
+            !set_ce(&mut p) && p == before,
+            "a Not-ECT packet is never marked"
+        );
+        let mut v6 = vec![0x60, 0x20, 0, 0, 0, 0, 17, 64];
+        v6.resize(40, 0);
+        assert!(set_ce(&mut v6) && v6[1] == 0x30);
     }
 }

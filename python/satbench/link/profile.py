@@ -13,7 +13,11 @@ one place they are checked):
     delay_schedule = [[0, 20], [12, 35]]   (seconds, ms); delay_period_s repeats it
     jitter_ms = 2, jitter = "uniform"|"normal", reorder = false    (jitter 0 to 60,000 ms)
     queue_packets | queue_bytes | queue_ms  drop-tail limit (ms at the link rate)
-    aqm = "droptail"|"codel", codel_target_ms = 5, codel_interval_ms = 100
+    aqm = "droptail"|"codel"|"fq_codel", codel_target_ms = 5, codel_interval_ms = 100
+    fq_flows = 1024, fq_quantum = 1514     FQ-CoDel's flow queues and DRR quantum (bytes); not with an access
+    ecn = true                             CoDel marks ECN-capable packets CE instead of dropping them
+    ce_threshold_ms = 1, ce_threshold_selector = "ect1"|"all"   also mark every capable (or ECT(1),
+                                           L4S-style) packet that waited longer than this
     loss = 0.01                            Bernoulli packet loss, 0 to 1
     ber = 1e-6                             bit error rate (per-packet loss from size), 0 to 1
     gilbert = { p = 0.01, r = 0.3, loss_good = 0, loss_bad = 1 }
@@ -75,13 +79,18 @@ DIRECTIONS = ("forward", "return")
 _NUMBER_KEYS = {
     "rate_mbps", "rate_period_s", "delay_ms", "delay_period_s", "jitter_ms", "queue_packets",
     "queue_bytes", "queue_ms", "codel_target_ms", "codel_interval_ms", "loss", "ber", "loss_period_s",
-    "leo_unit_mbps", "delay_trace_interval_ms",
+    "leo_unit_mbps", "delay_trace_interval_ms", "fq_flows", "fq_quantum", "ce_threshold_ms",
 }
+#: Keys that shape a CoDel queue (aqm = "codel" or "fq_codel"), and the emulator's names of them.
+_AQM_KEYS = {"codel_target_ms": "target_ms", "codel_interval_ms": "interval_ms", "fq_flows": "flows",
+             "fq_quantum": "quantum", "ecn": "ecn", "ce_threshold_ms": "ce_threshold_ms",
+             "ce_threshold_selector": "ce_threshold_selector"}
 _SCHEDULE_KEYS = {"rate_schedule", "delay_schedule", "loss_schedule"}
 #: Tables passed to the emulator as they are (it checks and names their fields).
 _TABLE_KEYS = {"access", "reconfiguration"}
 _FILE_KEYS = {"trace", "leo_trace", "delay_trace"}
-KEYS = _NUMBER_KEYS | _SCHEDULE_KEYS | _TABLE_KEYS | _FILE_KEYS | {"jitter", "reorder", "aqm", "gilbert"}
+KEYS = _NUMBER_KEYS | _SCHEDULE_KEYS | _TABLE_KEYS | _FILE_KEYS | {"jitter", "reorder", "aqm", "gilbert", "ecn",
+                                                                   "ce_threshold_selector"}
 _TOP_KEYS = {"name", "description", "align_minute", "forward", "return", "terminals"}
 #: Keys of which a direction takes at most one.
 GROUPS = (("rate_mbps", "rate_schedule", "trace", "leo_trace"), ("delay_ms", "delay_schedule", "delay_trace"),
@@ -187,12 +196,15 @@ class Direction:
                 limit = lim
                 made["queue.limit"] = key
         aqm: dict[str, Any] = {"kind": "drop_tail"}
-        if p.get("aqm") == "codel":
-            aqm = {"kind": "codel", "target_ms": p.get("codel_target_ms", 5.0),
+        if p.get("aqm") in ("codel", "fq_codel"):
+            aqm = {"kind": p["aqm"], "target_ms": p.get("codel_target_ms", 5.0),
                    "interval_ms": p.get("codel_interval_ms", 100.0)}
             made["queue.aqm"] = "aqm"
-            made["queue.aqm.target_ms"] = "codel_target_ms" if "codel_target_ms" in p else "aqm"
-            made["queue.aqm.interval_ms"] = "codel_interval_ms" if "codel_interval_ms" in p else "aqm"
+            made["queue.aqm.kind"] = "aqm"
+            for key, name in _AQM_KEYS.items():
+                if key in p:
+                    aqm[name] = int(p[key]) if key in ("fq_flows", "fq_quantum") else p[key]
+                made[f"queue.aqm.{name}"] = key if key in p else "aqm"
         d["queue"] = {"limit": limit, "aqm": aqm}
         loss: list[dict[str, Any]] = []
 
@@ -258,8 +270,8 @@ class Direction:
         for k, unit in (("queue_packets", "pkt"), ("queue_bytes", "B"), ("queue_ms", "ms")):
             if k in p:
                 parts.append(f"queue {_num(p[k])} {unit}")
-        if p.get("aqm") == "codel":
-            parts.append("CoDel")
+        if p.get("aqm") in ("codel", "fq_codel"):
+            parts.append({"codel": "CoDel", "fq_codel": "FQ-CoDel"}[p["aqm"]] + (" with ECN" if p.get("ecn") else ""))
         return ", ".join(parts)
 
     def min_delay_ms(self) -> float:
@@ -412,8 +424,20 @@ def _check_direction(raw: Any, where: str, file: str, text: str, located: dict[s
             raise fail(k, f"must be a table, got {p[k]!r}")
     if "jitter" in p and p["jitter"] not in ("uniform", "normal"):
         raise fail("jitter", f"must be \"uniform\" or \"normal\", got {p['jitter']!r}")
-    if "aqm" in p and p["aqm"] not in ("droptail", "codel"):
-        raise fail("aqm", f"must be \"droptail\" or \"codel\", got {p['aqm']!r}")
+    if "aqm" in p and p["aqm"] not in ("droptail", "codel", "fq_codel"):
+        raise fail("aqm", f"must be \"droptail\", \"codel\" or \"fq_codel\", got {p['aqm']!r}")
+    for k in _AQM_KEYS.keys() & p.keys():
+        if p.get("aqm") not in ("codel", "fq_codel"):
+            raise fail(k, "shapes a CoDel queue: set aqm = \"codel\" or \"fq_codel\"")
+        if k in ("fq_flows", "fq_quantum") and p["aqm"] != "fq_codel":
+            raise fail(k, "is FQ-CoDel's: set aqm = \"fq_codel\"")
+    if "ecn" in p and not isinstance(p["ecn"], bool):
+        raise fail("ecn", f"must be true or false, got {p['ecn']!r}")
+    if "ce_threshold_selector" in p and p["ce_threshold_selector"] not in ("all", "ect1"):
+        raise fail("ce_threshold_selector", f"must be \"all\" or \"ect1\", got {p['ce_threshold_selector']!r}")
+    for k in ("fq_flows", "fq_quantum"):
+        if k in p and p[k] != int(p[k]):
+            raise fail(k, f"must be a whole number, got {p[k]:g}")
     if "reorder" in p and not isinstance(p["reorder"], bool):
         raise fail("reorder", f"must be true or false, got {p['reorder']!r}")
     for k in _SCHEDULE_KEYS & p.keys():

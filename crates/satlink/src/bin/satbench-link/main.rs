@@ -77,7 +77,7 @@ use satlink::pacing::{Pacer, WakeMargin};
 use satlink::pcap::PcapWriter;
 use satlink::route::Router;
 use satlink::stats::CountersReport;
-use satlink::wire::{complete_checksum, GsoChunk, VnetHeader, VNET_HDR_LEN};
+use satlink::wire::{self, complete_checksum, GsoChunk, VnetHeader, VNET_HDR_LEN};
 use satlink::{Direction, Instant};
 use serde::Serialize;
 use std::fs::File;
@@ -214,12 +214,13 @@ impl Side {
                 capture(cap_in, unix, frame);
                 self.classifier
                     .classify_into(&frame[VNET_HDR_LEN..], &mut self.overhead);
+                let meta = wire::flow_meta(&frame[VNET_HDR_LEN..]);
                 let p = Packet {
                     terminal,
                     frame: frame.to_vec(),
                 };
                 self.dir
-                    .on_packet_for(now, terminal, p, (n - VNET_HDR_LEN) as u32, 1);
+                    .on_packet_meta(now, terminal, p, (n - VNET_HDR_LEN) as u32, 1, meta);
                 continue;
             }
             self.chunks += 1;
@@ -231,11 +232,12 @@ impl Side {
                         capture(cap_in, unix, &seg);
                         classifier.classify_into(&seg[VNET_HDR_LEN..], overhead);
                         let b = (seg.len() - VNET_HDR_LEN) as u32;
+                        let meta = wire::flow_meta(&seg[VNET_HDR_LEN..]);
                         let p = Packet {
                             terminal,
                             frame: seg,
                         };
-                        dir.on_packet_for(now, terminal, p, b, 1);
+                        dir.on_packet_meta(now, terminal, p, b, 1, meta);
                     });
                 }
                 Ok(c) => {
@@ -243,11 +245,12 @@ impl Side {
                     capture(cap_in, unix, frame);
                     self.classifier
                         .classify_offload_into(&c, &mut self.overhead);
+                    let meta = wire::flow_meta(&frame[VNET_HDR_LEN..]);
                     let pk = Packet {
                         terminal,
                         frame: frame.to_vec(),
                     };
-                    self.dir.on_packet_for(now, terminal, pk, b, p);
+                    self.dir.on_packet_meta(now, terminal, pk, b, p, meta);
                 }
                 Err(_) => self.malformed += 1,
             }
@@ -257,7 +260,11 @@ impl Side {
     /// Write every packet due at `now`; true if any was.
     fn deliver(&mut self, now: Instant, real0: u64) -> bool {
         let mut any = false;
-        while let Some(p) = self.dir.poll_transmit(now) {
+        while let Some((mut p, ce)) = self.dir.poll_transmit_marked(now) {
+            if ce {
+                // The queue marked it Congestion Experienced (an AQM with ECN).
+                wire::set_ce(&mut p.frame[VNET_HDR_LEN..]);
+            }
             capture(
                 pick(&self.cap_out, p.terminal),
                 real0 + now.as_nanos(),
