@@ -171,6 +171,10 @@ impl Archive {
         self.entries.len()
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
     /// The recorded response to `method target` (target: path and query as
     /// the request line gives them), and how it matched; None: a miss.
     pub fn find(&self, method: &str, target: &str) -> Option<(&Recorded, Match)> {

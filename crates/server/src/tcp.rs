@@ -106,7 +106,7 @@ impl Live {
 
     /// Connections open now.
     #[cfg(test)]
-    pub fn len(&self) -> usize {
+    pub fn open(&self) -> usize {
         self.slots.lock().expect("live lock").len()
     }
 
@@ -948,7 +948,7 @@ mod tests {
         a.last.store(now_ms() + 5, Ordering::Relaxed);
         b.last.store(now_ms() - 60_000, Ordering::Relaxed);
         let c = live.admit(2);
-        assert_eq!((live.len(), live.evicted()), (2, 1));
+        assert_eq!((live.open(), live.evicted()), (2, 1));
         // b was told to close (a permit waits for it), a and c were not.
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -965,6 +965,6 @@ mod tests {
                 .is_err());
         });
         drop((a, b, c));
-        assert_eq!(live.len(), 0);
+        assert_eq!(live.open(), 0);
     }
 }
