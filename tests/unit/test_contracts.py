@@ -134,3 +134,21 @@ def test_the_emulators_check_answer_is_what_python_reads() -> None:
     assert spec.base_rtt_ms == 530 and spec.forward.mean_mbps == 10 and spec.ret.mean_mbps == 2
     same = resolve(profile.load("geo", ["forward.queue_bytes=30000", "return.rate_mbps=2"]))
     assert spec.hash == same.hash
+
+
+def test_the_servers_access_log_is_what_python_reads(tmp_path: Path) -> None:
+    """tests/fixtures/golden/server-access.jsonl is satbench-server's own access log of one
+    HTTP/1.1 request (written by its test ``golden_access_log_records``, times fixed): the
+    orchestrator's summary of it counts the connection, the request, the protocol, the congestion
+    control and the bytes, so a record or field renamed on the server's side fails here."""
+    import shutil
+
+    from satbench.endpoints.satbench_server import summarise
+
+    shutil.copy(GOLDEN / "server-access.jsonl", tmp_path / "access.jsonl")
+    s = summarise(tmp_path)
+    assert (s.connections, s.requests, s.protocols, s.cc, s.cc_impl) == (1, 1, ["http/1.1"], ["cubic"],
+                                                                       ["linux cubic"])
+    assert (s.bytes_served, s.tls, s.nodelay, s.transports) == (14, [False], [True], {"tcp": 1})
+    assert s.origins == {"server.test": {"tcp": 1, "quic": 0, "requests": 1}} and s.unused_connections == 0
+    assert s.limited_ms == {"fixed": 0.0}  # the classifier's classes, summed over connections

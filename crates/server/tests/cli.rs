@@ -94,3 +94,96 @@ fn ready_line_reports_the_quic_settings() {
         assert!(cc_impl.starts_with(stack), "{cc_impl}");
     }
 }
+
+/// The access log's records as the orchestrator reads them: a real
+/// HTTP/1.1 request to the binary on loopback, its request and connection
+/// records with what changes from run to run (times, ports, ids) made
+/// fixed, written to `tests/fixtures/golden/server-access.jsonl` (with
+/// `SATBENCH_BLESS=1`) and compared with it otherwise. The Python side
+/// (`tests/unit/test_contracts.py`) summarises that file: a field renamed
+/// here fails a test there.
+#[test]
+fn golden_access_log_records() {
+    use std::io::{Read, Write};
+    let dir = std::env::temp_dir().join(format!("satbench-golden-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("www")).unwrap();
+    std::fs::write(dir.join("www/index.html"), "<p>golden</p>\n").unwrap();
+    let port = free_port();
+    let log = dir.join("access.jsonl");
+    let mut child = Command::new(BIN)
+        .arg("--root")
+        .arg(dir.join("www"))
+        .args([
+            "--http-port",
+            &port.to_string(),
+            "--https-port",
+            "1",
+            "--cc",
+            "cubic",
+        ])
+        .arg("--access-log")
+        .arg(&log)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(line.contains("\"ready\":true"), "{line}");
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.write_all(b"GET /index.html HTTP/1.1\r\nHost: server.test\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    // SIGTERM: the server writes the records of the connections still open, then exits.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    child.wait().unwrap();
+    let fixed: Vec<String> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
+            for (k, x) in v.as_object_mut().unwrap().iter_mut() {
+                if k.starts_with("t_") || k == "peer" || k == "limited_ms" {
+                    *x = match x {
+                        serde_json::Value::Object(_) => serde_json::json!({"fixed": 0}),
+                        serde_json::Value::String(_) => "fixed".into(),
+                        _ => 0.into(),
+                    };
+                }
+            }
+            serde_json::to_string(&sorted(v)).unwrap()
+        })
+        .collect();
+    let _ = std::fs::remove_dir_all(&dir);
+    let text = fixed.join("\n") + "\n";
+    let golden = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/golden/server-access.jsonl");
+    if std::env::var_os("SATBENCH_BLESS").is_some() {
+        std::fs::write(&golden, &text).unwrap();
+    }
+    assert_eq!(
+        std::fs::read_to_string(&golden).unwrap_or_default(),
+        text,
+        "{} is stale: SATBENCH_BLESS=1 cargo test -p satbench-server --test cli",
+        golden.display()
+    );
+}
+
+/// Keys in order, so the fixture is stable.
+fn sorted(v: serde_json::Value) -> serde_json::Value {
+    match v {
+        serde_json::Value::Object(m) => {
+            let mut b: std::collections::BTreeMap<String, serde_json::Value> = Default::default();
+            for (k, x) in m {
+                b.insert(k, sorted(x));
+            }
+            serde_json::to_value(b).unwrap()
+        }
+        other => other,
+    }
+}
