@@ -140,6 +140,7 @@ fn golden_access_log_records() {
     s.read_to_string(&mut answer).unwrap();
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     // SIGTERM: the server writes the records of the connections still open, then exits.
+    // SAFETY: kill(2) with our child's pid and a valid signal.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     child.wait().unwrap();
     let fixed: Vec<String> = std::fs::read_to_string(&log)
