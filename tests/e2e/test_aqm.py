@@ -34,8 +34,9 @@ def _link(tmp: Path, aqm: str, extra: str = "") -> Path:
     return p
 
 
-def _probe_during_bulk(tb: Testbed, ecn: bool = False) -> tuple[list[float], dict]:
-    """A UDP probe's round trips while a TCP download (CUBIC) runs, and the forward counters."""
+def _probe_during_bulk(tb: Testbed, ecn: bool = False) -> list[float]:
+    """A UDP probe's round trips while a TCP download (CUBIC) runs (the link's counters are the
+    testbed's once it is down)."""
     if ecn:
         tb.client.run(["sysctl", "-q", "-w", "net.ipv4.tcp_ecn=1"], check=True)
     result: dict = {}
@@ -48,14 +49,14 @@ def _probe_during_bulk(tb: Testbed, ecn: bool = False) -> tuple[list[float], dic
     finally:
         t.join()
     assert result["bulk"].goodput_bps(skip_s=2) > 5e6
-    return r.rtts, tb.link_stats["forward"]
+    return r.rtts
 
 
 def test_fq_codel_keeps_a_sparse_flows_round_trip_short(tmp_path: Path) -> None:
     rtts = {}
     for aqm, extra in (("droptail", ""), ("fq_codel", 'aqm = "fq_codel"')):
         with Testbed(TestbedSpec(link=load_profile(str(_link(tmp_path, aqm, extra))), seed=1, tcp_cc="cubic")) as tb:
-            rtts[aqm], _ = _probe_during_bulk(tb)
+            rtts[aqm] = _probe_during_bulk(tb)
     base = 40.0
     # Drop-tail: the probe waits behind the download's standing queue (up to 200 ms of it).
     assert statistics.median(rtts["droptail"]) > base + 80, rtts["droptail"]
@@ -67,7 +68,9 @@ def test_fq_codel_keeps_a_sparse_flows_round_trip_short(tmp_path: Path) -> None:
 def test_codel_marks_ecn_capable_tcp_instead_of_dropping(tmp_path: Path, ecn: bool) -> None:
     extra = 'aqm = "codel"' + ("\necn = true" if ecn else "")
     with Testbed(TestbedSpec(link=load_profile(str(_link(tmp_path, "codel", extra))), seed=1, tcp_cc="cubic")) as tb:
-        rtts, fwd = _probe_during_bulk(tb, ecn=True)
+        rtts = _probe_during_bulk(tb, ecn=True)
+    assert tb.link_stats is not None
+    fwd = tb.link_stats["forward"]
     marked, capable, aqm_drops = fwd["ecn"]["marked"]["packets"], fwd["ecn"]["capable"]["packets"], \
         fwd["dropped"]["aqm"]["packets"]
     # The download negotiated ECN (the client asked, the server's kernel accepts by default): its
