@@ -170,3 +170,13 @@ def test_the_replay_manifest_fixture_is_what_the_importer_writes(tmp_path: Path)
     assert (GOLDEN / "replay.json").read_text() == text, "stale: SATBENCH_BLESS=1 pytest tests/unit/test_sites.py"
     for e in m["entries"]:
         assert (GOLDEN / "replay-bodies" / e["body"]).read_bytes() == (tmp_path / "site" / "bodies" / e["body"]).read_bytes()
+
+
+def test_the_headers_left_out_are_those_the_server_refuses() -> None:
+    """What the importer leaves out of a replay manifest's headers is exactly what satbench-server's
+    replay.rs refuses in one (``SERVER_SETS``): a header the one side lets through, the other
+    does not turn into a refused manifest."""
+    src = (Path(__file__).resolve().parents[2] / "crates" / "server" / "src" / "replay.rs").read_text()
+    block = re.search(r"pub const SERVER_SETS: &\[&str\] = &\[(.*?)\];", src, re.S)
+    assert block, "SERVER_SETS not found in replay.rs"
+    assert set(re.findall(r'"([^"]+)"', block.group(1))) == sites.HOP_BY_HOP | sites.SERVER_SET

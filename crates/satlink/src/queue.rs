@@ -318,7 +318,10 @@ impl<T: Send> Queue<T> for CoDel<T> {
 /// 5-tuple into `flows` queues), served by deficit round robin with a
 /// `quantum` of bytes, new flows before old ones; over the shared limit, the
 /// head of the flow with the most bytes is dropped. Linux's fq_codel
-/// defaults: 1024 flows, a quantum of 1514 bytes.
+/// defaults: 1024 flows, a quantum of 1514 bytes. One difference from
+/// Linux: each flow's CoDel leaves its last MTU of backlog alone by that
+/// flow's own backlog (RFC 8289's check per queue), where Linux's fq_codel
+/// passes the whole qdisc's backlog.
 pub struct FqCoDel<T> {
     flows: Vec<FlowQueue<T>>,
     new_flows: VecDeque<usize>,
@@ -380,18 +383,23 @@ impl<T> FqCoDel<T> {
         }
     }
 
-    /// Drop the head of the flow holding the most bytes.
-    fn drop_from_fattest(&mut self) {
+    /// Drop the head of the flow holding the most bytes; false if every flow is empty.
+    fn drop_from_fattest(&mut self) -> bool {
         let fattest = self
             .new_flows
             .iter()
             .chain(self.old_flows.iter())
             .copied()
+            .filter(|&i| !self.flows[i].q.inner.q.is_empty())
             .max_by_key(|&i| (self.flows[i].q.inner.bytes, std::cmp::Reverse(i)));
-        if let Some(e) = fattest.and_then(|i| self.flows[i].q.inner.pop()) {
-            self.packets -= 1;
-            self.bytes -= e.bytes as u64;
-            self.overflow.push(e);
+        match fattest.and_then(|i| self.flows[i].q.inner.pop()) {
+            Some(e) => {
+                self.packets -= 1;
+                self.bytes -= e.bytes as u64;
+                self.overflow.push(e);
+                true
+            }
+            None => false,
         }
     }
 }
@@ -409,9 +417,7 @@ impl<T: Send> Queue<T> for FqCoDel<T> {
         }
         self.packets += 1;
         self.bytes += bytes;
-        while self.over() && self.packets > 0 {
-            self.drop_from_fattest();
-        }
+        while self.over() && self.drop_from_fattest() {}
         Ok(())
     }
 

@@ -129,10 +129,10 @@ impl Planned {
         Planned::text(200, format!("{received}\n").into_bytes())
     }
 
-    /// Whether the answer carries a `content-length` (204 and 304 carry no
-    /// content, and no length of it).
+    /// Whether the answer carries a `content-length` (204, 205 and 304
+    /// carry no content, and no length of it).
     pub fn sends_length(&self) -> bool {
-        !matches!(self.status, 204 | 304)
+        !matches!(self.status, 204 | 205 | 304)
     }
 
     fn text(status: u16, text: Vec<u8>) -> Planned {
@@ -191,14 +191,17 @@ impl Site {
             Some(a) => {
                 let mut p = match a.find(method, target) {
                     None => Planned::error(404),
-                    Some((r, how)) => {
-                        let mut p = recorded(r, method == "HEAD");
-                        p.replay = Some(how.name());
-                        if self.think {
-                            p.delay = r.think.unwrap_or(Duration::ZERO);
+                    Some((r, how)) => match recorded(r, method == "HEAD") {
+                        // A body that cannot be read is no answer: a miss.
+                        None => Planned::error(404),
+                        Some(mut p) => {
+                            p.replay = Some(how.name());
+                            if self.think {
+                                p.delay = r.think.unwrap_or(Duration::ZERO);
+                            }
+                            p
                         }
-                        p
-                    }
+                    },
                 };
                 p.replay.get_or_insert("miss");
                 p
@@ -207,19 +210,19 @@ impl Site {
     }
 }
 
-/// A recorded response as it is sent (a body that cannot be opened is a 404).
-fn recorded(r: &Recorded, head: bool) -> Planned {
-    // Statuses that carry no content (RFC 9110 6.4.1).
-    let empty = matches!(r.status, 204 | 304);
+/// A recorded response as it is sent (None: its body cannot be opened).
+fn recorded(r: &Recorded, head: bool) -> Option<Planned> {
+    // Statuses that carry no content (RFC 9110 6.4.1, 15.3.6).
+    let empty = matches!(r.status, 204 | 205 | 304);
     let body = if head || empty {
         Body::Empty
     } else {
-        match std::fs::File::open(&r.body) {
-            Ok(file) => Body::File { file, len: r.bytes },
-            Err(_) => return Planned::error(404),
+        Body::File {
+            file: std::fs::File::open(&r.body).ok()?,
+            len: r.bytes,
         }
     };
-    Planned {
+    Some(Planned {
         status: r.status,
         content_type: Cow::Owned(r.content_type.clone()),
         content_length: if empty { 0 } else { r.bytes },
@@ -227,7 +230,7 @@ fn recorded(r: &Recorded, head: bool) -> Planned {
         headers: r.headers.clone(),
         delay: Duration::ZERO,
         replay: None,
-    }
+    })
 }
 
 impl Root {

@@ -264,7 +264,11 @@ fn shared(fx: &Fixture) -> Arc<Shared> {
     };
     let (shutdown, _) = tokio::sync::watch::channel(false);
     Arc::new(Shared {
-        root: crate::files::Site::new(Root::new(&fx.root).unwrap(), None, false),
+        root: Arc::new(crate::files::Site::new(
+            Root::new(&fx.root).unwrap(),
+            None,
+            false,
+        )),
         opts,
         access: JsonLines::default(),
         tcp_info: JsonLines::default(),
@@ -551,10 +555,31 @@ fn fuzz_replay() {
                 Some(Match::Fuzzy) => 2,
             });
             f.add_count(10, target.matches('&').count());
-            if let Some((r, _)) = found {
+            // The fixture's volatile parameter is `session`.
+            let pairs = |q: &str| {
+                let mut v: Vec<String> = q
+                    .split('&')
+                    .filter(|p| !p.is_empty() && p.split('=').next() != Some("session"))
+                    .map(str::to_string)
+                    .collect();
+                v.sort();
+                v
+            };
+            if let Some((r, how)) = found {
                 assert_eq!(r.path, path, "{t:?}");
                 let want = if method == "HEAD" { "GET" } else { method };
                 assert_eq!(r.method, want, "{t:?}");
+                let query = target
+                    .split('#')
+                    .next()
+                    .unwrap_or("")
+                    .split_once('?')
+                    .map_or("", |x| x.1);
+                assert_eq!(
+                    how == Match::Exact,
+                    pairs(query) == pairs(&r.query),
+                    "{t:?}"
+                );
             } else if method == "GET" {
                 assert!(
                     !["/", "/app.js", "/old"].contains(&path),

@@ -191,17 +191,14 @@ fn main() {
     if check_only {
         return;
     }
-    let dir = || {
-        files::Root::new(std::path::Path::new(&opts.root))
-            .unwrap_or_else(|e| usage(&format!("--root {}: {e}", opts.root)))
-    };
-    let archive = || {
-        opts.replay.as_ref().map(|f| {
-            replay::Archive::load(std::path::Path::new(f))
-                .unwrap_or_else(|e| usage(&format!("--replay {e}")))
-        })
-    };
-    let root = files::Site::new(dir(), archive(), opts.replay_think);
+    let dir = files::Root::new(std::path::Path::new(&opts.root))
+        .unwrap_or_else(|e| usage(&format!("--root {}: {e}", opts.root)));
+    let archive = opts.replay.as_ref().map(|f| {
+        replay::Archive::load(std::path::Path::new(f))
+            .unwrap_or_else(|e| usage(&format!("--replay {e}")))
+    });
+    // One site for every protocol.
+    let root = Arc::new(files::Site::new(dir, archive, opts.replay_think));
     let open = |p: &Option<String>, flag: &str| {
         log::JsonLines::create(p.as_deref()).unwrap_or_else(|e| usage(&format!("{flag}: {e}")))
     };
@@ -231,7 +228,7 @@ fn main() {
     // The real-time endpoints' sessions and rooms, one for both servers.
     let realtime = Arc::new(rt_serve::RtState::default());
     let quic = if opts.h3 {
-        let files = Arc::new(files::Site::new(dir(), archive(), opts.replay_think));
+        let files = root.clone();
         let st = stop.clone();
         let run: Box<dyn FnOnce() + Send> = match opts.quic_stack {
             QuicStack::Quiche => {

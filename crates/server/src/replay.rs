@@ -180,8 +180,15 @@ impl Archive {
     pub fn find(&self, method: &str, target: &str) -> Option<(&Recorded, Match)> {
         let target = target.split('#').next().unwrap_or("");
         let (path, query) = target.split_once('?').unwrap_or((target, ""));
-        let method = if method == "HEAD" { "GET" } else { method };
-        let cands = self.by_path.get(&(method.to_string(), path.to_string()))?;
+        // A HEAD recorded as such, or else the GET of the same target (its head).
+        let cands = self
+            .by_path
+            .get(&(method.to_string(), path.to_string()))
+            .or_else(|| {
+                (method == "HEAD")
+                    .then(|| self.by_path.get(&("GET".to_string(), path.to_string())))
+                    .flatten()
+            })?;
         let want = self.params(query);
         let mut best: Option<(usize, f64)> = None;
         for &i in cands {
@@ -197,16 +204,19 @@ impl Archive {
         best.map(|(i, _)| (&self.entries[i], Match::Fuzzy))
     }
 
-    /// A query's `name=value` pairs in order, volatile names left out.
+    /// A query's `name=value` pairs, sorted (their order does not tell
+    /// two queries apart), volatile names left out.
     fn params<'a>(&self, query: &'a str) -> Vec<&'a str> {
-        query
+        let mut v: Vec<&str> = query
             .split('&')
             .filter(|p| !p.is_empty())
             .filter(|p| {
                 let name = p.split('=').next().unwrap_or("");
                 !self.volatile.iter().any(|v| v == name)
             })
-            .collect()
+            .collect();
+        v.sort_unstable();
+        v
     }
 }
 
@@ -277,6 +287,15 @@ fn entry(
         if !header_name_ok(pair.0) || !header_value_ok(pair.1) {
             return Err(("headers", format!("not a header: {h}")));
         }
+        if SERVER_SETS.contains(&pair.0.to_ascii_lowercase().as_str()) {
+            return Err((
+                "headers",
+                format!(
+                    "{:?}: the server sets it itself, or it is connection-specific (HTTP/2 and HTTP/3 refuse it)",
+                    pair.0
+                ),
+            ));
+        }
         headers.push((pair.0.to_ascii_lowercase(), pair.1.to_string()));
     }
     let sha = text("body")?;
@@ -321,6 +340,30 @@ fn entry(
         think,
     })
 }
+
+/// Headers a manifest may not carry: those the server sends itself (its
+/// length, type and encoding, `Server`, `Timing-Allow-Origin`, `Alt-Svc`)
+/// and the connection-specific ones HTTP/2 and HTTP/3 forbid. The
+/// orchestrator leaves the same out at import (`sites.HOP_BY_HOP`,
+/// `sites.SERVER_SET`).
+pub const SERVER_SETS: &[&str] = &[
+    "connection",
+    "keep-alive",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "trailers",
+    "transfer-encoding",
+    "upgrade",
+    "content-length",
+    "content-type",
+    "content-encoding",
+    "server",
+    "timing-allow-origin",
+    "alt-svc",
+];
 
 /// RFC 9110's token characters.
 fn header_name_ok(n: &str) -> bool {
@@ -391,6 +434,17 @@ mod tests {
     }
 
     #[test]
+    fn the_order_of_parameters_does_not_matter_and_a_recorded_head_answers_head() {
+        let mut head = e("/x", "", 'f');
+        head["method"] = "HEAD".into();
+        let a = archive(serde_json::json!([e("/x", "a=1&b=2", 'a'), head]), &[]);
+        assert_eq!(found(&a, "/x?b=2&a=1"), Some(('a', Match::Exact)));
+        let (r, m) = a.find("HEAD", "/x").unwrap();
+        assert_eq!((r.method.as_str(), m), ("HEAD", Match::Exact));
+        assert_eq!(a.find("HEAD", "/x?a=1&b=2").unwrap().0.method, "HEAD");
+    }
+
+    #[test]
     fn bad_entries_name_their_field() {
         let bad = |patch: serde_json::Value| {
             let mut x = e("/x", "", 'a');
@@ -410,6 +464,18 @@ mod tests {
         assert!(bad(serde_json::json!({"headers": [["x", "a\r\nb: c"]]}))
             .starts_with("entry 1: headers:"));
         assert!(bad(serde_json::json!({"body": "../../etc/passwd"})).starts_with("entry 1: body:"));
+        for name in [
+            "Content-Length",
+            "transfer-encoding",
+            "Connection",
+            "alt-svc",
+        ] {
+            let msg = bad(serde_json::json!({"headers": [[name, "1"]]}));
+            assert!(
+                msg.starts_with("entry 1: headers:") && msg.contains("itself"),
+                "{msg}"
+            );
+        }
         assert!(bad(serde_json::json!({"server_ms": -1})).starts_with("entry 1: server_ms:"));
         assert!(bad(serde_json::json!({"method": "get"})).starts_with("entry 1: method:"));
         let doc = serde_json::json!({"version": 2, "host": "a", "bodies": "/b", "entries": []});

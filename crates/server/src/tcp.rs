@@ -29,7 +29,7 @@ const CHUNK: usize = 256 * 1024;
 const FIRST_CHUNK: usize = 16 * 1024;
 
 pub struct Shared {
-    pub root: Site,
+    pub root: Arc<Site>,
     pub opts: Options,
     pub access: JsonLines,
     pub tcp_info: JsonLines,
@@ -369,7 +369,7 @@ pub(crate) async fn handle(
             chan: None,
         },
         crate::files::Body::Empty => {
-            if planned.content_length > 0 {
+            if planned.sends_length() {
                 b = b.header("content-length", planned.content_length);
             }
             FileBody::mem(Bytes::new(), on_done)

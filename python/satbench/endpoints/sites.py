@@ -366,9 +366,12 @@ class Replay:
     notes: list[str]
 
 
-#: Headers a replaying server sets itself: left out of what it sends as recorded.
+#: Headers a replaying server sets itself: left out of what it sends as recorded (satbench-server's
+#: replay.rs refuses a manifest with these or the hop-by-hop ones: ``SERVER_SETS``).
 SERVER_SET = COMPUTED | {"content-type", "content-encoding", "server", "timing-allow-origin", "alt-svc"}
 REPLAY_VERSION = 1
+#: The longest recorded think time replayed (ms; replay.rs's limit).
+MAX_THINK_MS = 600_000
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 
 
@@ -391,18 +394,29 @@ def replay_manifest(doc: dict[str, Any], folder: Path, host: str, notes: list[st
         if not 200 <= int(e["status"]) <= 599:
             notes.append(f"{e['method']} {e['url']}: status {e['status']} not replayed")
             continue
+        if not re.fullmatch(r"[A-Z]+", e["method"]):
+            notes.append(f"{e['method']!r} {e['url']}: not a method; not replayed")
+            continue
+        if int(e["status"]) == 304:
+            notes.append(f"{e['url']}: recorded as 304 (a revalidation from a warm cache): replayed as 304")
+        think = e.get("server_ms")
+        if think is not None and not 0 <= float(think) <= MAX_THINK_MS:
+            notes.append(f"{e['url']}: recorded think time {think} ms left out (0 to {MAX_THINK_MS} ms)")
+            think = None
         headers = []
         for k, v in e["headers"]:
-            if k.lower() in SERVER_SET:
+            if k.lower() in SERVER_SET or k.lower() in HOP_BY_HOP:
                 continue
             if _sendable(k, v):
                 headers.append([k.lower(), v])
             else:
                 notes.append(f"{e['url']}: header {k!r} cannot be sent as recorded (left out)")
         ctype = next((v for k, v in e["headers"] if k.lower() == "content-type" and _sendable(k, v)), None)
+        if ctype is None and e["mime"] and _sendable("content-type", e["mime"]):
+            ctype = e["mime"]
         entries.append({"method": e["method"], "path": e["path"], "query": e["query"], "status": int(e["status"]),
-                        "content_type": ctype or e["mime"] or "application/octet-stream", "headers": headers,
-                        "body": e["body"], "bytes": int(e["bytes"]), "server_ms": e.get("server_ms")})
+                        "content_type": ctype or "application/octet-stream", "headers": headers,
+                        "body": e["body"], "bytes": int(e["bytes"]), "server_ms": think})
     return {"version": REPLAY_VERSION, "host": host, "bodies": str((folder / "bodies").resolve()),
             "volatile": list(doc.get("volatile") or []), "entries": entries}
 
@@ -432,7 +446,10 @@ def materialize(folder: Path, out: Path) -> Replay:
     """Lay an imported site out under ``out`` for its origins, once (an existing layout made from
     the same manifest is kept): ``out/TAG/HOST.replay.json`` per host, and an empty root folder."""
     doc = load_site(folder)
-    tag = hashlib.sha256((folder / "site.json").read_bytes()).hexdigest()[:16]
+    # The layout depends on the manifest, on where the bodies are (the manifests name their folder)
+    # and on this code's version of the format.
+    key = (folder / "site.json").read_bytes() + f"\n{folder.resolve()}\n{REPLAY_VERSION}".encode()
+    tag = hashlib.sha256(key).hexdigest()[:16]
     hosts = origin_hosts(doc)
     notes: list[str] = []
     roots, manifests, served, seen = [], [], 0, set()
@@ -442,9 +459,10 @@ def materialize(folder: Path, out: Path) -> Replay:
         path = out / tag / f"{h}.replay.json"
         root = out / tag / "roots" / h
         root.mkdir(parents=True, exist_ok=True)
-        if not path.exists():
+        text = json.dumps(m) + "\n"
+        if not path.exists() or path.read_text() != text:
             tmp = path.with_suffix(".tmp")
-            tmp.write_text(json.dumps(m) + "\n")
+            tmp.write_text(text)
             tmp.replace(path)
         roots.append(root)
         manifests.append(path)

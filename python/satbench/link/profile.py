@@ -436,8 +436,9 @@ def _check_direction(raw: Any, where: str, file: str, text: str, located: dict[s
     if "ce_threshold_selector" in p and p["ce_threshold_selector"] not in ("all", "ect1"):
         raise fail("ce_threshold_selector", f"must be \"all\" or \"ect1\", got {p['ce_threshold_selector']!r}")
     for k in ("fq_flows", "fq_quantum"):
-        if k in p and p[k] != int(p[k]):
-            raise fail(k, f"must be a whole number, got {p[k]:g}")
+        # A whole number the emulator can read (its range is its own to check and name).
+        if k in p and (p[k] != int(p[k]) or not 0 <= p[k] < 2**32):
+            raise fail(k, f"must be a whole number from 0 to 4294967295, got {p[k]:g}")
     if "reorder" in p and not isinstance(p["reorder"], bool):
         raise fail("reorder", f"must be true or false, got {p['reorder']!r}")
     for k in _SCHEDULE_KEYS & p.keys():
