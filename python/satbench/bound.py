@@ -11,7 +11,11 @@ largest of these sums (:class:`Term`). The chains that give them:
 - **Start**: the client looks its name up across the link if the trial's
   DNS is there (one round trip), then opens its connection: TCP then TLS
   1.3 over TCP (2 round trips), cleartext HTTP/1.1 over TCP (1), QUIC with
-  TLS 1.3 (1). Fresh clients resume nothing. The HTML's request leaves then
+  TLS 1.3 (1). Fresh clients resume nothing. A returning one (a repeat
+  view) may need none of these: its lookup cached, its request sent with
+  the first flight (QUIC 0-RTT; TLS 1.3 early data in a Fast Open SYN); and
+  if its HTTP cache is warm and the origins let it keep what it fetched,
+  nothing need cross the link at all (the bound is 0). The HTML's request leaves then
   (``T0``); every other connection to the HTML's origin may have been
   opened beside the first, so it is ready at ``T0`` too.
 - **Discovery**: an object named by the HTML may be requested once the
@@ -199,9 +203,15 @@ class ClientLimits:
     dns_rounds: int = 0
     #: The server's initial window (segments), for the window bound.
     initcwnd: int = 10
+    #: A returning client (a repeat view): its sessions and lookups kept.
+    returning: bool = False
+    #: Its HTTP cache may hold the page (a warm repeat view of origins that let it cache).
+    cached: bool = False
 
     @property
     def handshake_rounds(self) -> int:
+        if self.returning:
+            return 0  # 0-RTT, or early data in a Fast Open SYN
         if self.protocol.quic:
             return 1
         return 2 if self.tls else 1
@@ -258,7 +268,13 @@ def _h1_connections(jobs: list[tuple[Term, Term]], k: int, rtt: float) -> Term:
 def lower_bound(page: PageShape, path: Bottleneck, client: ClientLimits) -> Bound:
     """The physical and window bounds of one client's load of ``page`` (see the module doc)."""
     rtt = path.rtt_ms
+    if client.cached:  # everything may come from the cache: no time need pass on the link
+        return Bound(lower_bound_ms=0.0, window_bound_ms=0.0, rtt_ms=rtt, rounds=0.0, serial_ms=0.0,
+                     window_rounds=0.0, connections=0, peak_bps=path.peak_bps, critical="cache",
+                     candidates={"cache": 0.0})
     h = client.handshake_rounds
+    dns = 0 if client.returning else client.dns_rounds
+    client = ClientLimits(client.protocol, client.connections, client.tls, dns, client.initcwnd, client.returning)
     one = Term(1.0)
     t0 = Term(float(client.dns_rounds + h))
     html_first = t0 + one

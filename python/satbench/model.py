@@ -371,6 +371,11 @@ class ServerSummary:
     tcp_max_cwnd: int | None = None
     #: TCP connections that negotiated ECN (TCP_INFO's TCPI_OPT_ECN), of those sampled.
     tcp_ecn_connections: int | None = None
+    #: Connections whose TLS session was resumed (TCP: rustls's handshake kind; QUIC: quiche's
+    #: is_resumed), and requests answered from 0-RTT early data (quiche); None where no connection
+    #: said (quinn says neither).
+    resumed_connections: int | None = None
+    early_data_requests: int | None = None
     tcp_min_rtt_ms: float | None = None
     qlogs: int | None = None
     #: The QUIC stacks that served (quiche, quinn).
@@ -418,7 +423,8 @@ class ServerSummary:
             return [v for p in parts if (v := getattr(p, name)) is not None]
 
         for name in ("connections", "requests", "bytes_served", "tcp_total_retrans", "qlogs",
-                     "coalesced_connections", "unused_connections", "tcp_ecn_connections"):
+                     "coalesced_connections", "unused_connections", "tcp_ecn_connections",
+                     "resumed_connections", "early_data_requests"):
             if xs := vals(name):
                 setattr(out, name, sum(xs))
         for name in ("protocols", "cc", "cc_impl", "quic_stacks", "nodelay", "tls"):
@@ -456,12 +462,19 @@ class ServerSummary:
         if self.connections is None:
             return {}
         t = self.transports or {}
-        return {"server_connections": self.connections,
-                "server_connections_tcp": t.get("tcp", 0) if self.transports is not None else None,
-                "server_connections_quic": t.get("quic", 0) if self.transports is not None else None,
-                "origins_requested": len(self.origins) if self.origins is not None else None,
-                "coalesced_connections": self.coalesced_connections,
-                "unused_connections": self.unused_connections}
+        out: dict[str, float | None] = {
+            "server_connections": self.connections,
+            "server_connections_tcp": t.get("tcp", 0) if self.transports is not None else None,
+            "server_connections_quic": t.get("quic", 0) if self.transports is not None else None,
+            "origins_requested": len(self.origins) if self.origins is not None else None,
+            "coalesced_connections": self.coalesced_connections,
+            "unused_connections": self.unused_connections}
+        # What returning clients got back, where a server said.
+        if self.resumed_connections is not None:
+            out["server_resumed_connections"] = self.resumed_connections
+        if self.early_data_requests is not None:
+            out["server_early_data_requests"] = self.early_data_requests
+        return out
 
     def limited_shares(self) -> dict[str, float | None]:
         """Each limitation's share of the time, in percent (the trial's metrics limited_*_pct)."""
@@ -475,7 +488,7 @@ class ServerSummary:
         for k in ("connections", "requests", "protocols", "cc", "cc_impl", "bytes_served", "tcp_total_retrans",
                   "tcp_max_cwnd", "tcp_min_rtt_ms", "qlogs", "quic_stacks", "limited_ms", "connections_limited",
                   "transports", "origins", "coalesced_connections", "unused_connections", "nodelay", "tls", "replay",
-                  "tcp_ecn_connections"):
+                  "tcp_ecn_connections", "resumed_connections", "early_data_requests"):
             v = getattr(self, k)
             if v is not None:
                 out[k] = v

@@ -269,3 +269,16 @@ def test_the_simulation_meets_the_bound_where_the_chain_is_all() -> None:
     client = ClientLimits(H1, connections=1)
     sim = _Sim(uniform(500_000), RTT, RATE, client, RTT / 2).best()
     assert lower_bound(uniform(500_000), GEO, client).lower_bound_ms == pytest.approx(sim, abs=1.0)
+
+
+def test_a_returning_client_may_skip_every_handshake_and_a_warm_cache_every_byte() -> None:
+    # A repeat view: no lookup, no handshake need precede its request (0-RTT, early data after a
+    # Fast Open SYN): HTTP/2's bound loses its 2 handshake round trips, HTTP/3's its 1.
+    page = uniform(2_000_000)
+    for proto, saved in ((H2, 2), (H3, 1)):
+        first = lower_bound(page, GEO, ClientLimits(proto, dns_rounds=1))
+        back = lower_bound(page, GEO, ClientLimits(proto, dns_rounds=1, returning=True))
+        assert first.lower_bound_ms - back.lower_bound_ms == pytest.approx((saved + 1) * RTT), proto
+    # With the page in its cache, nothing need cross the link.
+    warm = lower_bound(page, GEO, ClientLimits(H2, returning=True, cached=True))
+    assert (warm.lower_bound_ms, warm.window_bound_ms, warm.critical) == (0.0, 0.0, "cache")

@@ -160,6 +160,8 @@ pub struct Site {
     replay: Option<Archive>,
     /// `--replay-think`: answer after the recorded think time.
     think: bool,
+    /// `--cache-max-age`: how long a client may keep the directory's files.
+    max_age: Option<u64>,
 }
 
 impl Site {
@@ -168,7 +170,15 @@ impl Site {
             root,
             replay,
             think,
+            max_age: None,
         }
+    }
+
+    /// Send `Cache-Control: max-age=S` with every file of the directory
+    /// (a replayed origin sends its recorded headers instead).
+    pub fn with_max_age(mut self, s: Option<u64>) -> Site {
+        self.max_age = s;
+        self
     }
 
     pub fn path(&self) -> &Path {
@@ -187,7 +197,14 @@ impl Site {
     /// HEAD; or, replaying, the recorded answer ([`Archive::find`]) or 404.
     pub fn plan(&self, method: &str, target: &str) -> Planned {
         match &self.replay {
-            None => self.root.plan(method, target),
+            None => {
+                let mut p = self.root.plan(method, target);
+                if let (200, Some(s)) = (p.status, self.max_age) {
+                    p.headers
+                        .push(("cache-control".into(), format!("max-age={s}")));
+                }
+                p
+            }
             Some(a) => {
                 let mut p = match a.find(method, target) {
                     None => Planned::error(404),
@@ -427,6 +444,13 @@ mod tests {
         // The directory's own files are not served: what was not recorded is a miss.
         let p = site.plan("GET", "/index.html");
         assert_eq!((p.status, p.replay), (404, Some("miss")));
+        // A directory's files with the cache lifetime asked for; a replay's keep their own headers.
+        let dir = Site::new(Root::new(r.path()).unwrap(), None, false).with_max_age(Some(60));
+        assert!(dir
+            .plan("GET", "/")
+            .headers
+            .contains(&("cache-control".into(), "max-age=60".into())));
+        assert!(dir.plan("GET", "/nope").headers.is_empty());
         // Without --replay-think, at once.
         let p = Site::new(Root::new(r.path()).unwrap(), archive(), false).plan("GET", "/a?x=1");
         assert_eq!(p.delay, Duration::ZERO);

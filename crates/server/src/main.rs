@@ -8,7 +8,7 @@
 //!     [--quic-stack quiche|quinn] [--quic-initcwnd PACKETS] [--no-pacing]
 //!     [--quic-max-data BYTES] [--quic-max-stream-data BYTES] [--idle-timeout-s S]
 //!     [--max-tcp-conns N] [--max-quic-conns N] [--header-read-timeout-s S] [--webtransport]
-//!     [--replay MANIFEST [--replay-think]]
+//!     [--replay MANIFEST [--replay-think]] [--cache-max-age S]
 //! ```
 //! - port 80: HTTP/1.1 in cleartext;
 //! - port 443/TCP: TLS 1.3 with ALPN h2 and http/1.1, advertising HTTP/3 (Alt-Svc);
@@ -198,7 +198,9 @@ fn main() {
             .unwrap_or_else(|e| usage(&format!("--replay {e}")))
     });
     // One site for every protocol.
-    let root = Arc::new(files::Site::new(dir, archive, opts.replay_think));
+    let root = Arc::new(
+        files::Site::new(dir, archive, opts.replay_think).with_max_age(opts.cache_max_age),
+    );
     let open = |p: &Option<String>, flag: &str| {
         log::JsonLines::create(p.as_deref()).unwrap_or_else(|e| usage(&format!("{flag}: {e}")))
     };

@@ -73,6 +73,8 @@ pub struct Options {
     pub replay: Option<String>,
     /// `--replay-think`: the recorded think time before each replayed answer.
     pub replay_think: bool,
+    /// `--cache-max-age S`: `Cache-Control: max-age=S` on the directory's files.
+    pub cache_max_age: Option<u64>,
 }
 
 impl Options {
@@ -134,6 +136,7 @@ impl Default for Options {
             webtransport: false,
             replay: None,
             replay_think: false,
+            cache_max_age: None,
         }
     }
 }
@@ -153,6 +156,7 @@ pub const RANGES: &[(&str, u64, u64, &str)] = &[
     ("--header-read-timeout-s", 1, 86_400, "s"),
     ("--max-tcp-conns", 1, 1 << 20, "connections"),
     ("--max-quic-conns", 1, 1 << 20, "connections"),
+    ("--cache-max-age", 0, 31_536_000, "s"),
 ];
 /// The flags with a fixed set of values.
 pub const CHOICES: &[(&str, &[&str])] = &[
@@ -346,6 +350,7 @@ where
             Long("webtransport") => o.webtransport = true,
             Long("replay") => o.replay = Some(p.value()?.string()?),
             Long("replay-think") => o.replay_think = true,
+            Long("cache-max-age") => o.cache_max_age = Some(ranged("--cache-max-age", &mut p)?),
             Long("no-resumption") => o.resumption = false,
             Long("no-0rtt") => o.zero_rtt = false,
             Long("no-pacing") => o.pacing = false,

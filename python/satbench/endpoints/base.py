@@ -71,6 +71,10 @@ class LoadRequest:
     #: A browser's CPU throttling (1: none) and emulated device (satbench.endpoints.browser.DEVICES).
     cpu_slowdown: float = 1.0
     device: str = "desktop"
+    #: Load the page twice in the same browser, its connections closed between, and measure the
+    #: second (a repeat view); with ``cold_cache``, its HTTP cache emptied first.
+    repeat_view: bool = False
+    cold_cache: bool = False
 
 
 class Client(ABC):

@@ -95,6 +95,11 @@ class BrowseOptions:
     #: CPU throttling (1: none) and the device emulated (a key of DEVICES).
     cpu_slowdown: float = 1.0
     device: str = "desktop"
+    #: A repeat view: load, close the browser's connections, load again in the same profile and
+    #: measure that (the first view's result kept in ``LoadResult.first_view``); ``cold_cache``
+    #: empties the HTTP cache between the two.
+    repeat_view: bool = False
+    cold_cache: bool = False
 
     def start(self) -> None:
         """Wait for the moment to navigate: the population's, or the fixed one."""
@@ -133,6 +138,8 @@ class LoadResult:
     page_result: dict[str, Any] | None = None
     #: The page was still measuring when the load's time was up.
     held: bool = False
+    #: A repeat view's first view (None: this load was a first view).
+    first_view: "LoadResult | None" = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -176,7 +183,8 @@ def page_metrics(res: LoadResult, data: dict[str, Any]) -> None:
 def judge(res: LoadResult, want: str, failed: dict[str, str] | None = None) -> None:
     """Mark the load invalid, with the reason, if any response used another
     protocol than ``want``, any request failed, or nothing was loaded or painted."""
-    wrong = [r for r in res.resources if r["protocol"] != want]
+    # A response from the HTTP cache (a repeat view's) crossed no connection now.
+    wrong = [r for r in res.resources if r["protocol"] != want and not r.get("cached")]
     if wrong:
         r = wrong[0]
         res.valid = False
@@ -201,9 +209,11 @@ def judge(res: LoadResult, want: str, failed: dict[str, str] | None = None) -> N
 def outcome(r: LoadResult) -> ClientOutcome:
     """A browser's load as the runner's outcome."""
     status = TrialStatus.VALID if r.valid else TrialStatus.INVALID
+    reason = r.invalid_reason
     metrics: dict[str, float | None] = {
         "plt_ms": r.plt_ms, "fcp_ms": r.fcp_ms, "lcp_ms": r.lcp_ms, "ttfb_ms": r.ttfb_ms, "dcl_ms": r.dcl_ms,
         "connections_opened": r.connections, "bytes_received": r.bytes_received, "responses": len(r.resources),
+        "responses_cached": sum(bool(x.get("cached")) for x in r.resources),
         "browser_wall_s": r.wall_s, **(r.visual or {}).get("metrics", {})}
     objects = [ObjectTiming(client=0, url=x["url"], protocol=x["protocol"], status=x["status"], bytes=x["bytes"],
                             start_ms=x["start_ms"], ttfb_ms=x["response_start_ms"], end_ms=x["end_ms"],
@@ -212,12 +222,19 @@ def outcome(r: LoadResult) -> ClientOutcome:
     client = ClientResult(client=0, valid=r.valid, reason=r.invalid_reason, plt_ms=r.plt_ms, fcp_ms=r.fcp_ms,
                           lcp_ms=r.lcp_ms, ttfb_ms=r.ttfb_ms, bytes=r.bytes_received,
                           throughput_mbps=r.bytes_received * 8 / r.plt_ms / 1e3 if r.plt_ms else None)
+    if r.first_view is not None:
+        f = r.first_view
+        metrics.update({"first_plt_ms": f.plt_ms, "first_fcp_ms": f.fcp_ms, "first_lcp_ms": f.lcp_ms,
+                        "first_ttfb_ms": f.ttfb_ms, "first_connections_opened": f.connections,
+                        "first_bytes_received": f.bytes_received})
+        if not f.valid:  # a repeat view after a failed first view measures no return
+            status, reason = TrialStatus.INVALID, f"first view: {f.invalid_reason}"
     env: dict[str, Any] = {}
     if r.visual:
         env["visual"] = {k: v for k, v in r.visual.items() if k in ("source", "captured", "fps")}
     if r.emulation:
         env["emulation"] = r.emulation
-    return ClientOutcome(status=status, reason=r.invalid_reason, metrics=metrics, objects=objects, clients=[client],
+    return ClientOutcome(status=status, reason=reason, metrics=metrics, objects=objects, clients=[client],
                          raw=r.to_json(), load_s=None if r.plt_ms is None else r.plt_ms / 1e3,
                          start_unix_ms=r.start_unix_ms, env=env)
 

@@ -59,8 +59,16 @@ BASE_FLAGS = ["--no-sandbox", "--headless", "--disable-gpu", "--no-first-run", "
               "--disable-features=MediaRouter,OptimizationHints,Translate,AutofillServerCommunication"]
 
 
+#: A repeat view's pause between its two loads, once the first view's connections are closed: long
+#: enough for the closes to leave (the servers learn of them over the path), short against any
+#: session's lifetime.
+REPEAT_PAUSE_MS = 500
+
+
 def _flags(opts: BrowseOptions, url: str) -> list[str]:
     flags = list(BASE_FLAGS)
+    if opts.repeat_view:
+        flags += ["--enable-net-benchmarking"]  # chrome.benchmarking.closeConnections between the views
     if opts.protocol == "h1":
         flags += ["--disable-quic", "--disable-http2"]
     elif opts.protocol == "h2":
@@ -159,7 +167,9 @@ class Browser:
                     r = ev["response"]
                     responses[ev["requestId"]] = {"url": r["url"], "status": r.get("status"),
                                                   "protocol": r.get("protocol"), "connection": r.get("connectionId"),
-                                                  "remote": r.get("remoteIPAddress")}
+                                                  "remote": r.get("remoteIPAddress"),
+                                                  "cached": bool(r.get("fromDiskCache") or r.get("fromMemoryCache")
+                                                                 or r.get("fromPrefetchCache"))}
 
                 cdp.on("Network.responseReceived", on_response)
                 cdp.on("Network.loadingFinished",
@@ -167,7 +177,8 @@ class Browser:
                 cdp.on("Network.loadingFailed",
                        lambda ev: failed.__setitem__(ev["requestId"], ev.get("errorText", "failed")))
                 cdp.send("Network.enable")
-                cdp.send("Network.setCacheDisabled", {"cacheDisabled": True})
+                # A first view has no cache to use; a repeat view's first load fills it for the second.
+                cdp.send("Network.setCacheDisabled", {"cacheDisabled": not opts.repeat_view})
                 if opts.frames:
                     # Every frame the compositor produces, as it swaps it; each acknowledged, or the
                     # screencast stops after the first few.
@@ -181,17 +192,37 @@ class Browser:
                     cdp.send("Page.startScreencast", {"format": "jpeg", "quality": 85, "everyNthFrame": 1,
                                                       "maxWidth": size["width"], "maxHeight": size["height"]})
                 page.add_init_script(_OBSERVER)
-                error = None
+
+                def visit() -> tuple[str | None, dict[str, Any]]:
+                    try:
+                        page.goto(url, wait_until="load", timeout=opts.timeout_s * 1000)
+                    except PlaywrightError as e:
+                        if "has been closed" in str(e) or not browser.is_connected():
+                            raise  # the browser died: the harness failed, not the path
+                        return str(e).splitlines()[0], {}
+                    return None, settle(lambda: page.evaluate(_COLLECT), opts, lambda: page.wait_for_timeout(50))
+
                 opts.start()
-                try:
-                    page.goto(url, wait_until="load", timeout=opts.timeout_s * 1000)
-                except PlaywrightError as e:
-                    if "has been closed" in str(e) or not browser.is_connected():
-                        raise  # the browser died: the harness failed, not the path
-                    error = str(e).splitlines()[0]
-                data = {} if error is not None else settle(lambda: page.evaluate(_COLLECT), opts,
-                                                            lambda: page.wait_for_timeout(50))
+                error, data = visit()
                 version = browser.version
+                first: LoadResult | None = None
+                if opts.repeat_view:
+                    # The first view, then what a returning visitor has: the browser's connections closed
+                    # (chrome.benchmarking.closeConnections: sockets and QUIC sessions, each closed as
+                    # the protocol closes it), its TLS sessions, 0-RTT keys, Alt-Svc and (unless
+                    # cold) cache kept; then the same page again, measured.
+                    first = _result(url, opts, want, t0, version, error, data, dict(responses), dict(finished),
+                                    dict(failed))
+                    page.goto("about:blank")
+                    page.evaluate("chrome.benchmarking.closeConnections()")
+                    if opts.cold_cache:
+                        cdp.send("Network.clearBrowserCache")
+                    page.wait_for_timeout(REPEAT_PAUSE_MS)
+                    responses.clear()
+                    finished.clear()
+                    failed.clear()
+                    t0 = time.monotonic()
+                    error, data = visit()
                 if opts.frames:
                     page.wait_for_timeout(FRAMES_TAIL_MS)  # the last frames are still on their way
                     cdp.send("Page.stopScreencast")
@@ -201,6 +232,7 @@ class Browser:
                 browser.close()
         res = _result(url, opts, want, t0, version, error, data, responses, finished, failed)
         res.emulation = emulation
+        res.first_view = first
         if opts.frames and res.valid:
             res.visual = visual_of(shots, res.start_unix_ms, "chromium devtools screencast (jpeg 85)",
                                    opts.frames_dir)
@@ -334,7 +366,8 @@ class Chromium(Client):
                              har=art / "page.har" if art and "har" in req.keep else None,
                              netlog=art / "netlog.json" if art and "netlog" in req.keep else None,
                              frames="frames" in req.keep, frames_dir=art / "frames" if art and "frames" in req.keep
-                             else None, cpu_slowdown=req.cpu_slowdown, device=req.device)
+                             else None, cpu_slowdown=req.cpu_slowdown, device=req.device,
+                             repeat_view=req.repeat_view, cold_cache=req.cold_cache)
         watchdog = Watchdog(req.host, ("chromium", "chrome"), req.timeout_s + WATCHDOG_GRACE_S)
         try:
             if threading.current_thread() is threading.main_thread():

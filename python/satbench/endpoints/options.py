@@ -67,6 +67,10 @@ class ServerOptions:
                                                hi=QUIC_VARINT_MAX)
     webtransport: bool = option(False, "WebTransport over HTTP/3 (quinn stack): the real-time endpoint /rt/wt "
                                        "(the experiment factor is realtime = \"wt\")", experiment=False)
+    cache_max_age: int | None = option(None, "Cache-Control: max-age on every file the server sends (default: "
+                                             "none, so a repeat view fetches everything again; a replayed site "
+                                             "sends its recorded headers)", metavar="SECONDS", lo=0, hi=31_536_000,
+                                       returning="the HTTP cache of a repeat view")
     replay_think: bool = option(False, "a replayed site's origins wait each request's recorded server think time "
                                        "(HAR timings.wait) before answering (default: answer at once)")
     keylog: bool = option(False, "write TLS keys (SSLKEYLOGFILE format) to the log folder", experiment=False,

@@ -210,6 +210,13 @@ def summarise(log_dir: Path) -> ServerSummary:
         page = [r for r in reqs if not (r.get("replay") == "miss" and str(r.get("path")) == "/favicon.ico")]
         out.replay = {how: sum(r.get("replay") == how for r in page) for how in ("exact", "fuzzy", "miss")}
     _origins(out, conns, reqs)
+    # What a returning client got back: TLS sessions resumed, requests answered from 0-RTT data.
+    said = [c for c in conns if c.get("tls_handshake") or c.get("resumed") is not None]
+    if said:
+        out.resumed_connections = sum(c.get("tls_handshake") == "Resumed" or c.get("resumed") is True for c in said)
+    early = [r for r in reqs if r.get("early_data") is not None]
+    if early:
+        out.early_data_requests = sum(r["early_data"] is True for r in early)
     # What limited each connection's sending: the server's one classifier for TCP and QUIC
     # (crates/server/src/limits.rs), time per class in its connection record.
     per_conn: list[dict[str, Any]] = []

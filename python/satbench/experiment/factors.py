@@ -131,6 +131,14 @@ CORE: tuple[Factor, ...] = (
     Factor("device", one_of(tuple(DEVICES)), "desktop",
            "the browser's device: desktop (a 1280x720 window) or phone (Playwright's Pixel 7: a 412x839 "
            "viewport, device pixel ratio 2.625, a mobile user agent, touch)", keyed=False),
+    Factor("view", one_of(("first", "repeat")), "first",
+           "a browser's load: the first view, in a fresh profile, or a repeat view: the page loaded again in the "
+           "same browser after its connections were closed, with what a returning visitor keeps (TLS session "
+           "tickets, QUIC's 0-RTT keys, the HTTP cache, Alt-Svc); the repeat view is the trial's measurement and "
+           "the first view's is stored beside it (first_plt_ms, ...)", keyed=False),
+    Factor("cache", one_of(("warm", "cold")), "warm",
+           "a repeat view's HTTP cache: as the first view left it (warm), or emptied first (cold: only the TLS "
+           "and QUIC state carry over)", keyed=False),
     Factor("quic_window", lambda v: None if v in ("stack", "bdp") or (isinstance(v, int) and not isinstance(
         v, bool) and 1024 <= v <= 1 << 40) else f"must be stack, bdp or a number of bytes, got {v!r}", "stack",
            "QUIC flow-control windows (connection and stream) of the loader and the satbench server: each "

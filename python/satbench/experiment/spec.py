@@ -58,7 +58,7 @@ from ..workloads import workload_of
 from . import designs
 from .design import RunOrder, Trial, run_order
 from .factors import FACTORS, REQUIRED, check_of, known
-from .trialspec import TrialSpec, complete, emulation_problem, shards_problem
+from .trialspec import TrialSpec, complete, emulation_problem, shards_problem, view_problem
 
 ARTEFACTS = ("server", "har", "netlog", "pcap", "keylog", "frames")
 EXPERIMENT_KEYS = {"name", "description", "repetitions", "order", "seed", "timeout_s", "warmup", "artefacts",
@@ -421,17 +421,22 @@ class _Parser:
         if "keylog" in artefacts and any(t.spec.server is not ServerKind.SATBENCH for t in trials):
             raise self.err("keylog: only the satbench server writes its TLS keys (nginx and caddy have no "
                            "SSLKEYLOGFILE)", "experiment", "artefacts", fld="experiment.artefacts")
+        if "frames" in artefacts and any(t.spec.view == "repeat" for t in trials):
+            raise self.err("frames: a repeat view's frames are not captured yet (its first view would be in them)",
+                           "experiment", "artefacts", fld="experiment.artefacts")
         scenarios = len(self.doc.get("scenario", []))
         for k in varied:
             acts_on = needs_returning_client(k[7:]) if k.startswith("server.") else None
+            if acts_on and all(t.spec.view == "repeat" for t in trials):
+                continue  # every trial's browser comes back: what it carries is measured
             if acts_on:
                 # No client returns yet: every load is a first view in a fresh profile or process.
                 where = next(((table, i) for table, i in [("factors", None), *[("scenario", j)
                                                                               for j in range(scenarios)]]
                               if self.loc.line(table, k, i)), ("factors", None))
-                raise self.err(f"acts only on a client that comes back ({acts_on}), and every trial's client loads "
-                               "the page once, in a fresh profile: varying it would measure nothing", where[0], k,
-                               where[1], k)
+                raise self.err(f"acts only on a client that comes back ({acts_on}), and some trials' clients load "
+                               "the page once, in a fresh profile: varying it would measure nothing there (set "
+                               "view = \"repeat\" for every trial)", where[0], k, where[1], k)
         return varied
 
 
@@ -555,7 +560,7 @@ def _combination_problem(ts: TrialSpec) -> tuple[str, str] | None:
         problem = next((("clients", f"{g.protocol}: {p[1]}") for g in ts.population
                         if (p := client_class(g.kind).check(replace(g, n=1)))), None)
     problem = (problem or workload_of(ts).problem(ts) or server_class(ts.server).check(ts) or shards_problem(ts)
-               or emulation_problem(ts))
+               or emulation_problem(ts) or view_problem(ts))
     if not problem and ts.terminals > 1 and (ts.population is None or ts.hosts != "each"):
         problem = ("terminals", "several terminals need a population of clients on hosts of their own "
                                 "(clients = { h2 = 4 }, hosts = \"each\"): clients are dealt to terminals")

@@ -87,6 +87,10 @@ class TrialSpec:
     #: A browser's CPU throttling (1: none) and emulated device.
     cpu_slowdown: float
     device: str
+    #: ``first`` or ``repeat`` (a browser's second load of the page, in the same profile), and a repeat
+    #: view's HTTP cache (``warm`` or ``cold``).
+    view: str
+    cache: str
     #: ``stack``, ``bdp`` or bytes.
     quic_window: str | int
     #: The satbench server's options the trial sets (``server.OPTION``), by option name.
@@ -121,7 +125,8 @@ class TrialSpec:
             connections=int(f["connections"]), server=ServerKind(str(f["server"])), hosts=str(f["hosts"]),
             terminals=int(f["terminals"]), shards=int(f["shards"]), realtime=rt, nodelay=bool(f["nodelay"]),
             dns=str(f["dns"]), quic_stack=str(f["quic_stack"]), quic_window=_quic_window(f["quic_window"]),
-            cpu_slowdown=float(f["cpu_slowdown"]), device=str(f["device"]),
+            cpu_slowdown=float(f["cpu_slowdown"]), device=str(f["device"]), view=str(f["view"]),
+            cache=str(f["cache"]),
             server_options={k[7:]: v for k, v in f.items() if k.startswith("server.") and k[7:] in names},
             link_overrides={k[5:]: v for k, v in f.items() if k.startswith("link.")},
             path={k: f[k] for k in ELEMENTS if k in f and f[k] != element_class(k).default})
@@ -186,6 +191,21 @@ def shards_problem(t: TrialSpec) -> tuple[str, str] | None:
         return "shards", "a sharded page needs a client that loads its objects (a browser or the loader)"
     if t.server is not ServerKind.SATBENCH:
         return "shards", "the shards are satbench servers (their logs count each origin's connections)"
+    return None
+
+
+def view_problem(t: TrialSpec) -> tuple[str, str] | None:
+    """Why a trial cannot load a repeat view (None if it can, or asks none)."""
+    if t.view == "first":
+        return ("cache", "a first view's cache is empty: cache = \"cold\" is a repeat view's") if t.cache != "warm" \
+            else None
+    if any(k is not ClientKind.CHROMIUM for k in t.kinds):
+        return "view", ("a repeat view is Chromium's (it closes its connections between the views and keeps its "
+                        "sessions: chrome.benchmarking); Firefox, the loader and curl load first views only")
+    if t.clients != 1:
+        return "view", "a repeat view is one browser's: clients = 1"
+    if t.realtime is not None:
+        return "view", "a real-time scenario runs once per browser: view = \"first\""
     return None
 
 
