@@ -70,6 +70,7 @@ PARTS: dict[str, Callable[[], bool]] = {
     "nghttpx": lambda: shutil.which("nghttpx") is not None,
     "caddy": lambda: caddy_binary().is_file(),
     "tshark": lambda: shutil.which("tshark") is not None,
+    "ffmpeg": lambda: shutil.which("ffmpeg") is not None,
 }
 
 

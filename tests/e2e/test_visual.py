@@ -69,3 +69,42 @@ def test_content_at_known_times_gives_known_visual_metrics(tmp_path: Path) -> No
                            ("visually_complete_85_ms", 1200), ("last_visual_change_ms", 1200)):
             assert want <= m[name] <= want + 50, (name, m[name])
         assert m["visual_frames"] == 3  # blank, the top half, both
+
+
+def test_a_loads_video_shows_what_was_on_screen_when(tmp_path: Path) -> None:
+    # The video artefact (ffmpeg) of the visual page: blank until 400 ms, the top half (blue) until
+    # 1200 ms, then both halves (the bottom one red), the load's time the video's.
+    import subprocess
+
+    import numpy as np
+
+    from satbench.video import duration_s
+
+    exp = tmp_path / "video.toml"
+    exp.write_text('[experiment]\nname = "video"\nseed = 1\ntimeout_s = 60\nartefacts = ["video"]\n[factors]\n'
+                   'link = "lan"\nprotocol = "h2"\npage = "visual"\nclient = "chromium"\n')
+    db = tmp_path / "db.sqlite"
+    p = run_cli("run", str(exp), "--db", str(db), timeout=300)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    (video,) = list((tmp_path / "artefacts").rglob("video.mp4"))
+    assert 1.2 + 0.5 - 0.1 <= duration_s(video) <= 1.2 + 0.5 + 0.2  # the last change, held 500 ms
+
+    def at(t: float) -> tuple[np.ndarray, np.ndarray]:
+        """The mean colour of the top and bottom halves of the frame on screen at ``t`` s."""
+        raw = subprocess.run(["ffmpeg", "-v", "error", "-ss", str(t), "-i", str(video), "-frames:v", "1",
+                              "-vf", "scale=64:64", "-f", "rawvideo", "-pix_fmt", "rgb24", "-"],
+                             capture_output=True, check=True).stdout
+        img = np.frombuffer(raw, dtype=np.uint8).reshape(64, 64, 3).astype(float)
+        return img[4:28].mean(axis=(0, 1)), img[36:60].mean(axis=(0, 1))
+
+    white, blue, red = np.array([255, 255, 255]), np.array([0x1f, 0x5f, 0xa8]), np.array([0xc8, 0x40, 0x1a])
+
+    def near(c: np.ndarray, want: np.ndarray) -> bool:
+        return bool(np.abs(c - want).max() < 40)
+
+    top, bottom = at(0.2)
+    assert near(top, white) and near(bottom, white), (top, bottom)
+    top, bottom = at(0.8)
+    assert near(top, blue) and near(bottom, white), (top, bottom)
+    top, bottom = at(1.5)
+    assert near(top, blue) and near(bottom, red), (top, bottom)

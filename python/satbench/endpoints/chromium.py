@@ -341,7 +341,7 @@ class Chromium(Client):
     browser per load inside the client's namespace."""
 
     kind = ClientKind.CHROMIUM
-    artefacts = frozenset({"har", "netlog", "frames"})
+    artefacts = frozenset({"har", "netlog", "frames", "video"})
 
     def __init__(self) -> None:
         self.browser = Browser()
@@ -365,8 +365,9 @@ class Chromium(Client):
                              release=req.release, origins=req.origins,
                              har=art / "page.har" if art and "har" in req.keep else None,
                              netlog=art / "netlog.json" if art and "netlog" in req.keep else None,
-                             frames="frames" in req.keep, frames_dir=art / "frames" if art and "frames" in req.keep
-                             else None, cpu_slowdown=req.cpu_slowdown, device=req.device,
+                             frames=bool({"frames", "video"} & req.keep),
+                             frames_dir=art / "frames" if art and {"frames", "video"} & req.keep else None,
+                             cpu_slowdown=req.cpu_slowdown, device=req.device,
                              repeat_view=req.repeat_view, cold_cache=req.cold_cache)
         watchdog = Watchdog(req.host, ("chromium", "chrome"), req.timeout_s + WATCHDOG_GRACE_S)
         try:
@@ -391,7 +392,10 @@ class Chromium(Client):
             if watchdog.fired:
                 raise TestbedError(watchdog.reason()) from None
             raise TestbedError(f"browser: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from None
-        return outcome(r)
+        out = outcome(r)
+        if art and "video" in req.keep:
+            out.env["video"] = _video(art)
+        return out
 
     def _replace_browser(self) -> None:
         """A new driver after the watchdog ended the old one (closing what is left of it)."""
@@ -412,3 +416,15 @@ def program_version(binary: str) -> str | None:
         return out.strip() or None
     except (OSError, subprocess.SubprocessError):
         return None
+
+
+def _video(art: Path) -> dict[str, Any]:
+    """The load's video from its frames (satbench.video), or why there is none: the measurement
+    stands either way."""
+    from ..video import make_video  # noqa: PLC0415 - only the video artefact needs it
+
+    try:
+        made = make_video(art / "frames", art / "video.mp4")
+    except (RuntimeError, OSError, subprocess.SubprocessError) as e:
+        return {"error": str(e)}
+    return {"file": "video.mp4"} if made else {"error": "no frames"}

@@ -644,7 +644,8 @@ def run(exp: Experiment, db: Path, *, progress: Callable[[Event], None] | None =
     lab = lab or Lab()
     check_path(Path(db))
     lab.prerequisites()
-    lab.provide(set().union(*(prereq.parts_of(t.spec.factors) for t in exp.trials)))
+    lab.provide(set().union(*(prereq.parts_of(t.spec.factors) for t in exp.trials))
+                | ({"ffmpeg"} if "video" in exp.artefacts else set()))
     lab.cleanup()  # what runs killed before (SIGKILL, power loss) left behind; live testbeds are not touched
     db = Path(db)
     with open_store(db, db_timeout_s) as store:

@@ -60,7 +60,7 @@ from .design import RunOrder, Trial, run_order
 from .factors import FACTORS, REQUIRED, check_of, known
 from .trialspec import TrialSpec, complete, emulation_problem, shards_problem, view_problem
 
-ARTEFACTS = ("server", "har", "netlog", "pcap", "keylog", "frames")
+ARTEFACTS = ("server", "har", "netlog", "pcap", "keylog", "frames", "video")
 EXPERIMENT_KEYS = {"name", "description", "repetitions", "order", "seed", "timeout_s", "warmup", "artefacts",
                    "scheduler", "parallel"}
 #: A Dask scheduler's address: tcp:// or tls://, a host (a name, IPv4, or IPv6 in brackets), an optional port.
@@ -421,7 +421,7 @@ class _Parser:
         if "keylog" in artefacts and any(t.spec.server is not ServerKind.SATBENCH for t in trials):
             raise self.err("keylog: only the satbench server writes its TLS keys (nginx and caddy have no "
                            "SSLKEYLOGFILE)", "experiment", "artefacts", fld="experiment.artefacts")
-        if "frames" in artefacts and any(t.spec.view == "repeat" for t in trials):
+        if {"frames", "video"} & set(artefacts) and any(t.spec.view == "repeat" for t in trials):
             raise self.err("frames: a repeat view's frames are not captured yet (its first view would be in them)",
                            "experiment", "artefacts", fld="experiment.artefacts")
         scenarios = len(self.doc.get("scenario", []))

@@ -726,8 +726,10 @@ def _representatives(valid: Any, varied: list[str], metric: str) -> list[tuple[s
 
 
 def _filmstrip_section(r: Results, valid: Any, varied: list[str]) -> str:
-    """The frames of each combination's median-Speed-Index trial, side by side on one time axis."""
-    strips = []
+    """The frames of each combination's median-Speed-Index trial, side by side on one time axis (and
+    their videos, where the trials made them)."""
+    strips: list[Strip] = []
+    videos: list[str] = []
     for label, row in _representatives(valid, varied, "speed_index_ms"):
         art = Path(str(row.get("artefacts") or ""))
         if not art.is_absolute():  # stored as given: relative to where the study ran (its database's folder)
@@ -741,12 +743,17 @@ def _filmstrip_section(r: Results, valid: Any, varied: list[str]) -> str:
         except (OSError, ValueError, TypeError, AttributeError):
             pass
         strips.append(Strip(f"{label} (SI {row['speed_index_ms']:.0f} ms)", art / "frames", progress))
+        if (art / "video.mp4").is_file():
+            videos.append(f"<li>{html.escape(label)}: <a href='{html.escape((art / 'video.mp4').resolve().as_uri())}'>"
+                          "video.mp4</a></li>")
     film = filmstrip(strips) if strips else ""
     if not film:
         return ""
     return ("<h3>Filmstrips</h3><p class='note'>What the browser showed, per combination: its trial with the "
             "median Speed Index; each picture is the last frame painted by that time, with its visual progress "
-            "(the frames are the trial's artefacts, <code>frames/</code>).</p>" + film)
+            "(the frames are the trial's artefacts, <code>frames/</code>).</p>" + film
+            + (f"<p class='note'>Their videos (the load's time is the video's):</p><ul>{''.join(videos)}</ul>"
+               if videos else ""))
 
 
 def _waterfall_section(r: Results, name: str, valid: Any, varied: list[str], figs: Figures) -> str:
