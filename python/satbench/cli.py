@@ -179,6 +179,10 @@ def _shell_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--proxy-cache", choices=("none", "cold"),
                    help="nginx's cache: none (default) or cold (empty at the start; an experiment's proxy cache "
                         "can also be warm, its trial's page fetched through the proxy first)")
+    p.add_argument("--cross", choices=("bulk", "video", "web"),
+                   help="other users' traffic sharing the link from hosts of its own (xclient, xserver), started "
+                        "before the command and running through it: a bulk TCP download, a video-like or web-like "
+                        "one")
     p.add_argument("--tunnel", choices=("wireguard", "vpn"),
                    help="a VPN from the client host to an endpoint on the server LAN (satbench-tunnel): it hides "
                         "TCP from PEPs")
@@ -302,8 +306,9 @@ def _shell(a: argparse.Namespace, rest: list[str]) -> int:
               **({"cache": a.proxy_cache} if a.proxy_cache else {})}
              if a.proxy and (a.proxy_upstream or a.proxy_cache) else a.proxy)
     # The shell's trial, as the path elements see one: its path and congestion control (it loads no page).
-    given = {"pep": pep or "none", "tunnel": a.tunnel or "none", "proxy": proxy or "none", "cc": a.cc or "cubic"}
-    for factor in ("pep", "tunnel", "proxy"):
+    given = {"pep": pep or "none", "tunnel": a.tunnel or "none", "proxy": proxy or "none", "cross": a.cross or "none",
+             "cc": a.cc or "cubic"}
+    for factor in ("pep", "tunnel", "proxy", "cross"):
         if problem := element_class(factor).check(given[factor]):
             raise InputError(f"--{factor}: {problem}")
     trial = TrialSpec.of({"link": link.name, "protocol": "h2", "page": "blank", **given})

@@ -49,7 +49,7 @@ from ..model import (
     ServerSummary,
     TrialStatus,
 )
-from ..path import PathElement, elements
+from ..path import PathElement, element_class, elements
 from ..results.store import Store, TrialRecord, check_path
 from ..testbed import knobs
 from ..testbed.cleanup import cleanup
@@ -464,6 +464,11 @@ class Runner:
                 rec.metrics.update(LinkCounters.parse(rec.link_counters).metrics(page_total))
             except ValueError as e:  # the emulator's counters contradict themselves: nothing of them is kept
                 rec.status, rec.reason = TrialStatus.FAILED, f"harness error: {e}"
+        if any(element_class(f).shares_link for f in t.spec.path):
+            # Other traffic crossed the link too: its counters are not this load's bytes.
+            for k in [k for k in rec.metrics if k.startswith(("wire_", "oh_", "ecn_"))
+                      or k in ("overhead_pct", "link_drops")]:
+                del rec.metrics[k]
         rec.metrics.update(workload_of(t.spec).wire_metrics(rec.metrics))
         self._bound(rec, t)
         oh = rec.metrics.get("overhead_pct")

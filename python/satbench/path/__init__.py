@@ -1,7 +1,7 @@
 """Elements on the path between the clients and the servers, besides the
 satellite link: the access link behind the terminal, split-TCP PEPs, a
-terrestrial link behind the gateway, a VPN tunnel and an HTTP proxy at the
-gateway.
+terrestrial link behind the gateway, a VPN tunnel, an HTTP proxy at the
+gateway, and other users' traffic sharing the link.
 
 An element is placed by one experiment factor (``access = "wifi"``). Its
 class says which link profiles the value needs (resolved once, at plan time,
@@ -41,6 +41,9 @@ class PathElement(ABC):
     #: sentence that refuses more ("a proxy").
     max_terminals: ClassVar[int | None] = None
     noun: ClassVar[str] = "path element"
+    #: Whether it puts traffic of its own on the satellite link (cross traffic): the link's counters
+    #: are then not the trial's alone, and the trial's wire bytes and overhead are not taken from them.
+    shares_link: ClassVar[bool] = False
 
     def __init__(self, value: Any, links: Mapping[str, LinkSpec], trial: "TrialSpec"):
         #: Its value, the links it needs, and the trial it is part of (a proxy
@@ -104,6 +107,7 @@ ELEMENTS: dict[str, str] = {
     "terrestrial": "satbench.path.terrestrial:TerrestrialLink",
     "tunnel": "satbench.path.tunnel:Tunnel",
     "proxy": "satbench.path.proxy:Proxy",
+    "cross": "satbench.path.cross:CrossTraffic",
 }
 
 

@@ -134,6 +134,9 @@ class TestbedSpec:
     #: Names of their own for the server hosts, in order (a replayed site's recorded host names): the
     #: j-th list names server host j, instead of server.test and sj.test.
     server_names: list[list[str]] = field(default_factory=list)
+    #: Hosts for other users' traffic sharing the link (the cross-traffic element): ``xclient`` on the
+    #: clients' LAN (198.18.1.250), ``xserver`` on the servers' (198.18.3.250).
+    cross: bool = False
 
 
 class Testbed:
@@ -186,6 +189,10 @@ class Testbed:
         self.vpn = Host("vpn", p + "vpn", "198.18.3.2", ["vpn.test"]) if spec.vpn else None
         if n > 1 and self.vpn is not None:
             raise TestbedError("a VPN endpoint with several terminals is not supported; use one terminal")
+        self.cross_client = Host("xclient", p + "xc", "198.18.1.250", ["xclient.test"]) if spec.cross else None
+        self.cross_server = Host("xserver", p + "xs", "198.18.3.250", ["xserver.test"]) if spec.cross else None
+        if n > 1 and spec.cross:
+            raise TestbedError("cross traffic with several terminals is not supported; use one terminal")
         #: Each client's terminal (index into :attr:`terminals`): dealt in turn.
         self.client_terminal = [(i - 1) % n for i in range(1, spec.clients + 1)]
         self.clients = []
@@ -210,12 +217,17 @@ class Testbed:
         extra = [self.access_point] if self.access_point else []
         edge = [self.edge] if self.edge else []
         vpn = [self.vpn] if self.vpn else []
-        return [*self.clients, *extra, *self.terminals, self.gateway, *edge, *vpn, *self.servers]
+        return [*self._client_lan, *extra, *self.terminals, self.gateway, *edge, *vpn, *self._server_lan[len(vpn):]]
+
+    @property
+    def _client_lan(self) -> list[Host]:
+        """The hosts on the clients' LAN: the clients, and the cross-traffic client if any."""
+        return [*self.clients, *([self.cross_client] if self.cross_client else [])]
 
     @property
     def _server_lan(self) -> list[Host]:
-        """The hosts on the server LAN: the servers, and the VPN endpoint if any."""
-        return [*([self.vpn] if self.vpn else []), *self.servers]
+        """The hosts on the server LAN: the VPN endpoint if any, the servers, the cross-traffic server."""
+        return [*([self.vpn] if self.vpn else []), *self.servers, *([self.cross_server] if self.cross_server else [])]
 
     @property
     def namespaces(self) -> list[str]:
@@ -379,7 +391,7 @@ class Testbed:
                 batch(h.ns, ["link set lo up", f"addr add {h.addr}/24 dev eth0", "link set eth0 up",
                              "route add 198.18.0.0/15 via 198.18.3.1"])
             return
-        client_lan = lan(self.clients, "198.18.1.1")
+        client_lan = lan(self._client_lan, "198.18.1.1")
         term = [] if self.access_point else client_lan
         if not self.access_point:
             term += tun("sat0", "198.18.2.1", "198.18.2.2") + ["route add 198.18.3.0/24 dev sat0"]
@@ -401,7 +413,7 @@ class Testbed:
             gw = lan(self._server_lan, "198.18.3.1") + tun("sat0", "198.18.2.2", "198.18.2.1")
         gw += ["route add 198.18.1.0/24 dev sat0", "route add 198.18.4.0/24 dev sat0"]
         batch(self.gateway.ns, gw)
-        for h, via in [(c, "198.18.1.1") for c in self.clients] + [(s, "198.18.3.1") for s in self._server_lan]:
+        for h, via in [(c, "198.18.1.1") for c in self._client_lan] + [(s, "198.18.3.1") for s in self._server_lan]:
             batch(h.ns, ["link set lo up", f"addr add {h.addr}/24 dev eth0", "link set eth0 up",
                          f"route add 198.18.0.0/15 via {via}"])
 

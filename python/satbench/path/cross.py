@@ -1,0 +1,246 @@
+"""Other users' traffic on the trial's link: competing flows between a host
+of their own behind the terminal (``xclient``) and one behind the gateway
+(``xserver``), started before the trial's load and running through it.
+
+    cross = "bulk"                  one bulk TCP download (iperf3), CUBIC
+    cross = "video"                 a video-like download: a 2 s segment at 5 Mbit/s every 2 s
+    cross = "web"                   web-like downloads: 500 KB pages arriving as a Poisson process, 1 per s
+    cross = { kind = "bulk", direction = "up", cc = "bbr", flows = 4 }
+    cross = { kind = "video", bitrate_mbps = 8, segment_s = 4 }
+    cross = { kind = "web", rate_per_s = 3, size_kb = 300, lead_s = 5 }
+
+``direction`` is ``down`` (the server sends, the default) or ``up``;
+``lead_s`` (default 3) is how long the flows run before the trial's load
+starts (a bulk flow fills the path first). The bulk flow is iperf3 with its
+congestion control set on its socket; the video and web flows are curl
+against satbench-server (cleartext HTTP/1.1; uploads to its sink), each
+fetch a new connection.
+
+What they carried while the trial's load ran is measured at the cross
+client's interface (bytes in or out of ``xclient``, IP and Ethernet headers
+included): ``cross_bytes`` and ``cross_mbps``. The link's own counters then
+hold both the trial's and the cross traffic, so the trial's wire bytes and
+overhead are not taken from them (``LinkCounters`` metrics left out): the
+element says it shares the link.
+"""
+
+from __future__ import annotations
+
+import random
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..errors import TestbedError
+from . import PathElement
+
+if TYPE_CHECKING:
+    from ..endpoints.satbench_server import SatbenchServer
+    from ..experiment.trialspec import TrialSpec
+    from ..testbed.host import Host
+    from ..testbed.testbed import Testbed, TestbedSpec
+
+KINDS = ("bulk", "video", "web")
+DEFAULTS: dict[str, dict[str, Any]] = {
+    "bulk": {"direction": "down", "cc": "cubic", "flows": 1, "lead_s": 3.0},
+    "video": {"direction": "down", "bitrate_mbps": 5.0, "segment_s": 2.0, "lead_s": 3.0},
+    "web": {"direction": "down", "rate_per_s": 1.0, "size_kb": 500, "lead_s": 3.0},
+}
+#: Each key's check: (kind of value, low, high).
+RANGES: dict[str, tuple[type, float, float]] = {
+    "flows": (int, 1, 64), "bitrate_mbps": (float, 0.01, 10_000), "segment_s": (float, 0.1, 60),
+    "rate_per_s": (float, 0.01, 100), "size_kb": (int, 1, 1_000_000), "lead_s": (float, 0, 600),
+}
+IPERF_PORT = 5202
+
+
+def options(value: Any) -> dict[str, Any]:
+    """The value as a full table (its kind's defaults filled)."""
+    v = {"kind": value} if isinstance(value, str) else dict(value)
+    return {"kind": v["kind"], **DEFAULTS[v["kind"]], **{k: x for k, x in v.items() if k != "kind"}}
+
+
+class CrossTraffic(PathElement):
+    factor = "cross"
+    default = "none"
+    meaning = ("other users' traffic sharing the link, from hosts of their own, started before the load and "
+               "running through it: bulk (iperf3 TCP), video (segments at a bitrate) or web (Poisson page "
+               "downloads), or a table {kind, direction, cc, flows, bitrate_mbps, segment_s, rate_per_s, size_kb, "
+               "lead_s}")
+    max_terminals = 1
+    noun = "cross traffic"
+    #: Its flows cross the satellite link too: the link's counters are not the trial's alone.
+    shares_link = True
+    #: The HTTP origin of the video and web flows, while they run.
+    _server: "SatbenchServer | None" = None
+
+    @classmethod
+    def check(cls, value: Any) -> str | None:
+        if value == cls.default:
+            return None
+        if isinstance(value, str):
+            return None if value in KINDS else f"must be none, {', '.join(KINDS)} or a table, got {value!r}"
+        if not isinstance(value, dict):
+            return f"must be none, {', '.join(KINDS)} or a table, got {value!r}"
+        kind = value.get("kind")
+        if kind not in KINDS:
+            return f"kind must be one of {', '.join(KINDS)}, got {kind!r}"
+        known = set(DEFAULTS[kind]) | {"kind"}
+        if extra := sorted(set(value) - known):
+            return f"unknown key {extra[0]!r} for {kind} (known: {', '.join(sorted(known))})"
+        if value.get("direction", "down") not in ("down", "up"):
+            return f"direction must be down or up, got {value['direction']!r}"
+        if "cc" in value and value["cc"] not in ("cubic", "bbr", "reno"):
+            return f"cc must be cubic, bbr or reno, got {value['cc']!r}"
+        for k, (typ, lo, hi) in RANGES.items():
+            if k in value:
+                x = value[k]
+                ok = (isinstance(x, int) if typ is int else isinstance(x, (int, float))) and not isinstance(x, bool)
+                if not ok or not lo <= x <= hi:
+                    return f"{k} must be a {'whole ' if typ is int else ''}number from {lo:g} to {hi:g}, got {x!r}"
+        return None
+
+    @classmethod
+    def label(cls, value: Any) -> Any:
+        if not isinstance(value, dict):
+            return value
+        o = {k: v for k, v in value.items() if k != "kind"}
+        return f"{value['kind']}" + (" " + ",".join(f"{k}={v}" for k, v in sorted(o.items())) if o else "")
+
+    @classmethod
+    def conflict(cls, value: Any, trial: "TrialSpec") -> str | None:
+        return None
+
+    def configure(self, spec: "TestbedSpec") -> None:
+        spec.cross = True
+
+    @contextmanager
+    def start(self, tb: "Testbed", artefacts: Path) -> Iterator[None]:
+        o = options(self.value)
+        self._o, self._tb = o, tb
+        self._procs: list[subprocess.Popen[Any]] = []
+        self._stop = threading.Event()
+        self._errors: list[str] = []
+        self._fetches = 0
+        client, server = tb.cross_client, tb.cross_server
+        assert client is not None and server is not None, "the testbed has no cross-traffic hosts"
+        with tempfile.TemporaryDirectory(prefix="satbench-cross-") as tmp:
+            try:
+                if o["kind"] == "bulk":
+                    self._bulk(client, server, o)
+                else:
+                    self._http(client, server, o, Path(tmp))
+                time.sleep(float(o["lead_s"]))
+                self._mark = self._counter()
+                yield
+            finally:
+                self._end = self._counter()
+                self._t_end = time.monotonic()
+                self._stop.set()
+                if self._server is not None:
+                    self._server.stop()
+                for p in self._procs:
+                    p.terminate()
+                for p in self._procs:
+                    try:
+                        p.wait(timeout=5)
+                    except subprocess.TimeoutExpired:
+                        p.kill()
+                        p.wait()
+                for t in getattr(self, "_threads", []):
+                    t.join(timeout=10)
+
+    def serving(self, tb: "Testbed") -> None:
+        # The trial's load starts after this: its window begins here.
+        self._mark = self._counter()
+
+    # -- the flows ------------------------------------------------------------------
+
+    def _bulk(self, client: "Host", server: "Host", o: dict[str, Any]) -> None:
+        srv = server.popen(["iperf3", "-s", "-p", str(IPERF_PORT)], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+        self._procs.append(srv)
+        deadline = time.monotonic() + 5
+        while server.run(["ss", "-ltnH", f"sport = :{IPERF_PORT}"], capture_output=True, text=True).stdout == "":
+            if time.monotonic() > deadline:
+                raise TestbedError("cross traffic: iperf3 did not listen on the cross server")
+            time.sleep(0.05)
+        argv = ["iperf3", "-c", server.addr, "-p", str(IPERF_PORT), "-t", "86400", "-C", str(o["cc"]),
+                "-P", str(o["flows"])] + (["-R"] if o["direction"] == "down" else [])
+        self._procs.append(client.popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+
+    def _http(self, client: "Host", server: "Host", o: dict[str, Any], tmp: Path) -> None:
+        from ..endpoints.satbench_server import SatbenchServer  # noqa: PLC0415 - only HTTP cross traffic serves
+
+        size = (int(o["bitrate_mbps"] * 1e6 / 8 * o["segment_s"]) if o["kind"] == "video"
+                else int(o["size_kb"]) * 1000)
+        root = tmp / "www"
+        root.mkdir()
+        (root / "object.bin").write_bytes(random.Random(size).randbytes(size))
+        body = tmp / "upload.bin"
+        shutil.copy(root / "object.bin", body)
+        srv = SatbenchServer(root, tmp / "logs", host=server, tls=False, telemetry=False, cc="cubic")
+        self._server = srv
+        if o["direction"] == "down":
+            argv = ["curl", "-s", "-o", "/dev/null", f"http://{server.addr}/object.bin"]
+        else:
+            argv = ["curl", "-s", "-o", "/dev/null", "--data-binary", f"@{body}", f"http://{server.addr}/upload"]
+
+        def fetch() -> None:
+            p = client.run(argv, capture_output=True, timeout=600)
+            self._fetches += 1
+            if p.returncode != 0 and not self._stop.is_set():
+                self._errors.append(f"curl exited {p.returncode}")
+
+        def video() -> None:
+            while not self._stop.is_set():
+                t0 = time.monotonic()
+                fetch()
+                self._stop.wait(max(0.0, float(o["segment_s"]) - (time.monotonic() - t0)))
+
+        def web() -> None:
+            rng = random.Random(7)
+            while not self._stop.wait(rng.expovariate(float(o["rate_per_s"]))):
+                threading.Thread(target=fetch, daemon=True).start()
+
+        t = threading.Thread(target=video if o["kind"] == "video" else web, daemon=True)
+        t.start()
+        self._threads = [t]
+
+    # -- what they carried ------------------------------------------------------------
+
+    def _counter(self) -> tuple[float, int]:
+        """(now, the cross client's bytes in the flows' direction so far)."""
+        client = self._tb.cross_client
+        assert client is not None
+        which = "rx_bytes" if self._o["direction"] == "down" else "tx_bytes"
+        p = client.run(["cat", f"/sys/class/net/eth0/statistics/{which}"], capture_output=True, text=True)
+        return time.monotonic(), int(p.stdout.strip() or 0)
+
+    def metrics(self) -> dict[str, float | None]:
+        mark, end = getattr(self, "_mark", None), getattr(self, "_end", None)
+        if mark is None or end is None or end[0] <= mark[0]:
+            return {}
+        nbytes = end[1] - mark[1]
+        return {"cross_bytes": float(nbytes), "cross_mbps": nbytes * 8 / (end[0] - mark[0]) / 1e6}
+
+    def summary(self) -> dict[str, Any]:
+        return {**options(self.value), "fetches": self._fetches if hasattr(self, "_fetches") else None}
+
+    def fault(self) -> str | None:
+        if getattr(self, "_errors", None):
+            return f"cross traffic: {self._errors[0]}"
+        dead = [p for p in getattr(self, "_procs", []) if p.poll() is not None]
+        if dead and not self._stop.is_set():
+            return f"cross traffic: {dead[0].args[-1] if dead[0].args else 'a process'} exited ({dead[0].returncode})"
+        return None
+
+    def describe(self) -> list[str]:
+        m = self.metrics()
+        return [f"cross traffic {self.label(self.value)}: {m['cross_mbps']:.2f} Mbit/s while the load ran"] if m else []

@@ -1,0 +1,52 @@
+"""Other users' traffic on the trial's link, from hosts of their own: a bulk
+TCP download (iperf3) takes its share of a 10 Mbit/s link and the trial's
+page takes longer for it; video-like and web-like downloads (curl against
+satbench-server) run through the load; what they carried is stored, and the
+link's counters, which hold their bytes too, are not taken as the trial's."""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from pathlib import Path
+
+from ..helpers import run_cli
+
+
+def test_cross_traffic_shares_the_link_with_the_trial(tmp_path: Path) -> None:
+    exp = tmp_path / "cross.toml"
+    exp.write_text(
+        '[experiment]\nname = "cross"\nseed = 1\ntimeout_s = 60\n[factors]\nlink = "lan"\nclient = "loader"\n'
+        'protocol = "h2"\npage = "uniform-2m"\n'
+        'cross = ["none", "bulk", { kind = "video", bitrate_mbps = 4, segment_s = 1 }, '
+        '{ kind = "web", rate_per_s = 4, size_kb = 200 }]\n')
+    db = tmp_path / "db.sqlite"
+    p = run_cli("run", str(exp), "--db", str(db), timeout=600)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    con = sqlite3.connect(db)
+    by: dict[str, dict] = {}
+    for tid, factors, status, reason, env in con.execute("SELECT id, factors, status, reason, env FROM trials"):
+        f = json.loads(factors)
+        m = dict(con.execute("SELECT name, value FROM metrics WHERE trial_id = ?", (tid,)).fetchall())
+        assert status == "valid", (f, reason)
+        kind = f.get("cross", "none")
+        by[kind if isinstance(kind, str) else kind["kind"]] = {"m": m, "env": json.loads(env)}
+    con.close()
+    alone, bulk = by["none"]["m"], by["bulk"]["m"]
+    # 2 MB alone on 10 Mbit/s: about 1.7 s; beside a bulk download it gets about half the link.
+    assert bulk["plt_ms"] > 1.3 * alone["plt_ms"], (bulk["plt_ms"], alone["plt_ms"])
+    assert 2 < bulk["cross_mbps"] < 10, bulk["cross_mbps"]
+    # The link's counters hold the cross traffic's bytes too: no wire bytes or overhead are the trial's.
+    assert "overhead_pct" in alone and "overhead_pct" not in bulk and "wire_bytes" not in bulk
+    for kind in ("video", "web"):
+        m = by[kind]["m"]
+        assert m["cross_bytes"] > 100_000 and m["plt_ms"] > alone["plt_ms"], (kind, m)
+        assert by[kind]["env"]["path"]["cross"]["fetches"] >= 1
+
+
+def test_the_shell_runs_a_command_beside_cross_traffic() -> None:
+    p = run_cli("shell", "--link", "lan", "--cross", "bulk", "--", "sleep", "2", timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    m = re.search(r"cross traffic bulk: ([\d.]+) Mbit/s", p.stderr)
+    assert m and float(m.group(1)) > 5, p.stderr[-1000:]  # alone on the link, the download fills it
