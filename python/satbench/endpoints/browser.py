@@ -34,6 +34,9 @@ from ..testbed.proc import wait_until
 
 #: How long after the load event a page may take to paint at all.
 FCP_GRACE_S = 3.0
+#: How long frames are captured on after the load is over: a frame painted at its end is still
+#: being encoded and sent (with the CPU throttled, for longer).
+FRAMES_TAIL_MS = 200
 
 _OBSERVER = """
 window.__satbench = {lcp: []};

@@ -41,6 +41,7 @@ from .browser import (
     _COLLECT,
     _OBSERVER,
     DEVICES,
+    FRAMES_TAIL_MS,
     BrowseOptions,
     LoadResult,
     judge,
@@ -275,10 +276,6 @@ def _result(url: str, opts: BrowseOptions, want: str, t0: float, version: str, e
     return res
 
 
-
-#: How long the screencast runs on after the load is over: a frame painted at its end is still
-#: being encoded and sent (with the CPU throttled, for longer).
-FRAMES_TAIL_MS = 200
 
 #: How long a load may outlive its own timeout before its browser is killed.
 WATCHDOG_GRACE_S = 60.0

@@ -24,6 +24,7 @@ its own process, as it drives Chromium.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -43,7 +44,18 @@ from ..model import ClientKind, ClientOutcome, Protocol
 from ..testbed.host import Host
 from . import ca as ca_mod
 from .base import Client, LoadRequest, Problem
-from .browser import _COLLECT, _OBSERVER, BrowseOptions, LoadResult, judge, outcome, page_metrics, settle
+from .browser import (
+    _COLLECT,
+    _OBSERVER,
+    FRAMES_TAIL_MS,
+    BrowseOptions,
+    LoadResult,
+    judge,
+    outcome,
+    page_metrics,
+    settle,
+    visual_of,
+)
 from .chromium import program_version
 
 if TYPE_CHECKING:
@@ -178,19 +190,65 @@ def firefox_load(url: str, opts: BrowseOptions, connections: int = 6, *, host: H
             context = bidi.send("browsingContext.getTree", {})["contexts"][0]["context"]
             bidi.send("script.addPreloadScript", {"functionDeclaration": "() => {" + _OBSERVER_SAFE + "}"})
             error = None
+            shots: list[tuple[float, bytes]] = []
+
+            def shot() -> None:
+                """One frame (Firefox has no screencast: a screenshot, timed at the middle of its taking)."""
+                a = time.time()
+                png = base64.b64decode(bidi.send("browsingContext.captureScreenshot", {"context": context})["data"])
+                shots.append(((a + time.time()) / 2, png))
+
+            if opts.frames:
+                shot()  # the blank page before the navigation
             opts.start()
             try:
-                bidi.send("browsingContext.navigate", {"context": context, "url": url, "wait": "complete"},
-                          timeout=opts.timeout_s)
+                if opts.frames:
+                    # Frames while the page loads: navigate without waiting, then take screenshots until
+                    # the load is complete (the page asked to be held done too).
+                    bidi.send("browsingContext.navigate", {"context": context, "url": url, "wait": "none"})
+                    deadline = time.monotonic() + opts.timeout_s
+                    while True:
+                        shot()
+                        st = bidi.evaluate_json(context, "() => ({ready: document.readyState, url: location.href})")
+                        if st["ready"] == "complete" and st["url"] != "about:blank":
+                            break
+                        if time.monotonic() > deadline:
+                            raise TimeoutError(f"no load within {opts.timeout_s:.0f} s")
+                else:
+                    bidi.send("browsingContext.navigate", {"context": context, "url": url, "wait": "complete"},
+                              timeout=opts.timeout_s)
             except (RuntimeError, TimeoutError) as e:
                 error = str(e)
-            data = {} if error is not None else settle(lambda: bidi.evaluate_json(context, _COLLECT), opts,
-                                                        lambda: time.sleep(0.05))
+            pause = shot if opts.frames else (lambda: time.sleep(0.05))
+            data = {} if error is not None else settle(lambda: bidi.evaluate_json(context, _COLLECT), opts, pause)
+            if opts.frames and error is None:
+                tail = time.monotonic() + FRAMES_TAIL_MS / 1000
+                while time.monotonic() < tail:
+                    shot()
         finally:
             if bidi is not None:
                 bidi.close()
             _stop(proc)
-    return _result(url, opts, want, t0, f"firefox {version}", error, data, connections)
+    res = _result(url, opts, want, t0, f"firefox {version}", error, data, connections)
+    if opts.frames and res.valid:
+        res.visual = visual_of(_as_jpeg(shots), res.start_unix_ms, "firefox webdriver bidi screenshots (polled)",
+                               opts.frames_dir)
+    return res
+
+
+def _as_jpeg(shots: list[tuple[float, bytes]]) -> list[tuple[float, bytes]]:
+    """Screenshots (PNG) as the filmstrip keeps frames (JPEG, quality 85, as Chromium's screencast)."""
+    import io  # noqa: PLC0415 - only a load that captured frames converts them
+
+    from PIL import Image  # noqa: PLC0415
+
+    out = []
+    for t, png in shots:
+        buf = io.BytesIO()
+        with Image.open(io.BytesIO(png)) as im:
+            im.convert("RGB").save(buf, "JPEG", quality=85)
+        out.append((t, buf.getvalue()))
+    return out
 
 
 #: The LCP observer, tolerant of a browser without 'largest-contentful-paint'.
@@ -257,6 +315,7 @@ class Firefox(Client):
     """Debian's Firefox ESR over WebDriver BiDi, a fresh process and profile per load."""
 
     kind = ClientKind.FIREFOX
+    artefacts = frozenset({"frames", "video"})
 
     @classmethod
     def check(cls, group: "Group") -> Problem | None:
@@ -269,10 +328,18 @@ class Firefox(Client):
         return program_version(FIREFOX)
 
     def load(self, req: LoadRequest) -> ClientOutcome:
+        art = req.artefacts
+        frames = bool({"frames", "video"} & req.keep)
         opts = BrowseOptions(protocol=req.protocol.version.value, timeout_s=req.timeout_s, start_at=req.start_at,
-                             release=req.release, origins=req.origins)
+                             release=req.release, origins=req.origins, frames=frames,
+                             frames_dir=art / "frames" if art and frames else None)
         try:
             r = firefox_load(req.url, opts, req.connections, host=req.host)
         except (RuntimeError, OSError, TimeoutError) as e:  # the harness failed, not the path
             raise TestbedError(f"firefox: {type(e).__name__}: {e}") from None
-        return outcome(r)
+        out = outcome(r)
+        if art and "video" in req.keep:
+            from .chromium import _video  # noqa: PLC0415 - one helper for both browsers' videos
+
+            out.env["video"] = _video(art)
+        return out
