@@ -376,6 +376,9 @@ class ServerSummary:
     #: said (quinn says neither).
     resumed_connections: int | None = None
     early_data_requests: int | None = None
+    #: TCP connections whose SYN carried data the server took (TCP Fast Open; TCP_INFO's
+    #: TCPI_OPT_SYN_DATA), of those sampled.
+    tfo_connections: int | None = None
     tcp_min_rtt_ms: float | None = None
     qlogs: int | None = None
     #: The QUIC stacks that served (quiche, quinn).
@@ -424,7 +427,7 @@ class ServerSummary:
 
         for name in ("connections", "requests", "bytes_served", "tcp_total_retrans", "qlogs",
                      "coalesced_connections", "unused_connections", "tcp_ecn_connections",
-                     "resumed_connections", "early_data_requests"):
+                     "resumed_connections", "early_data_requests", "tfo_connections"):
             if xs := vals(name):
                 setattr(out, name, sum(xs))
         for name in ("protocols", "cc", "cc_impl", "quic_stacks", "nodelay", "tls"):
@@ -474,6 +477,8 @@ class ServerSummary:
             out["server_resumed_connections"] = self.resumed_connections
         if self.early_data_requests is not None:
             out["server_early_data_requests"] = self.early_data_requests
+        if self.tfo_connections:
+            out["server_tfo_connections"] = self.tfo_connections
         return out
 
     def limited_shares(self) -> dict[str, float | None]:
@@ -488,7 +493,7 @@ class ServerSummary:
         for k in ("connections", "requests", "protocols", "cc", "cc_impl", "bytes_served", "tcp_total_retrans",
                   "tcp_max_cwnd", "tcp_min_rtt_ms", "qlogs", "quic_stacks", "limited_ms", "connections_limited",
                   "transports", "origins", "coalesced_connections", "unused_connections", "nodelay", "tls", "replay",
-                  "tcp_ecn_connections", "resumed_connections", "early_data_requests"):
+                  "tcp_ecn_connections", "resumed_connections", "early_data_requests", "tfo_connections"):
             v = getattr(self, k)
             if v is not None:
                 out[k] = v

@@ -5,7 +5,16 @@
 //!               [--connect-to ADDR:PORT] [--single | --bulk] [--repeat N] [-o FILE] [--timeout S]
 //!               [--quic-stack quiche|quinn] [--quic-max-data BYTES] [--quic-max-stream-data BYTES]
 //!               [--start-at UNIX_NS] [--upload BYTES] [--realtime poll|sse|ws]
+//!               [--repeat-view] [--tfo]
 //! ```
+//! `--repeat-view` loads the page twice per client, 500 ms apart, every
+//! connection of the first load closed before the second: the second (the
+//! output's client record, with the first as its `first_view`) resumes its
+//! TLS sessions (rustls's session cache, shared by every connection of the
+//! client). `--tfo` opens every TCP connection with TCP Fast Open
+//! (TCP_FASTOPEN_CONNECT: the first flight rides in the SYN once the server
+//! gave the client a cookie, which a first view gets). HTTP/1.1 and HTTP/2;
+//! the loader's QUIC stacks resume no sessions yet.
 //! `--realtime MECH` runs a real-time scenario instead of a page load (see
 //! `rt.rs` and `rt_client.rs`): URL's query is satbench-server's (scenario,
 //! messages, sizes, arrivals, session, room), each client is session
@@ -53,6 +62,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use url::Url;
 
+/// A repeat view's pause between its two loads.
+const REPEAT_PAUSE: Duration = Duration::from_millis(500);
+
 fn die(msg: &str) -> ! {
     eprintln!("satbench-load: {msg}");
     std::process::exit(2);
@@ -81,6 +93,10 @@ struct Args {
     upload: Option<u64>,
     /// Run a real-time scenario over this mechanism.
     realtime: Option<rt::Mech>,
+    /// Load the page twice per client, the second time as a returning client.
+    repeat_view: bool,
+    /// TCP Fast Open on every TCP connection.
+    tfo: bool,
 }
 
 impl Args {
@@ -115,6 +131,8 @@ impl Default for Args {
             start_at: None,
             upload: None,
             realtime: None,
+            repeat_view: false,
+            tfo: false,
         }
     }
 }
@@ -124,7 +142,8 @@ const USAGE: &str = "usage: satbench-load URL --protocol h1|h2|h3 [--clients C] 
                      [--single|--bulk [--repeat N] [-o FILE]] [--timeout S] \
                      [--quic-stack quiche|quinn] [--quic-max-data BYTES] \
                      [--quic-max-stream-data BYTES] [--start-at UNIX_NS] \
-                     [--upload BYTES (with --single)] [--realtime poll|sse|ws]";
+                     [--upload BYTES (with --single)] [--realtime poll|sse|ws] \
+                     [--repeat-view] [--tfo]";
 
 /// What the command line asks for.
 #[derive(Debug)]
@@ -178,6 +197,8 @@ enum ArgError {
     BadRealtime(String),
     #[error("--realtime runs over h1 or h2 (over HTTP/3 the server has WebTransport only, which the loader does not speak)")]
     RealtimeOverH3,
+    #[error("--repeat-view loads pages over h1 or h2 (the loader's QUIC stacks resume no sessions yet), not with --single, --bulk or --realtime")]
+    RepeatView,
     #[error("--realtime runs a scenario, not --single, --bulk or --upload")]
     RealtimeWithSingle,
     /// Anything else lexopt reports (a value given to a flag, non-UTF-8 text).
@@ -247,6 +268,8 @@ where
             Long("single") => a.single = true,
             Long("bulk") => a.bulk = true,
             Long("repeat") => a.repeat = count("--repeat", &mut p)?,
+            Long("repeat-view") => a.repeat_view = true,
+            Long("tfo") => a.tfo = true,
             Short('o') | Long("output") => a.output = Some(p.value()?.string()?),
             Long("timeout") => {
                 let v = p.value()?.string()?;
@@ -290,6 +313,9 @@ where
     }
     if a.upload.is_some() && !a.single {
         return Err(ArgError::UploadWithoutSingle);
+    }
+    if a.repeat_view && (a.proto == Some(Proto::H3) || a.single || a.bulk || a.realtime.is_some()) {
+        return Err(ArgError::RepeatView);
     }
     if a.realtime.is_some() {
         if a.proto == Some(Proto::H3) {
@@ -361,12 +387,23 @@ fn main() {
     let results = rt.block_on(async {
         let mut set = tokio::task::JoinSet::new();
         for client in 0..a.clients {
-            set.spawn(page::load(
+            let (s, u, repeat) = (
                 settings(&a, proto, &tls, client),
                 url.clone(),
-                single,
-                timeout,
-            ));
+                a.repeat_view,
+            );
+            set.spawn(async move {
+                if !repeat {
+                    return page::load(s, u, single, timeout).await;
+                }
+                // The first view's connections are closed when its load returns (its fetcher is
+                // dropped); its TLS sessions stay in the client's cache.
+                let first = page::load(s.clone(), u.clone(), single, timeout).await;
+                tokio::time::sleep(REPEAT_PAUSE).await;
+                let mut again = page::load(s, u, single, timeout).await;
+                again.first_view = Some(Box::new(first));
+                again
+            });
         }
         let mut out = Vec::new();
         while let Some(r) = set.join_next().await {
@@ -417,6 +454,7 @@ fn settings(
         progress: a.bulk,
         output: a.output.as_ref().map(std::path::PathBuf::from),
         upload: a.upload,
+        tfo: a.tfo,
         client,
     })
 }
@@ -596,6 +634,17 @@ mod tests {
             load(&["u", "--protocol", "h1", "--realtime", "sse"]).realtime,
             Some(rt::Mech::Sse)
         );
+        for bad in [
+            &["u", "--protocol", "h3", "--repeat-view"][..],
+            &["u", "--protocol", "h2", "--repeat-view", "--single"],
+        ] {
+            assert!(
+                err(bad).starts_with("--repeat-view loads pages over h1 or h2"),
+                "{bad:?}"
+            );
+        }
+        let a = load(&["u", "--protocol", "h2", "--repeat-view", "--tfo"]);
+        assert!(a.repeat_view && a.tfo);
         let a = load(&["u", "--protocol", "h3", "--single", "--upload", "1000000"]);
         assert_eq!(a.upload, Some(1_000_000));
         assert_eq!(

@@ -55,6 +55,8 @@ pub struct PageResult {
     pub metrics: Option<Metrics>,
     pub invalid: Option<String>,
     pub errors: Vec<String>,
+    /// A repeat view's first load (`--repeat-view`).
+    pub first_view: Option<Box<PageResult>>,
 }
 
 impl PageResult {
@@ -81,6 +83,7 @@ impl PageResult {
             "connections": self.connections.iter().map(ConnInfo::to_json).collect::<Vec<_>>(),
             "objects": self.objects.iter().map(Object::to_json).collect::<Vec<_>>(),
             "errors": self.errors,
+            "first_view": self.first_view.as_ref().map(|f| f.to_json()),
         })
     }
 }
@@ -139,6 +142,7 @@ pub async fn load(
         metrics,
         invalid,
         errors,
+        first_view: None,
     }
 }
 

@@ -161,6 +161,8 @@ pub struct Settings {
     pub output: Option<std::path::PathBuf>,
     /// POST this many bytes to the URL instead of a GET (single mode).
     pub upload: Option<u64>,
+    /// Open TCP connections with TCP Fast Open (TCP_FASTOPEN_CONNECT).
+    pub tfo: bool,
     pub client: usize,
 }
 

@@ -75,6 +75,8 @@ class LoadRequest:
     #: second (a repeat view); with ``cold_cache``, its HTTP cache emptied first.
     repeat_view: bool = False
     cold_cache: bool = False
+    #: Open TCP connections with TCP Fast Open, where the client can (the loader).
+    tfo: bool = False
 
 
 class Client(ABC):

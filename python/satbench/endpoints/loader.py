@@ -59,6 +59,10 @@ class LoadOptions:
     upload: int | None = None
     #: Mode "realtime": the mechanism (poll, sse, ws); the URL's query is the scenario.
     realtime: str | None = None
+    #: Load the page twice per client, the second as a returning client (its TLS sessions kept);
+    #: open TCP connections with TCP Fast Open.
+    repeat_view: bool = False
+    tfo: bool = False
 
     def validate(self) -> None:
         if self.protocol not in choices(Protocol):
@@ -100,6 +104,10 @@ class LoadOptions:
             argv += ["--start-at", str(self.start_at_ns)]
         if self.upload is not None:
             argv += ["--upload", str(self.upload)]
+        if self.repeat_view:
+            argv += ["--repeat-view"]
+        if self.tfo:
+            argv += ["--tfo"]
         if self.protocol == "h3":
             argv += ["--quic-stack", self.quic_stack]
             if self.quic_window is not None:
@@ -238,6 +246,19 @@ def outcome(d: dict[str, Any], single: bool) -> ClientOutcome:
     if len(cs) > 1:
         out.metrics["jain_throughput"] = jain([c.throughput_mbps for c in clients if c.throughput_mbps is not None])
         out.metrics["plt_max_ms"] = max((c.plt_ms for c in clients if c.plt_ms is not None), default=None)
+    firsts = [c["first_view"] for c in cs if c.get("first_view")]
+    if firsts:
+        # A repeat view: the first loads' medians beside the repeat's (a failed first load fails it).
+        def med(k: str) -> float | None:
+            xs = [f[k] for f in firsts if f.get(k) is not None]
+            return statistics.median(xs) if xs else None
+
+        out.metrics.update({f"first_{k}": med(k) for k in ("plt_ms", "fcp_ms", "lcp_ms", "ttfb_ms")})
+        out.metrics["first_bytes_received"] = sum(f["bytes"] for f in firsts)
+        out.metrics["first_connections_opened"] = sum(len(f["connections"]) for f in firsts)
+        if bad_first := [f for f in firsts if not f["valid"]]:
+            out.status = TrialStatus.INVALID
+            out.reason = f"client {bad_first[0]['client']}'s first view: {bad_first[0]['invalid_reason']}"
     if single:
         out.metrics.update(cs[0]["timeline"])
     if d.get("upload_bytes"):
@@ -265,7 +286,8 @@ class Loader(Client):
                            mode="realtime" if req.realtime else "single" if req.single else "page",
                            realtime=req.realtime, timeout_s=req.timeout_s,
                            start_at_ns=None if start_at is None else int(start_at * 1e9),
-                           quic_stack=req.quic_stack, quic_window=req.quic_window, upload=req.upload)
+                           quic_stack=req.quic_stack, quic_window=req.quic_window, upload=req.upload,
+                           repeat_view=req.repeat_view, tfo=req.tfo)
         try:
             p = req.host.run(opts.argv(req.url), capture_output=True, text=True, timeout=req.timeout_s + 60)
         except subprocess.TimeoutExpired:

@@ -234,6 +234,8 @@ def summarise(log_dir: Path) -> ServerSummary:
         out.tcp_total_retrans = sum(int(e.get("total_retrans") or 0) for e in last.values())
         # TCPI_OPT_ECN: the connection negotiated ECN (both ends asked for it, RFC 3168).
         out.tcp_ecn_connections = sum(int(e.get("options") or 0) & 0x08 != 0 for e in last.values())
+        # TCPI_OPT_SYN_DATA: the SYN's data was taken (TCP Fast Open).
+        out.tfo_connections = sum(bool(e.get("syn_data")) for e in last.values())
         out.tcp_max_cwnd = max_cwnd
         out.tcp_min_rtt_ms = min((e["min_rtt_us"] / 1000 for e in last.values() if e.get("min_rtt_us")), default=None)
     if per_conn:

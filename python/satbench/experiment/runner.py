@@ -197,8 +197,8 @@ def trial_bound(t: Trial, pages_root: Path, page_sizes: dict[str, int],
     returning = ts.view == "repeat"
     # A warm cache may hold the page if its origins let it: a replayed site's recorded headers may,
     # generated pages only with the server's cache lifetime.
-    cached = returning and ts.cache == "warm" and (not workload_of(ts).generated
-                                                   or ts.server_options.get("cache_max_age") is not None)
+    cached = (returning and ts.cache == "warm" and ClientKind.CHROMIUM in ts.kinds  # the loader keeps no cache
+              and (not workload_of(ts).generated or ts.server_options.get("cache_max_age") is not None))
     bounds = [lower_bound(shape, path, ClientLimits(
         g.protocol.version, connections=CHROMIUM_CONNECTIONS if g.kind is ClientKind.CHROMIUM else g.connections,
         tls=g.protocol.tls, dns_rounds=1 if ts.dns_over_link else 0,
@@ -392,7 +392,8 @@ class Runner:
                           host=tb.client, timeout_s=self.exp.timeout_s, clients=1 if ts.population else ts.clients,
                           connections=ts.connections, artefacts=art, keep=frozenset(self.exp.artefacts),
                           quic_stack=ts.quic_stack, quic_window=self._quic_window(t), cpu_slowdown=ts.cpu_slowdown,
-                          device=ts.device, repeat_view=ts.view == "repeat", cold_cache=ts.cache == "cold")
+                          device=ts.device, repeat_view=ts.view == "repeat", cold_cache=ts.cache == "cold",
+                          tfo=bool(ts.server_options.get("tfo")))
         return workload_of(ts).request(ts, req, session=t.key, seed=trial_seed(self.order_seed, t.key))
 
     @staticmethod

@@ -199,10 +199,14 @@ def view_problem(t: TrialSpec) -> tuple[str, str] | None:
     if t.view == "first":
         return ("cache", "a first view's cache is empty: cache = \"cold\" is a repeat view's") if t.cache != "warm" \
             else None
-    if any(k is not ClientKind.CHROMIUM for k in t.kinds):
+    if any(k not in (ClientKind.CHROMIUM, ClientKind.LOADER) for k in t.kinds):
         return "view", ("a repeat view is Chromium's (it closes its connections between the views and keeps its "
-                        "sessions: chrome.benchmarking); Firefox, the loader and curl load first views only")
-    if t.clients != 1:
+                        "sessions: chrome.benchmarking) or the loader's; Firefox and curl load first views only")
+    if ClientKind.LOADER in t.kinds and any(g.protocol is Protocol.H3 for g in t.groups):
+        return "view", "the loader's repeat views are HTTP/1.1 and HTTP/2 (its QUIC stacks resume no sessions yet)"
+    if t.cache == "cold" and ClientKind.LOADER in t.kinds:
+        return "cache", "the loader keeps no HTTP cache: its repeat views are cold already"
+    if ClientKind.CHROMIUM in t.kinds and t.clients != 1:
         return "view", "a repeat view is one browser's: clients = 1"
     if t.realtime is not None:
         return "view", "a real-time scenario runs once per browser: view = \"first\""
