@@ -50,3 +50,30 @@ def test_the_shell_runs_a_command_beside_cross_traffic() -> None:
     assert p.returncode == 0, p.stderr[-2000:]
     m = re.search(r"cross traffic bulk: ([\d.]+) Mbit/s", p.stderr)
     assert m and float(m.group(1)) > 5, p.stderr[-1000:]  # alone on the link, the download fills it
+
+
+def test_over_geo_a_bulk_flow_slows_the_load_and_fq_codel_protects_it(tmp_path: Path) -> None:
+    # GEO's drop-tail buffer is one bandwidth-delay product (530 ms): a CUBIC bulk download that has
+    # had 8 s to fill it makes every round trip of the page's load that much longer; FQ-CoDel serves
+    # the page's connection from a queue of its own and keeps the bulk flow's short.
+    exp = tmp_path / "geo.toml"
+    exp.write_text('[experiment]\nname = "geo"\nseed = 1\ntimeout_s = 90\n[factors]\nlink = "geo"\n'
+                   'client = "loader"\nprotocol = "h2"\npage = "uniform-500k"\ncc = "cubic"\n'
+                   '"link.aqm" = ["droptail", "fq_codel"]\n'
+                   'cross = ["none", { kind = "bulk", cc = "cubic", lead_s = 8 }]\n')
+    db = tmp_path / "db.sqlite"
+    p = run_cli("run", str(exp), "--db", str(db), timeout=600)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    con = sqlite3.connect(db)
+    plt: dict[tuple[str, str], float] = {}
+    for tid, factors, status, reason in con.execute("SELECT id, factors, status, reason FROM trials"):
+        f = json.loads(factors)
+        assert status == "valid", (f, reason)
+        m = dict(con.execute("SELECT name, value FROM metrics WHERE trial_id = ?", (tid,)).fetchall())
+        cross = "none" if f.get("cross", "none") == "none" else "bulk"
+        plt[(cross, f["link.aqm"])] = m["plt_ms"]
+        if cross == "bulk":
+            assert m["cross_mbps"] > 1 and 0 < m["load_share"] < 1, m
+    con.close()
+    assert plt[("bulk", "droptail")] > 1.3 * plt[("none", "droptail")], plt
+    assert plt[("bulk", "fq_codel")] < plt[("bulk", "droptail")], plt

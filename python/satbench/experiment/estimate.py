@@ -16,6 +16,7 @@ import math
 from ..endpoints import pages
 from ..link.spec import LinkSpec
 from ..model import ClientKind, Protocol
+from ..path import element_class
 from ..workloads import workload_of
 from . import population
 from .trialspec import TrialSpec
@@ -124,6 +125,7 @@ def trial_s(ts: TrialSpec, link: LinkSpec) -> float:
     if ClientKind(str(client)).browser:
         t += LCP_SETTLE_S
     t += workload_of(ts).extra_s(ts, rtt)
+    t += sum(element_class(f).extra_s(v) for f, v in ts.path.items())
     if mix is not None:  # every client prepares before the barrier (browsers start their drivers and launch)
         t += population.RELEASE_LEAD_S + (clients * BROWSER_READY_S if client != "loader"
                                           else clients * population.RELEASE_LEAD_PER_LOADER_S)

@@ -470,6 +470,9 @@ class Runner:
             for k in [k for k in rec.metrics if k.startswith(("wire_", "oh_", "ecn_"))
                       or k in ("overhead_pct", "link_drops")]:
                 del rec.metrics[k]
+            mine, theirs = rec.metrics.get("bytes_received"), rec.metrics.get("cross_bytes")
+            if mine and theirs is not None:  # the load's share of what crossed while it ran
+                rec.metrics["load_share"] = mine / (mine + theirs)
         rec.metrics.update(workload_of(t.spec).wire_metrics(rec.metrics))
         self._bound(rec, t)
         oh = rec.metrics.get("overhead_pct")

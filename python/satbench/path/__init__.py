@@ -62,6 +62,11 @@ class PathElement(ABC):
         return None
 
     @classmethod
+    def extra_s(cls, value: Any) -> float:
+        """Seconds the element adds to a trial beyond its load (for the duration estimate)."""
+        return 0.0
+
+    @classmethod
     def label(cls, value: Any) -> Any:
         """The value as figures and tables show it (a table-valued one as text)."""
         return value

@@ -42,7 +42,6 @@ from . import PathElement
 
 if TYPE_CHECKING:
     from ..endpoints.satbench_server import SatbenchServer
-    from ..experiment.trialspec import TrialSpec
     from ..testbed.host import Host
     from ..testbed.testbed import Testbed, TestbedSpec
 
@@ -114,8 +113,8 @@ class CrossTraffic(PathElement):
         return f"{value['kind']}" + (" " + ",".join(f"{k}={v}" for k, v in sorted(o.items())) if o else "")
 
     @classmethod
-    def conflict(cls, value: Any, trial: "TrialSpec") -> str | None:
-        return None
+    def extra_s(cls, value: Any) -> float:
+        return float(options(value)["lead_s"]) + 1.0  # its lead, and stopping its flows
 
     def configure(self, spec: "TestbedSpec") -> None:
         spec.cross = True
