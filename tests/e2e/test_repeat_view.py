@@ -80,20 +80,26 @@ def test_options_for_a_returning_client_need_repeat_views(tmp_path: Path) -> Non
     assert p.returncode == 2 and "bad.toml:8: view:" in p.stderr and "Chromium" in p.stderr, p.stderr
 
 
-def test_the_loaders_repeat_view_resumes_tls_and_saves_a_round_trip_with_fast_open(tmp_path: Path) -> None:
+def test_the_loaders_repeat_view_resumes_and_saves_a_round_trip_with_fast_open_or_0rtt(tmp_path: Path) -> None:
     # The loader's repeat view over HTTP/2 (study B's light clients, returning): TLS resumed either
     # way; with TCP Fast Open on both ends its first flight rides in the SYN (the cookie came with
-    # the first view), so its first byte comes at least one round trip sooner.
+    # the first view), so its first byte comes at least one round trip sooner. Over HTTP/3 (quiche
+    # both ends) its requests go as 0-RTT data.
     exp = tmp_path / "loader.toml"
     exp.write_text('[experiment]\nname = "loader"\nseed = 1\ntimeout_s = 90\n[factors]\nlink = "geo"\n'
                    'client = "loader"\nprotocol = "h2"\npage = "uniform-100k"\nview = "repeat"\n'
-                   '"server.tfo" = [false, true]\n')
+                   '"server.tfo" = [false, true]\n'
+                   '[[trial]]\nprotocol = "h3"\nquic_stack = "quiche"\n')
     db = tmp_path / "db.sqlite"
     p = run_cli("run", str(exp), "--db", str(db), timeout=600)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     ts = _trials(db)
-    assert len(ts) == 2 and all(t["status"] == "valid" for t in ts), [t["reason"] for t in ts]
-    by = {bool(t["f"].get("server.tfo")): t["m"] for t in ts}
+    assert len(ts) == 3 and all(t["status"] == "valid" for t in ts), [t["reason"] for t in ts]
+    # HTTP/3 over quiche: the loader kept its session ticket and sent its requests as 0-RTT data.
+    (h3,) = [t["m"] for t in ts if t["f"]["protocol"] == "h3"]
+    assert h3["server_resumed_connections"] >= 1 and h3["server_early_data_requests"] >= 1, h3
+    assert h3["ttfb_ms"] <= h3["first_ttfb_ms"] - 0.9 * RTT_MS, h3
+    by = {bool(t["f"].get("server.tfo")): t["m"] for t in ts if t["f"]["protocol"] == "h2"}
     for tfo, m in by.items():
         assert m["server_resumed_connections"] >= 1, (tfo, m)
         assert m["first_plt_ms"] > 0 and m["first_ttfb_ms"] > 0

@@ -121,8 +121,20 @@ impl H3Conn {
         ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut scid)
             .map_err(|_| H3Error::Random)?;
         let scid = quiche::ConnectionId::from_ref(&scid);
-        let conn = quiche::connect(Some(&url.host), &scid, local, peer, &mut cfg)
+        cfg.enable_early_data();
+        let mut conn = quiche::connect(Some(&url.host), &scid, local, peer, &mut cfg)
             .map_err(H3Error::Quic)?;
+        // A session of this origin's from an earlier load: resume it (0-RTT).
+        let ticket = f
+            .settings
+            .quic_sessions
+            .lock()
+            .expect("sessions")
+            .get(&url.authority())
+            .cloned();
+        if let Some(t) = ticket {
+            let _ = conn.set_session(&t);
+        }
         let (tx, rx) = mpsc::unbounded_channel();
         let (ready_tx, ready_rx) = oneshot::channel();
         let driver = Driver {
@@ -137,6 +149,7 @@ impl H3Conn {
             backlog: VecDeque::new(),
             authority: url.authority(),
             ready: Some(ready_tx),
+            handshake_done: false,
         };
         tokio::spawn(driver.run(rx));
         ready_rx.await.map_err(|_| H3Error::TaskEnded)??;
@@ -197,11 +210,22 @@ struct Driver {
     backlog: VecDeque<Req>,
     authority: String,
     ready: Option<oneshot::Sender<Result<(), H3Error>>>,
+    /// The handshake's completion has been recorded.
+    handshake_done: bool,
 }
 
 impl Driver {
     async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Req>) {
         let err = self.drive(&mut rx).await.err();
+        // Keep the session (its ticket came after the handshake) for a later load of the origin.
+        if let Some(t) = self.conn.session() {
+            self.f
+                .settings
+                .quic_sessions
+                .lock()
+                .expect("sessions")
+                .insert(self.authority.clone(), t.to_vec());
+        }
         let _ = self.conn.close(true, 0x100, b"");
         self.flush().await;
         let cause = err.unwrap_or(H3Error::Finished);
@@ -243,6 +267,8 @@ impl Driver {
             if self.conn.is_closed() {
                 return Err(self.close_reason());
             }
+            // A resumed session is in early data once its ClientHello left: requests may go now.
+            self.open_h3(&h3cfg)?;
             if self.h3.is_none() && tokio::time::Instant::now() > handshake_deadline {
                 return Err(H3Error::HandshakeTimeout {
                     authority: self.authority.clone(),
@@ -279,21 +305,19 @@ impl Driver {
                 },
                 _ = tokio::time::sleep(timeout) => self.conn.on_timeout(),
             }
-            if self.conn.is_established() && self.h3.is_none() {
+            if self.conn.is_established() && !self.handshake_done {
+                self.handshake_done = true;
                 let now = self.f.now();
                 let params = self.conn.peer_transport_params().map(peer_params);
+                let resumed = self.conn.is_resumed();
                 self.f.update_conn(self.id, |c| {
                     c.tls_s = Some(now);
                     c.peer_params = params;
+                    c.resumed = Some(resumed);
+                    c.early_data.get_or_insert(false);
                 });
-                self.h3 = Some(
-                    quiche::h3::Connection::with_transport(&mut self.conn, &h3cfg)
-                        .map_err(H3Error::H3Setup)?,
-                );
-                if let Some(r) = self.ready.take() {
-                    let _ = r.send(Ok(()));
-                }
             }
+            self.open_h3(&h3cfg)?;
             if self.h3.is_some() {
                 while let Ok(r) = rx.try_recv() {
                     self.backlog.push_back(r);
@@ -303,6 +327,25 @@ impl Driver {
                 self.poll_h3()?;
             }
         }
+    }
+
+    /// HTTP/3 on the connection once requests may go: the handshake done, or at once as 0-RTT
+    /// data of a resumed session; the connection is then ready for requests.
+    fn open_h3(&mut self, h3cfg: &quiche::h3::Config) -> Result<(), H3Error> {
+        if self.h3.is_some() || !(self.conn.is_established() || self.conn.is_in_early_data()) {
+            return Ok(());
+        }
+        if self.conn.is_in_early_data() {
+            self.f.update_conn(self.id, |c| c.early_data = Some(true));
+        }
+        self.h3 = Some(
+            quiche::h3::Connection::with_transport(&mut self.conn, h3cfg)
+                .map_err(H3Error::H3Setup)?,
+        );
+        if let Some(r) = self.ready.take() {
+            let _ = r.send(Ok(()));
+        }
+        Ok(())
     }
 
     fn close_reason(&self) -> H3Error {

@@ -11,10 +11,11 @@
 //! connection of the first load closed before the second: the second (the
 //! output's client record, with the first as its `first_view`) resumes its
 //! TLS sessions (rustls's session cache, shared by every connection of the
-//! client). `--tfo` opens every TCP connection with TCP Fast Open
-//! (TCP_FASTOPEN_CONNECT: the first flight rides in the SYN once the server
-//! gave the client a cookie, which a first view gets). HTTP/1.1 and HTTP/2;
-//! the loader's QUIC stacks resume no sessions yet.
+//! client; over HTTP/3 with quiche, its QUIC session tickets, so that the
+//! second load's requests go as 0-RTT early data). `--tfo` opens every TCP
+//! connection with TCP Fast Open (TCP_FASTOPEN_CONNECT: the first flight
+//! rides in the SYN once the server gave the client a cookie, which a first
+//! view gets). The loader's quinn resumes no sessions yet.
 //! `--realtime MECH` runs a real-time scenario instead of a page load (see
 //! `rt.rs` and `rt_client.rs`): URL's query is satbench-server's (scenario,
 //! messages, sizes, arrivals, session, room), each client is session
@@ -197,7 +198,7 @@ enum ArgError {
     BadRealtime(String),
     #[error("--realtime runs over h1 or h2 (over HTTP/3 the server has WebTransport only, which the loader does not speak)")]
     RealtimeOverH3,
-    #[error("--repeat-view loads pages over h1 or h2 (the loader's QUIC stacks resume no sessions yet), not with --single, --bulk or --realtime")]
+    #[error("--repeat-view loads pages over h1, h2 or h3 with quiche (the loader's quinn resumes no sessions yet), not with --single, --bulk or --realtime")]
     RepeatView,
     #[error("--realtime runs a scenario, not --single, --bulk or --upload")]
     RealtimeWithSingle,
@@ -314,7 +315,8 @@ where
     if a.upload.is_some() && !a.single {
         return Err(ArgError::UploadWithoutSingle);
     }
-    if a.repeat_view && (a.proto == Some(Proto::H3) || a.single || a.bulk || a.realtime.is_some()) {
+    let quinn_h3 = a.proto == Some(Proto::H3) && a.quic_stack == QuicStack::Quinn;
+    if a.repeat_view && (quinn_h3 || a.single || a.bulk || a.realtime.is_some()) {
         return Err(ArgError::RepeatView);
     }
     if a.realtime.is_some() {
@@ -456,6 +458,7 @@ fn settings(
         upload: a.upload,
         tfo: a.tfo,
         client,
+        quic_sessions: Default::default(),
     })
 }
 
@@ -635,11 +638,18 @@ mod tests {
             Some(rt::Mech::Sse)
         );
         for bad in [
-            &["u", "--protocol", "h3", "--repeat-view"][..],
+            &[
+                "u",
+                "--protocol",
+                "h3",
+                "--quic-stack",
+                "quinn",
+                "--repeat-view",
+            ][..],
             &["u", "--protocol", "h2", "--repeat-view", "--single"],
         ] {
             assert!(
-                err(bad).starts_with("--repeat-view loads pages over h1 or h2"),
+                err(bad).starts_with("--repeat-view loads pages over h1, h2 or h3 with quiche"),
                 "{bad:?}"
             );
         }

@@ -88,6 +88,10 @@ pub struct ConnInfo {
     /// The transport parameters the server sent (QUIC over quiche; quinn
     /// does not expose them): the windows and limits in effect, as received.
     pub peer_params: Option<serde_json::Value>,
+    /// The QUIC session was resumed, and requests went as 0-RTT early data
+    /// (quiche; None where the stack does not say).
+    pub resumed: Option<bool>,
+    pub early_data: Option<bool>,
 }
 
 impl ConnInfo {
@@ -95,7 +99,7 @@ impl ConnInfo {
         serde_json::json!({"id": self.id, "origin": self.origin, "protocol": self.protocol,
             "peer": self.peer, "start_ms": ms(self.start_s), "dns_ms": self.dns_s.map(ms),
             "connect_ms": self.connect_s.map(ms), "tls_ms": self.tls_s.map(ms),
-            "peer_params": self.peer_params})
+            "peer_params": self.peer_params, "resumed": self.resumed, "early_data": self.early_data})
     }
 }
 
@@ -164,6 +168,10 @@ pub struct Settings {
     /// Open TCP connections with TCP Fast Open (TCP_FASTOPEN_CONNECT).
     pub tfo: bool,
     pub client: usize,
+    /// The client's QUIC sessions by authority (quiche's serialized session
+    /// tickets): a later connection to the same origin resumes and sends its
+    /// requests as 0-RTT early data (a repeat view).
+    pub quic_sessions: std::sync::Mutex<std::collections::HashMap<String, Vec<u8>>>,
 }
 
 /// One page load's clock and connection records, shared by every connection.

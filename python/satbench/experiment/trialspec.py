@@ -202,8 +202,9 @@ def view_problem(t: TrialSpec) -> tuple[str, str] | None:
     if any(k not in (ClientKind.CHROMIUM, ClientKind.LOADER) for k in t.kinds):
         return "view", ("a repeat view is Chromium's (it closes its connections between the views and keeps its "
                         "sessions: chrome.benchmarking) or the loader's; Firefox and curl load first views only")
-    if ClientKind.LOADER in t.kinds and any(g.protocol is Protocol.H3 for g in t.groups):
-        return "view", "the loader's repeat views are HTTP/1.1 and HTTP/2 (its QUIC stacks resume no sessions yet)"
+    if ClientKind.LOADER in t.kinds and any(g.protocol is Protocol.H3 for g in t.groups) and t.quic_stack != "quiche":
+        return "view", ("the loader's HTTP/3 repeat views are quiche's (quinn resumes no sessions in the loader "
+                        "yet): quic_stack = \"quiche\"")
     if t.cache == "cold" and ClientKind.LOADER in t.kinds:
         return "cache", "the loader keeps no HTTP cache: its repeat views are cold already"
     if ClientKind.CHROMIUM in t.kinds and t.clients != 1:
