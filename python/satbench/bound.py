@@ -12,10 +12,14 @@ largest of these sums (:class:`Term`). The chains that give them:
   DNS is there (one round trip), then opens its connection: TCP then TLS
   1.3 over TCP (2 round trips), cleartext HTTP/1.1 over TCP (1), QUIC with
   TLS 1.3 (1). Fresh clients resume nothing. A returning one (a repeat
-  view) may need none of these: its lookup cached, its request sent with
-  the first flight (QUIC 0-RTT; TLS 1.3 early data in a Fast Open SYN); and
-  if its HTTP cache is warm and the origins let it keep what it fetched,
-  nothing need cross the link at all (the bound is 0). The HTML's request leaves then
+  view) sends its request with QUIC's first flight (0-RTT: no round trip
+  first); over TCP it still needs the TCP and TLS round trips (resuming TLS
+  1.3 without early data saves none; neither browser sends early data over
+  TCP), less the TCP one when it opens with Fast Open (the loader, when the
+  server has it); and if its HTTP cache is warm and the origins let it keep
+  what it fetched, nothing need cross the link at all (the bound is 0). Its
+  lookups are counted as a first view's (the testbed's DNS gives no time to
+  live). The HTML's request leaves then
   (``T0``); every other connection to the HTML's origin may have been
   opened beside the first, so it is ready at ``T0`` too.
 - **Discovery**: an object named by the HTML may be requested once the
@@ -203,18 +207,19 @@ class ClientLimits:
     dns_rounds: int = 0
     #: The server's initial window (segments), for the window bound.
     initcwnd: int = 10
-    #: A returning client (a repeat view): its sessions and lookups kept.
+    #: A returning client (a repeat view): its sessions kept.
     returning: bool = False
     #: Its HTTP cache may hold the page (a warm repeat view of origins that let it cache).
     cached: bool = False
+    #: It opens TCP connections with Fast Open (a returning loader whose server has it).
+    fast_open: bool = False
 
     @property
     def handshake_rounds(self) -> int:
-        if self.returning:
-            return 0  # 0-RTT, or early data in a Fast Open SYN
         if self.protocol.quic:
-            return 1
-        return 2 if self.tls else 1
+            return 0 if self.returning else 1  # 0-RTT
+        tcp = 0 if self.fast_open else 1
+        return tcp + (1 if self.tls else 0)
 
 
 @dataclass(frozen=True)
@@ -273,8 +278,6 @@ def lower_bound(page: PageShape, path: Bottleneck, client: ClientLimits) -> Boun
                      window_rounds=0.0, connections=0, peak_bps=path.peak_bps, critical="cache",
                      candidates={"cache": 0.0})
     h = client.handshake_rounds
-    dns = 0 if client.returning else client.dns_rounds
-    client = ClientLimits(client.protocol, client.connections, client.tls, dns, client.initcwnd, client.returning)
     one = Term(1.0)
     t0 = Term(float(client.dns_rounds + h))
     html_first = t0 + one

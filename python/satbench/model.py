@@ -477,7 +477,7 @@ class ServerSummary:
             out["server_resumed_connections"] = self.resumed_connections
         if self.early_data_requests is not None:
             out["server_early_data_requests"] = self.early_data_requests
-        if self.tfo_connections:
+        if self.tfo_connections is not None:
             out["server_tfo_connections"] = self.tfo_connections
         return out
 

@@ -236,10 +236,12 @@ impl Fetcher {
                 source: Arc::new(e),
             })?;
         let _ = tcp.set_nodelay(true);
-        let connect_s = self.now();
+        // With Fast Open the connect returns before any SYN left: no connect time to report (the
+        // handshake's time is then in the TLS phase).
+        let connect_s = (!self.settings().tfo).then(|| self.now());
         if !o.url.https {
             self.update_conn(id, |c| {
-                c.connect_s = Some(connect_s);
+                c.connect_s = connect_s;
                 c.protocol = "http/1.1".into();
             });
             return Ok((id, Box::new(tcp)));
@@ -267,7 +269,7 @@ impl Fetcher {
         let tls_s = self.now();
         let proto = negotiated.clone().unwrap_or_else(|| "http/1.1".into());
         self.update_conn(id, |c| {
-            c.connect_s = Some(connect_s);
+            c.connect_s = connect_s;
             c.tls_s = Some(tls_s);
             c.protocol = proto.clone();
         });
@@ -512,7 +514,12 @@ async fn connect(addr: SocketAddr, tfo: bool) -> std::io::Result<TcpStream> {
         )
     };
     if rc != 0 {
-        return Err(std::io::Error::last_os_error());
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::EOPNOTSUPP) {
+            // Fast Open's client side is off in this namespace (net.ipv4.tcp_fastopen): connect as usual.
+            return TcpStream::connect(addr).await;
+        }
+        return Err(e);
     }
     sock.connect(addr).await
 }

@@ -20,6 +20,8 @@ use tokio::net::UdpSocket;
 use tokio::sync::{mpsc, oneshot};
 
 const MAX_DATAGRAM: usize = 1350;
+/// BoringSSL's `ssl_early_data_accepted` (`SSL_get_early_data_reason`).
+const EARLY_DATA_ACCEPTED: u32 = 2;
 
 /// The client's QUIC transport parameters: the windows of `w` (large by
 /// default, so flow control never limits a download), and one hundred
@@ -269,7 +271,7 @@ impl Driver {
             }
             // A resumed session is in early data once its ClientHello left: requests may go now.
             self.open_h3(&h3cfg)?;
-            if self.h3.is_none() && tokio::time::Instant::now() > handshake_deadline {
+            if !self.handshake_done && tokio::time::Instant::now() > handshake_deadline {
                 return Err(H3Error::HandshakeTimeout {
                     authority: self.authority.clone(),
                     secs: HANDSHAKE_TIMEOUT.as_secs(),
@@ -310,11 +312,14 @@ impl Driver {
                 let now = self.f.now();
                 let params = self.conn.peer_transport_params().map(peer_params);
                 let resumed = self.conn.is_resumed();
+                // BoringSSL's ssl_early_data_accepted: the 0-RTT requests were taken as sent (a
+                // rejected 0-RTT flight is recovered later, by loss recovery).
+                let accepted = self.conn.early_data_reason() == EARLY_DATA_ACCEPTED;
                 self.f.update_conn(self.id, |c| {
                     c.tls_s = Some(now);
                     c.peer_params = params;
                     c.resumed = Some(resumed);
-                    c.early_data.get_or_insert(false);
+                    c.early_data = Some(c.early_data == Some(true) && accepted);
                 });
             }
             self.open_h3(&h3cfg)?;

@@ -10,8 +10,8 @@
 //! `--repeat-view` loads the page twice per client, 500 ms apart, every
 //! connection of the first load closed before the second: the second (the
 //! output's client record, with the first as its `first_view`) resumes its
-//! TLS sessions (rustls's session cache, shared by every connection of the
-//! client; over HTTP/3 with quiche, its QUIC session tickets, so that the
+//! TLS sessions (a session cache of the client's own, shared by its
+//! connections; over HTTP/3 with quiche, its QUIC session tickets, so that the
 //! second load's requests go as 0-RTT early data). `--tfo` opens every TCP
 //! connection with TCP Fast Open (TCP_FASTOPEN_CONNECT: the first flight
 //! rides in the SYN once the server gave the client a cookie, which a first
@@ -445,10 +445,14 @@ fn settings(
     tls: &Arc<rustls::ClientConfig>,
     client: usize,
 ) -> Arc<Settings> {
+    // Each client its own TLS session cache (a returning client resumes its own sessions, and no
+    // client takes another's tickets).
+    let mut own = (**tls).clone();
+    own.resumption = rustls::client::Resumption::in_memory_sessions(256);
     Arc::new(Settings {
         proto,
         connections: a.connections,
-        tls: tls.clone(),
+        tls: Arc::new(own),
         quic_cacert: a.cacert.clone(),
         quic_stack: a.quic_stack,
         quic_windows: a.quic_windows(),

@@ -258,7 +258,8 @@ def _result(url: str, opts: BrowseOptions, want: str, t0: float, version: str, e
         return res
     page_metrics(res, data)
     http = {rid: r for rid, r in responses.items() if r["url"].startswith(("http://", "https://"))}
-    res.connections = len({r["connection"] for r in http.values() if r["connection"] is not None})
+    # (A response from the cache crossed no connection.)
+    res.connections = len({r["connection"] for r in http.values() if r["connection"] is not None and not r["cached"]})
     res.bytes_received = sum(finished.get(rid, 0) for rid in http)
     timing = {r["name"]: r for r in data.get("resources", [])}
     nav = data.get("nav") or {}
@@ -366,7 +367,9 @@ class Chromium(Client):
                              frames_dir=art / "frames" if art and {"frames", "video"} & req.keep else None,
                              cpu_slowdown=req.cpu_slowdown, device=req.device,
                              repeat_view=req.repeat_view, cold_cache=req.cold_cache)
-        watchdog = Watchdog(req.host, ("chromium", "chrome"), req.timeout_s + WATCHDOG_GRACE_S)
+        # A repeat view is two loads, each within the trial's timeout.
+        loads = 2 if req.repeat_view else 1
+        watchdog = Watchdog(req.host, ("chromium", "chrome"), loads * req.timeout_s + WATCHDOG_GRACE_S)
         try:
             if threading.current_thread() is threading.main_thread():
                 watchdog.driver = self.browser.driver_pids

@@ -124,6 +124,8 @@ def trial_s(ts: TrialSpec, link: LinkSpec) -> float:
     t = rounds * rtt + transfer + OVERHEAD_S.get(str(client), 0.5)
     if ClientKind(str(client)).browser:
         t += LCP_SETTLE_S
+    if ts.view == "repeat":  # the page twice, and the pause between
+        t = 2 * t + 0.5
     t += workload_of(ts).extra_s(ts, rtt)
     t += sum(element_class(f).extra_s(v) for f, v in ts.path.items())
     if mix is not None:  # every client prepares before the barrier (browsers start their drivers and launch)

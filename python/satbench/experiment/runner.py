@@ -64,6 +64,8 @@ from .plan import trial_estimate
 from .spec import Experiment, resolve_trial_links
 
 METRIC_KEYS = ("plt_ms", "fcp_ms", "lcp_ms", "ttfb_ms")
+#: The trial metrics taken from the link's counters (LinkCounters.metrics).
+LINK_METRIC_PREFIXES = ("wire_", "oh_", "ecn_", "access_", "encap_", "dama_")
 #: A trial's TLS keys (artefact "keylog"), beside its capture (pcap/).
 KEYLOG = "tls-keys.log"
 #: The metrics no load can make faster than the path's lower bound (bound.py),
@@ -199,10 +201,13 @@ def trial_bound(t: Trial, pages_root: Path, page_sizes: dict[str, int],
     # generated pages only with the server's cache lifetime.
     cached = (returning and ts.cache == "warm" and ClientKind.CHROMIUM in ts.kinds  # the loader keeps no cache
               and (not workload_of(ts).generated or ts.server_options.get("cache_max_age") is not None))
+    # Fast Open for a returning loader when the server has it (Chromium sends no Fast Open SYN).
+    tfo = bool(ts.server_options.get("tfo"))
     bounds = [lower_bound(shape, path, ClientLimits(
         g.protocol.version, connections=CHROMIUM_CONNECTIONS if g.kind is ClientKind.CHROMIUM else g.connections,
         tls=g.protocol.tls, dns_rounds=1 if ts.dns_over_link else 0,
-        initcwnd=(None if upload else ts.initcwnd_of(g.protocol)) or 10, returning=returning, cached=cached))
+        initcwnd=(None if upload else ts.initcwnd_of(g.protocol)) or 10, returning=returning, cached=cached,
+        fast_open=returning and tfo and g.kind is ClientKind.LOADER))
         for g in ts.groups]
     return min(bounds, key=lambda b: b.lower_bound_ms)
 
@@ -307,8 +312,12 @@ class Runner:
             with composed(self._testbed_spec(t, seed, art), path, art, testbed=self.lab.testbed, setup=setup,
                           serve=lambda tb: (server.start(req) for req in self._serve(t, tb, art))) as (tb, servers):
                 clock.mark("server_up_s")
+                for e in path:
+                    e.load_starting(tb)
                 with clock.span("client_s"):
                     outcome = self._load(t, tb, art)
+                for e in path:
+                    e.load_done(tb)
                 faults = self._faults(servers, tb, path, set_knobs, rec)
             rec.server_summary = ServerSummary.combined([s.summary() for s in servers])
             self._collect(rec, tb, path)
@@ -393,7 +402,8 @@ class Runner:
                           connections=ts.connections, artefacts=art, keep=frozenset(self.exp.artefacts),
                           quic_stack=ts.quic_stack, quic_window=self._quic_window(t), cpu_slowdown=ts.cpu_slowdown,
                           device=ts.device, repeat_view=ts.view == "repeat", cold_cache=ts.cache == "cold",
-                          tfo=bool(ts.server_options.get("tfo")))
+                          # Fast Open acts on a returning client only (a first view's loads keep theirs off).
+                          tfo=ts.view == "repeat" and bool(ts.server_options.get("tfo")))
         return workload_of(ts).request(ts, req, session=t.key, seed=trial_seed(self.order_seed, t.key))
 
     @staticmethod
@@ -465,13 +475,17 @@ class Runner:
                 rec.metrics.update(LinkCounters.parse(rec.link_counters).metrics(page_total))
             except ValueError as e:  # the emulator's counters contradict themselves: nothing of them is kept
                 rec.status, rec.reason = TrialStatus.FAILED, f"harness error: {e}"
-        if any(element_class(f).shares_link for f in t.spec.path):
-            # Other traffic crossed the link too: its counters are not this load's bytes.
-            for k in [k for k in rec.metrics if k.startswith(("wire_", "oh_", "ecn_"))
-                      or k in ("overhead_pct", "link_drops")]:
+        shared = any(element_class(f).shares_link for f in t.spec.path)
+        if shared or t.spec.view == "repeat":
+            # The link's counters hold other traffic too (cross traffic), or both views of a repeat
+            # view: they are not this load's bytes.
+            for k in [k for k in rec.metrics if k.startswith(LINK_METRIC_PREFIXES)
+                      or k in ("overhead_pct", "link_drops", "modcod_changes")]:
                 del rec.metrics[k]
+        down = all((not isinstance(v, dict)) or v.get("direction", "down") == "down" for v in t.spec.path.values())
+        if shared and down:
             mine, theirs = rec.metrics.get("bytes_received"), rec.metrics.get("cross_bytes")
-            if mine and theirs is not None:  # the load's share of what crossed while it ran
+            if mine and theirs is not None:  # the load's share of what came down while it ran
                 rec.metrics["load_share"] = mine / (mine + theirs)
         rec.metrics.update(workload_of(t.spec).wire_metrics(rec.metrics))
         self._bound(rec, t)

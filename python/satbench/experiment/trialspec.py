@@ -199,6 +199,11 @@ def view_problem(t: TrialSpec) -> tuple[str, str] | None:
     if t.view == "first":
         return ("cache", "a first view's cache is empty: cache = \"cold\" is a repeat view's") if t.cache != "warm" \
             else None
+    if t.server is not ServerKind.SATBENCH:
+        return "view", ("a repeat view's origins are satbench servers (they say what was resumed; nginx and caddy "
+                        "send validators a browser may cache by, which no bound could count)")
+    if t.single or t.upload_bytes is not None:
+        return "view", "a repeat view loads a page again, not a bulk file or an upload"
     if any(k not in (ClientKind.CHROMIUM, ClientKind.LOADER) for k in t.kinds):
         return "view", ("a repeat view is Chromium's (it closes its connections between the views and keeps its "
                         "sessions: chrome.benchmarking) or the loader's; Firefox and curl load first views only")

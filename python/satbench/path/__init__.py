@@ -88,6 +88,12 @@ class PathElement(ABC):
         """The origin is up (called after the server started, before the
         load): do what needs it, such as warming a cache."""
 
+    def load_starting(self, tb: "Testbed") -> None:
+        """The trial's load starts now (an experiment's trial; ``satbench shell`` runs no load)."""
+
+    def load_done(self, tb: "Testbed") -> None:
+        """The trial's load is over (what it measures over the load's window ends here)."""
+
     def summary(self) -> dict[str, Any]:
         """What the element did, for the trial's record (``env.path.FACTOR``)."""
         return {}

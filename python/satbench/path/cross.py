@@ -16,9 +16,11 @@ congestion control set on its socket; the video and web flows are curl
 against satbench-server (cleartext HTTP/1.1; uploads to its sink), each
 fetch a new connection.
 
-What they carried while the trial's load ran is measured at the cross
-client's interface (bytes in or out of ``xclient``, IP and Ethernet headers
-included): ``cross_bytes`` and ``cross_mbps``. The link's own counters then
+What they carried while the trial's load ran is measured at their
+receiver's interface, past the bottleneck (bytes into ``xclient`` going
+down, into ``xserver`` going up; IP and Ethernet headers included):
+``cross_bytes`` and ``cross_mbps``; with the load's own bytes received,
+``load_share`` (an approximation: the load's are payload bytes). The link's own counters then
 hold both the trial's and the cross traffic, so the trial's wire bytes and
 overhead are not taken from them (``LinkCounters`` metrics left out): the
 element says it shares the link.
@@ -124,6 +126,7 @@ class CrossTraffic(PathElement):
         o = options(self.value)
         self._o, self._tb = o, tb
         self._procs: list[subprocess.Popen[Any]] = []
+        self._lock = threading.Lock()
         self._stop = threading.Event()
         self._errors: list[str] = []
         self._fetches = 0
@@ -136,17 +139,21 @@ class CrossTraffic(PathElement):
                 else:
                     self._http(client, server, o, Path(tmp))
                 time.sleep(float(o["lead_s"]))
-                self._mark = self._counter()
+                self._mark = self._counter()  # satbench shell's window: from here to the end
                 yield
             finally:
-                self._end = self._counter()
-                self._t_end = time.monotonic()
+                try:
+                    self._end = getattr(self, "_end", None) or self._counter()
+                except (OSError, ValueError, subprocess.SubprocessError):
+                    self._end = None
                 self._stop.set()
                 if self._server is not None:
                     self._server.stop()
-                for p in self._procs:
+                with self._lock:
+                    procs = list(self._procs)
+                for p in procs:
                     p.terminate()
-                for p in self._procs:
+                for p in procs:
                     try:
                         p.wait(timeout=5)
                     except subprocess.TimeoutExpired:
@@ -155,9 +162,12 @@ class CrossTraffic(PathElement):
                 for t in getattr(self, "_threads", []):
                     t.join(timeout=10)
 
-    def serving(self, tb: "Testbed") -> None:
-        # The trial's load starts after this: its window begins here.
+    def load_starting(self, tb: "Testbed") -> None:
+        # What the flows carried is counted over the trial's load only.
         self._mark = self._counter()
+
+    def load_done(self, tb: "Testbed") -> None:
+        self._end = self._counter()
 
     # -- the flows ------------------------------------------------------------------
 
@@ -192,10 +202,21 @@ class CrossTraffic(PathElement):
             argv = ["curl", "-s", "-o", "/dev/null", "--data-binary", f"@{body}", f"http://{server.addr}/upload"]
 
         def fetch() -> None:
-            p = client.run(argv, capture_output=True, timeout=600)
-            self._fetches += 1
-            if p.returncode != 0 and not self._stop.is_set():
-                self._errors.append(f"curl exited {p.returncode}")
+            """One fetch, its curl tracked (the element ends it with the trial), its failure recorded."""
+            try:
+                with self._lock:
+                    if self._stop.is_set():
+                        return
+                    p = client.popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                    self._procs.append(p)
+                rc = p.wait()
+                with self._lock:
+                    self._fetches += 1
+                    self._procs.remove(p)
+                if rc != 0 and not self._stop.is_set():
+                    self._errors.append(f"curl exited {rc}")
+            except Exception as e:  # noqa: BLE001 - a fetch that fails must say so, not end the flow silently
+                self._errors.append(f"fetch: {type(e).__name__}: {e}")
 
         def video() -> None:
             while not self._stop.is_set():
@@ -204,7 +225,8 @@ class CrossTraffic(PathElement):
                 self._stop.wait(max(0.0, float(o["segment_s"]) - (time.monotonic() - t0)))
 
         def web() -> None:
-            rng = random.Random(7)
+            # Arrivals seeded by the trial's page and link: the same schedule for a trial's repetitions.
+            rng = random.Random(f"{self.trial.page}/{self.trial.link}")
             while not self._stop.wait(rng.expovariate(float(o["rate_per_s"]))):
                 threading.Thread(target=fetch, daemon=True).start()
 
@@ -215,11 +237,10 @@ class CrossTraffic(PathElement):
     # -- what they carried ------------------------------------------------------------
 
     def _counter(self) -> tuple[float, int]:
-        """(now, the cross client's bytes in the flows' direction so far)."""
-        client = self._tb.cross_client
-        assert client is not None
-        which = "rx_bytes" if self._o["direction"] == "down" else "tx_bytes"
-        p = client.run(["cat", f"/sys/class/net/eth0/statistics/{which}"], capture_output=True, text=True)
+        """(now, the bytes the flows' receiver has taken in so far: past the bottleneck, either way)."""
+        host = self._tb.cross_client if self._o["direction"] == "down" else self._tb.cross_server
+        assert host is not None
+        p = host.run(["cat", "/sys/class/net/eth0/statistics/rx_bytes"], capture_output=True, text=True)
         return time.monotonic(), int(p.stdout.strip() or 0)
 
     def metrics(self) -> dict[str, float | None]:
@@ -235,9 +256,10 @@ class CrossTraffic(PathElement):
     def fault(self) -> str | None:
         if getattr(self, "_errors", None):
             return f"cross traffic: {self._errors[0]}"
-        dead = [p for p in getattr(self, "_procs", []) if p.poll() is not None]
-        if dead and not self._stop.is_set():
-            return f"cross traffic: {dead[0].args[-1] if dead[0].args else 'a process'} exited ({dead[0].returncode})"
+        if getattr(self, "_o", {}).get("kind") == "bulk":  # iperf3 runs for the whole trial
+            dead = [p for p in self._procs if p.poll() is not None]
+            if dead and not self._stop.is_set():
+                return f"cross traffic: iperf3 exited ({dead[0].returncode})"
         return None
 
     def describe(self) -> list[str]:

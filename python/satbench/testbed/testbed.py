@@ -358,8 +358,8 @@ class Testbed:
         # algorithms the host allows namespaces to default to.
         cc = f" congctl {self.spec.tcp_cc}" if self.spec.tcp_cc else ""
 
-        def batch(ns: str, lines: list[str]) -> None:
-            lines = [line + cc if line.startswith("route add") else line for line in lines]
+        def batch(ns: str, lines: list[str], congctl: bool = True) -> None:
+            lines = [line + cc if congctl and line.startswith("route add") else line for line in lines]
             run_checked(["ip", "-n", ns, "-batch", "-"], input="\n".join(lines) + "\n", what=f"configuring {ns}")
 
         def tun(dev: str, local: str, peer: str) -> list[str]:
@@ -413,9 +413,11 @@ class Testbed:
             gw = lan(self._server_lan, "198.18.3.1") + tun("sat0", "198.18.2.2", "198.18.2.1")
         gw += ["route add 198.18.1.0/24 dev sat0", "route add 198.18.4.0/24 dev sat0"]
         batch(self.gateway.ns, gw)
+        cross = {h.ns for h in (self.cross_client, self.cross_server) if h is not None}
         for h, via in [(c, "198.18.1.1") for c in self._client_lan] + [(s, "198.18.3.1") for s in self._server_lan]:
+            # Other users' flows choose their own congestion control: no route of theirs imposes the trial's.
             batch(h.ns, ["link set lo up", f"addr add {h.addr}/24 dev eth0", "link set eth0 up",
-                         f"route add 198.18.0.0/15 via {via}"])
+                         f"route add 198.18.0.0/15 via {via}"], congctl=h.ns not in cross)
 
     # -- running ------------------------------------------------------------
 
