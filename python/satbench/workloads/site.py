@@ -96,9 +96,20 @@ def _folder(page: str) -> Path:
     return Path(page[len(PREFIX):]).expanduser()
 
 
-@cache
+#: The layouts made in this process, by (site folder, pages folder).
+_LAYOUTS: dict[tuple[Path, Path], sites.Replay] = {}
+
+
 def _replay(site: Path, pages_root: Path) -> sites.Replay:
-    return sites.materialize(site, pages_root / "sites")
+    if (site, pages_root) not in _LAYOUTS:
+        _LAYOUTS[(site, pages_root)] = sites.materialize(site, pages_root / "sites")
+    return _LAYOUTS[(site, pages_root)]
+
+
+def _layout_notes(page: str) -> list[str]:
+    """What the site's replay could not serve as recorded (its layout's notes; none before it is made)."""
+    here = _folder(page).resolve()
+    return next((list(r.notes) for (f, _), r in _LAYOUTS.items() if f == here), [])
 
 
 class ReplayedSite(Workload):
@@ -173,7 +184,10 @@ class ReplayedSite(Workload):
         rec.metrics["site_origins_contacted"] = float(len(hosts))
         doc = _doc(trial.page)
         site: dict[str, Any] = {"folder": str(folder(trial)), "page": doc["page"], "hosts": doc["hosts"],
-                                "filled": doc.get("filled", 0)}
+                                "filled": doc.get("filled", 0), "volatile": doc.get("volatile", [])}
+        notes = _layout_notes(trial.page)
+        if notes:  # what the replay could not serve as recorded
+            site["notes"] = notes[:50] + ([f"... and {len(notes) - 50} more"] if len(notes) > 50 else [])
         rec.env["site"] = site
 
     @classmethod
@@ -200,14 +214,17 @@ class ReplayedSite(Workload):
         for cell, g in groups:
             cell = cell if isinstance(cell, tuple) else (cell,)
             got = [per_trial[int(t)] for t in g["trial_id"] if int(t) in per_trial]
+            fuzzy = int(g["site_fuzzy_matched"].sum()) if "site_fuzzy_matched" in g.columns else "-"
             rows.append([" ".join(f"{k}={v}" for k, v in zip(varied, cell)) or "all", len(g),
                          statistics.median(g["site_origins_contacted"]),
                          statistics.median(c for c, _ in got) if got else "-",
                          statistics.median(m for _, m in got) if got else "-",
-                         int(g["site_not_found"].sum())])
+                         int(g["site_not_found"].sum()), fuzzy])
         return ("<h3>Replayed sites</h3><p class='note'>Each recorded origin on a server host of its own: the "
                 "origins a load contacted, the connections it opened (in all, and to its busiest origin; "
-                "medians over the trials), and the requests the recording lacked (404s, the browser's "
-                "favicon aside).</p>"
+                "medians over the trials), the requests the recording lacked (404s, the browser's favicon "
+                "aside) and those answered by the recorded request of the closest query (summed over the "
+                "trials). What the import filled and what the replay could not serve as recorded is in each "
+                "trial's <code>env.site</code>.</p>"
                 + table_html(rows, ["combination", "trials", "origins", "connections", "to the busiest origin",
-                                    "not recorded"]))
+                                    "not recorded", "closest query"]))
