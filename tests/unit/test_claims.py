@@ -86,3 +86,21 @@ def test_every_claims_finding_is_a_section_of_the_docs() -> None:
         if c.finding:
             page, _, anchor = c.finding.partition("#")
             assert anchor in anchors(page), f"{c.id}: {c.finding} is no heading of docs/{page}"
+
+
+def test_the_header_floor_judges_complete_loads_only() -> None:
+    """P2: a load that timed out delivered part of its page (its 'overhead' against the whole page is
+    no overhead); a valid load below the floor, or one the runner failed for it, fails the check."""
+    import pandas as pd
+
+    from satbench.validate.claims import load
+    from satbench.validate.judge import evaluate
+
+    p2 = next(c for c in load()[1] if c.id == "P2")
+    check = p2.checks[0]
+    rows = [{"status": "valid", "reason": None, "overhead_pct": 6.0},
+            {"status": "invalid", "reason": "navigation failed: timed out", "overhead_pct": -20.0}]
+    assert evaluate(pd.DataFrame(rows), p2, check).verdict == "holds"
+    rows.append({"status": "failed", "reason": "harness error: ... below the TCP/IP header floor", "overhead_pct": 1.0})
+    assert evaluate(pd.DataFrame(rows), p2, check).verdict == "fails"
+    assert evaluate(pd.DataFrame(rows[:1] + [{**rows[0], "overhead_pct": 2.0}]), p2, check).verdict == "fails"

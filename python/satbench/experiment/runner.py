@@ -487,6 +487,10 @@ class Runner:
             mine, theirs = rec.metrics.get("bytes_received"), rec.metrics.get("cross_bytes")
             if mine and theirs is not None:  # the load's share of what came down while it ran
                 rec.metrics["load_share"] = mine / (mine + theirs)
+        if rec.status is not TrialStatus.VALID:
+            # A load that did not complete (timed out, failed) delivered part of the page: its bytes on
+            # the wire are no overhead over the page's.
+            rec.metrics.pop("overhead_pct", None)
         rec.metrics.update(workload_of(t.spec).wire_metrics(rec.metrics))
         self._bound(rec, t)
         oh = rec.metrics.get("overhead_pct")

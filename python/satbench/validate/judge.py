@@ -305,6 +305,14 @@ def _floor(df: pd.DataFrame, claim: Claim, check: Check) -> Result:
     if "overhead_pct" not in df.columns:
         return Result(claim, check, "not measured", "no trial counted its bytes on the wire")
     d = df.dropna(subset=["overhead_pct"])
+    if "status" in d.columns:
+        # A load that did not complete delivered part of its page: only valid loads, and those the
+        # runner failed for being below the floor, are judged (studies stored before the runner left
+        # such loads' overhead out still hold it).
+        keep = d["status"] == "valid"
+        if "reason" in d.columns:
+            keep |= d["reason"].fillna("").str.contains("header floor")
+        d = d[keep]
     if d.empty:
         return Result(claim, check, "not measured", "no trial counted its bytes on the wire")
     low = float(d["overhead_pct"].min())
