@@ -49,10 +49,16 @@ def make_video(frames: Path, out: Path) -> Path | None:
         blank = Path(tmp) / "blank.jpg"  # the concat demuxer wants one codec: JPEG, as the frames
         Image.new("RGB", size, "white").save(blank, quality=95)
         # The concat demuxer's list: each picture with how long it was on screen.
-        lines = ["ffconcat version 1.0", f"file '{blank}'", f"duration {shots[0][0] / 1000:.3f}"]
+        def entry(path: Path) -> str:
+            # The concat list's quoting: a quote inside a path closes it, is escaped, and reopens it.
+            return "file '" + str(path).replace("'", "'\\''") + "'"
+
+        lines = ["ffconcat version 1.0"]
+        if shots[0][0] > 0:
+            lines += [entry(blank), f"duration {shots[0][0] / 1000:.3f}"]
         for (t, f), nxt in zip(shots, [s[0] for s in shots[1:]] + [shots[-1][0] + HOLD_MS]):
-            lines += [f"file '{f.resolve()}'", f"duration {max(nxt - t, 1) / 1000:.3f}"]
-        lines.append(f"file '{shots[-1][1].resolve()}'")  # the demuxer takes the last duration from a next file
+            lines += [entry(f.resolve()), f"duration {max(nxt - t, 1) / 1000:.3f}"]
+        lines.append(entry(shots[-1][1].resolve()))  # the demuxer takes the last duration from a next file
         listing = Path(tmp) / "frames.ffconcat"
         listing.write_text("\n".join(lines) + "\n")
         out.parent.mkdir(parents=True, exist_ok=True)

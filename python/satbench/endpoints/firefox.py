@@ -209,8 +209,12 @@ def firefox_load(url: str, opts: BrowseOptions, connections: int = 6, *, host: H
                     deadline = time.monotonic() + opts.timeout_s
                     while True:
                         shot()
-                        st = bidi.evaluate_json(context, "() => ({ready: document.readyState, url: location.href})")
-                        if st["ready"] == "complete" and st["url"] != "about:blank":
+                        try:
+                            st = bidi.evaluate_json(context,
+                                                    "() => ({ready: document.readyState, url: location.href})")
+                        except RuntimeError:  # the document is being replaced mid-navigation: ask again
+                            st = {"ready": "loading", "url": ""}
+                        if st["ready"] == "complete" and st["url"] not in ("about:blank", ""):
                             break
                         if time.monotonic() > deadline:
                             raise TimeoutError(f"no load within {opts.timeout_s:.0f} s")
