@@ -100,6 +100,7 @@ def test_a_recorded_site_replays_from_its_own_origins_over_every_version(recorde
         replayed, recorded_conns)
     page = write_report(db, tmp_path / "report").read_text()
     assert "<h3>Replayed sites</h3>" in page
+    assert "Connections per origin" in page and "<td>s2.test</td>" in page
     hars = sorted((tmp_path / "artefacts").rglob("page.har"))
     assert len(hars) == 4  # Chromium's: three versions of the site, and the archive given as it is
     for h in hars:

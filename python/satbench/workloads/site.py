@@ -205,10 +205,15 @@ class ReplayedSite(Workload):
             return ""
         objects = r.objects_of([int(x) for x in mine["trial_id"]])
         per_trial: dict[int, tuple[int, int]] = {}
+        #: Connections per (trial, origin), as the client saw them.
+        by_origin: dict[tuple[int, str], int] = {}
         for tid, g in objects.groupby("trial_id"):
             hosts = g.assign(host=g["url"].map(lambda u: urlsplit(str(u)).hostname))
             conns = hosts.dropna(subset=["connection"]).groupby(["client", "host"])["connection"].nunique()
             per_trial[int(str(tid))] = (int(conns.sum()), int(conns.max()) if len(conns) else 0)
+            for idx, n in conns.items():
+                key = (int(str(tid)), str(idx[1]))  # type: ignore[index] # (client, host)
+                by_origin[key] = by_origin.get(key, 0) + int(n)
         rows = []
         groups = mine.groupby([v for v in varied if v in mine.columns], dropna=False) if varied else [((), mine)]
         for cell, g in groups:
@@ -220,6 +225,18 @@ class ReplayedSite(Workload):
                          statistics.median(c for c, _ in got) if got else "-",
                          statistics.median(m for _, m in got) if got else "-",
                          int(g["site_not_found"].sum()), fuzzy])
+        # Per origin: the connections a load opened to it (median over the trials of each combination).
+        origin_rows = []
+        for cell, g in groups if varied else [((), mine)]:
+            cell = cell if isinstance(cell, tuple) else (cell,)
+            ids = {int(t) for t in g["trial_id"]}
+            for host in sorted({h for (t, h) in by_origin if t in ids}):
+                counts = [by_origin.get((t, host), 0) for t in sorted(ids) if t in per_trial]
+                origin_rows.append([" ".join(f"{k}={v}" for k, v in zip(varied, cell)) or "all", host,
+                                    statistics.median(counts), max(counts)])
+        per_origin = ("<p class='note'>Connections per origin (median and most over the trials):</p>"
+                      + table_html(origin_rows, ["combination", "origin", "connections", "most"])
+                      if origin_rows else "")
         return ("<h3>Replayed sites</h3><p class='note'>Each recorded origin on a server host of its own: the "
                 "origins a load contacted, the connections it opened (in all, and to its busiest origin; "
                 "medians over the trials), the requests the recording lacked (404s, the browser's favicon "
@@ -227,4 +244,4 @@ class ReplayedSite(Workload):
                 "trials). What the import filled and what the replay could not serve as recorded is in each "
                 "trial's <code>env.site</code>.</p>"
                 + table_html(rows, ["combination", "trials", "origins", "connections", "to the busiest origin",
-                                    "not recorded", "closest query"]))
+                                    "not recorded", "closest query"]) + per_origin)
