@@ -19,8 +19,8 @@ def test_cross_traffic_shares_the_link_with_the_trial(tmp_path: Path) -> None:
     exp.write_text(
         '[experiment]\nname = "cross"\nseed = 1\ntimeout_s = 60\n[factors]\nlink = "lan"\nclient = "loader"\n'
         'protocol = "h2"\npage = "uniform-2m"\n'
-        'cross = ["none", "bulk", { kind = "video", bitrate_mbps = 4, segment_s = 1 }, '
-        '{ kind = "web", rate_per_s = 4, size_kb = 200 }]\n')
+        'cross = ["none", { kind = "bulk", lead_s = 2 }, { kind = "video", bitrate_mbps = 4, segment_s = 1, '
+        'lead_s = 2 }, { kind = "web", rate_per_s = 4, size_kb = 200, lead_s = 2 }]\n')
     db = tmp_path / "db.sqlite"
     p = run_cli("run", str(exp), "--db", str(db), timeout=600)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
@@ -54,13 +54,14 @@ def test_the_shell_runs_a_command_beside_cross_traffic() -> None:
 
 def test_over_geo_a_bulk_flow_slows_the_load_and_fq_codel_protects_it(tmp_path: Path) -> None:
     # GEO's drop-tail buffer is one bandwidth-delay product (530 ms): a CUBIC bulk download that has
-    # had 8 s to fill it makes every round trip of the page's load that much longer; FQ-CoDel serves
+    # had 6 s to fill it makes every round trip of the page's load that much longer; FQ-CoDel serves
     # the page's connection from a queue of its own and keeps the bulk flow's short.
     exp = tmp_path / "geo.toml"
     exp.write_text('[experiment]\nname = "geo"\nseed = 1\ntimeout_s = 90\n[factors]\nlink = "geo"\n'
                    'client = "loader"\nprotocol = "h2"\npage = "uniform-500k"\ncc = "cubic"\n'
-                   '"link.aqm" = ["droptail", "fq_codel"]\n'
-                   'cross = ["none", { kind = "bulk", cc = "cubic", lead_s = 8 }]\n')
+                   '[[trial]]\n"link.aqm" = "droptail"\n'
+                   '[[trial]]\n"link.aqm" = "droptail"\ncross = { kind = "bulk", cc = "cubic", lead_s = 6 }\n'
+                   '[[trial]]\n"link.aqm" = "fq_codel"\ncross = { kind = "bulk", cc = "cubic", lead_s = 6 }\n')
     db = tmp_path / "db.sqlite"
     p = run_cli("run", str(exp), "--db", str(db), timeout=600)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
