@@ -166,7 +166,20 @@ def static_environment(lab: Lab, kinds: set[ClientKind]) -> dict[str, Any]:
             "browser": lab.client(ClientKind.CHROMIUM).version() if browsers else None,
             "firefox": lab.client(ClientKind.FIREFOX).version() if browsers else None,
             "quiche": _lock_version("quiche"), "hyper": _lock_version("hyper"), "rustls": _lock_version("rustls"),
-            "cores": os.cpu_count(), "host": platform.node()}
+            "cores": os.cpu_count(), "host": platform.node(), "binaries": _binaries()}
+
+
+def _binaries() -> dict[str, Any]:
+    """The binaries the trials run, where each is and its sha256 (a SATBENCH_*_BIN path, or the
+    workspace's build, which the commit alone may not say: a tree built and then changed)."""
+    from ..endpoints.loader import loader_binary  # noqa: PLC0415 - the endpoints import the runner's types
+    from ..endpoints.satbench_server import server_binary  # noqa: PLC0415
+
+    out: dict[str, Any] = {}
+    for name, path in (("satbench-server", server_binary()), ("satbench-link", prereq.link_binary()),
+                       ("satbench-load", loader_binary())):
+        out[name] = {"path": str(path), "sha256": _file_sha256(path)}
+    return out
 
 
 # -- one trial ---------------------------------------------------------------------------
