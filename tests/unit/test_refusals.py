@@ -1,0 +1,50 @@
+"""What the factors of this session refuse, each in one line naming the factor: cross traffic's
+table, and repeat views where nothing would return."""
+
+from __future__ import annotations
+
+import pytest
+
+from satbench.experiment.trialspec import TrialSpec, view_problem
+from satbench.path.cross import CrossTraffic
+
+
+@pytest.mark.parametrize("value, words", [
+    ("torrent", "must be none, bulk, video, web or a table"),
+    ({"kind": "bulk", "bitrate_mbps": 5}, "unknown key 'bitrate_mbps' for bulk"),
+    ({"kind": "video", "bitrate_mbps": 0}, "bitrate_mbps must be a number from 0.01"),
+    ({"kind": "web", "direction": "sideways"}, "direction must be down or up"),
+    ({"kind": "bulk", "flows": 2.5}, "flows must be a whole number"),
+    ({"kind": "bulk", "cc": "vegas"}, "cc must be cubic, bbr or reno"),
+])
+def test_cross_traffic_values_are_checked(value: object, words: str) -> None:
+    problem = CrossTraffic.check(value)
+    assert problem is not None and words in problem, problem
+
+
+def test_cross_traffic_accepts_its_kinds_and_tables() -> None:
+    for ok in ("none", "bulk", "video", "web", {"kind": "bulk", "cc": "bbr", "flows": 4, "direction": "up"},
+               {"kind": "web", "rate_per_s": 3, "size_kb": 300, "lead_s": 5}):
+        assert CrossTraffic.check(ok) is None, ok
+    assert CrossTraffic.extra_s({"kind": "video", "lead_s": 5}) == 6.0
+
+
+@pytest.mark.parametrize("factors, field, words", [
+    ({"client": "firefox"}, "view", "Firefox and curl load first views only"),
+    ({"client": "loader", "protocol": "h3", "quic_stack": "quinn"}, "view", "quic_stack = \"quiche\""),
+    ({"client": "loader", "cache": "cold"}, "cache", "keeps no HTTP cache"),
+    ({"client": "chromium", "page": "bulk:1M"}, "view", "not a bulk file or an upload"),
+    ({"client": "chromium", "server": "nginx"}, "view", "satbench servers"),
+])
+def test_repeat_views_are_refused_where_nothing_returns(factors: dict, field: str, words: str) -> None:
+    t = TrialSpec.of({"link": "geo", "protocol": "h2", "page": "uniform-100k", "view": "repeat", **factors})
+    problem = view_problem(t)
+    assert problem is not None and problem[0] == field and words in problem[1], problem
+
+
+def test_a_first_views_cache_is_cold_already() -> None:
+    t = TrialSpec.of({"link": "geo", "protocol": "h2", "page": "uniform-100k", "client": "chromium", "cache": "cold"})
+    assert view_problem(t) == ("cache", 'a first view\'s cache is empty: cache = "cold" is a repeat view\'s')
+    ok = TrialSpec.of({"link": "geo", "protocol": "h3", "page": "uniform-100k", "client": "loader",
+                       "quic_stack": "quiche", "view": "repeat"})
+    assert view_problem(ok) is None
