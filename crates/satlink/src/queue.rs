@@ -695,4 +695,40 @@ mod tests {
         let third = q.dequeue(t0 + Duration::from_millis(2), &mut d).unwrap();
         assert_eq!((first.ce, second.ce, third.ce), (false, false, true));
     }
+
+    #[test]
+    fn fq_codel_keeps_a_sparse_flows_delay_low_beside_a_standing_bulk_queue() {
+        // In simulated time: a bulk flow offers two 1500-byte packets per ms to a link that sends one
+        // per ms; a sparse flow one 100-byte packet every 50 ms. The sparse packets leave within a
+        // packet time or two of arriving; the bulk flow's own queue stands far above that.
+        let mut q = fq(Limit::Packets(1000));
+        let (mut d, mut sparse, mut bulk) = (vec![], vec![], vec![]);
+        let mut id = 0;
+        for ms in 0..2000u64 {
+            let t = Instant::from_millis(ms);
+            for _ in 0..2 {
+                q.enqueue(t, flow_entry(1, id, 1500, t, Ecn::NotEct))
+                    .unwrap();
+                id += 1;
+            }
+            if ms % 50 == 0 {
+                q.enqueue(t, flow_entry(2, 1_000_000 + id, 100, t, Ecn::NotEct))
+                    .unwrap();
+            }
+            if let Some(e) = q.dequeue(t, &mut d) {
+                let waited = (t - e.enqueued).as_secs_f64() * 1e3;
+                if e.meta.flow == 2 {
+                    sparse.push(waited)
+                } else {
+                    bulk.push(waited)
+                }
+            }
+        }
+        let worst_sparse = sparse.iter().cloned().fold(0.0, f64::max);
+        let worst_bulk = bulk.iter().cloned().fold(0.0, f64::max);
+        assert!(sparse.len() >= 35, "{}", sparse.len());
+        assert!(worst_sparse <= 2.0, "sparse waited {worst_sparse} ms");
+        assert!(worst_bulk >= 20.0, "bulk waited at most {worst_bulk} ms");
+        assert!(!d.is_empty(), "CoDel never dropped from the bulk flow");
+    }
 }
