@@ -1249,6 +1249,31 @@ mod tests {
         let _r: Direction<u32> = c.ret.build("return", 0, b).unwrap();
     }
 
+    /// A LEO handover's delay step down, with packets in flight across it: with `reorder`, those
+    /// sent after the step overtake those sent before (they arrive out of order, as a path change
+    /// makes them); without, the line keeps them in order.
+    #[test]
+    fn a_delay_step_down_reorders_the_packets_in_flight_when_asked() {
+        for reorder in [true, false] {
+            let c = LinkConfig::from_json(&format!(
+                r#"{{"forward": {{"delay": {{"kind": "schedule", "points": [[0, 60], [1, 20]]}},
+                     "reorder": {reorder}}}, "return": {{}}}}"#
+            ))
+            .unwrap();
+            let (a, _) = c.rngs();
+            let mut f: Direction<u32> = c.forward.build("forward", 0, a).unwrap();
+            // A packet every 10 ms from 0.9 s to 1.1 s: those before 1 s take 60 ms, those after 20.
+            let arrivals: Vec<_> = (0..20u32)
+                .map(|i| (crate::Instant::from_millis(900 + 10 * i as u64), 0, i, 100))
+                .collect();
+            let out = crate::testutil::run(&mut f, &arrivals);
+            let order: Vec<u32> = out.iter().map(|&(_, id)| id).collect();
+            assert_eq!(order.len(), 20);
+            let in_order = order.windows(2).all(|w| w[0] < w[1]);
+            assert_eq!(in_order, !reorder, "reorder {reorder}: {order:?}");
+        }
+    }
+
     #[test]
     fn range_errors_carry_the_range_and_value() {
         let e = LinkConfig::from_json(
