@@ -10,6 +10,20 @@ fn certs() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/certs")
 }
 
+/// Start the server with `cmd` and read its ready line (empty if it exited instead).
+fn start(cmd: &mut Command) -> (std::process::Child, String) {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    (child, line)
+}
+
 /// A port free for both TCP and UDP on 127.0.0.1 (at the time of asking).
 fn free_port() -> u16 {
     loop {
@@ -53,23 +67,15 @@ fn ready_line_reports_the_quic_settings() {
     for stack in ["quiche", "quinn"] {
         let port = free_port().to_string();
         let c = certs();
-        let mut child = Command::new(BIN)
-            .args(["--root", env!("CARGO_MANIFEST_DIR"), "--http-port", "0"])
+        let mut cmd = Command::new(BIN);
+        cmd.args(["--root", env!("CARGO_MANIFEST_DIR"), "--http-port", "0"])
             .args(["--https-port", &port, "--quic-stack", stack])
             .args(["--quic-max-data", "3000000", "--quic-initcwnd", "20"])
             .arg("--cert")
             .arg(c.join("cert.pem"))
             .arg("--key")
-            .arg(c.join("key.pem"))
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        // The server prints its ready line or exits (then the line is empty).
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
+            .arg(c.join("key.pem"));
+        let (mut child, line) = start(&mut cmd);
         child.kill().unwrap();
         child.wait().unwrap();
         let v: serde_json::Value = serde_json::from_str(&line).unwrap();
@@ -111,8 +117,8 @@ fn golden_access_log_records() {
     std::fs::write(dir.join("www/index.html"), "<p>golden</p>\n").unwrap();
     let port = free_port();
     let log = dir.join("access.jsonl");
-    let mut child = Command::new(BIN)
-        .arg("--root")
+    let mut cmd = Command::new(BIN);
+    cmd.arg("--root")
         .arg(dir.join("www"))
         .args([
             "--http-port",
@@ -123,15 +129,8 @@ fn golden_access_log_records() {
             "cubic",
         ])
         .arg("--access-log")
-        .arg(&log)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
+        .arg(&log);
+    let (mut child, line) = start(&mut cmd);
     assert!(line.contains("\"ready\":true"), "{line}");
     let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
     s.write_all(b"GET /index.html HTTP/1.1\r\nHost: server.test\r\nConnection: close\r\n\r\n")
