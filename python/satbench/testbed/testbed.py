@@ -462,12 +462,16 @@ class Testbed:
         if self.edge:
             devices["terrestrial"] = [(self.gateway.ns, "ter0"), (self.edge.ns, "ter0")]
         for name, e in self.emulators.items():
+            # Drops outside the model: packets the kernel could not queue to the
+            # emulator (its TUN queue was full) or could not accept. Read while the
+            # emulator still holds the device: once it has stopped, whatever the
+            # kernel still sends (a FIN retransmitted after the processes were
+            # killed) is dropped for want of a reader, which is no fault of the link.
+            dev_stats = {f"{ns.rsplit('-', 1)[1]}:{dev}": _device_stats(ns, dev)
+                         for ns, dev in devices.get(name, [])}
             stats = e.stop()
             if stats is not None:
-                # Drops outside the model: packets the kernel could not queue
-                # to the emulator (its TUN queue was full) or could not accept.
-                stats["devices"] = {f"{ns.rsplit('-', 1)[1]}:{dev}": _device_stats(ns, dev)
-                                    for ns, dev in devices.get(name, [])}
+                stats["devices"] = dev_stats
             if name == "link":
                 self.link_stats = stats
             elif name == "terrestrial":
