@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from satbench import TestbedError
+from satbench.bench.capture import format_report, paired
 from satbench.bench.loader import _all_loaded
 
 
@@ -26,3 +29,17 @@ def test_realtime_clients_load_no_page() -> None:
     _all_loaded(_run([{"valid": True, "realtime": {"down": []}}] * 4), 4, "ws in one room", page=False)
     with pytest.raises(TestbedError):
         _all_loaded(_run([{"valid": True}] * 3 + [{"valid": False}]), 4, "ws in one room", page=False)
+
+
+def test_the_capture_benchmark_gives_the_figures_docs_print() -> None:
+    """docs/results.md's table of what capture costs Chromium comes from
+    ``satbench bench capture`` on the committed findings database."""
+    repo = Path(__file__).resolve().parents[2]
+    r = paired(repo / "docs" / "data" / "findings.sqlite", "visual-capture-on", "visual-capture-off")
+    assert {link: ms["plt_ms"]["pairs"] for link, ms in r.items()} == {"geo": 20, "lan": 20}
+    text = format_report({"client": "chromium", "runs": [], "links": r, "target_pct": 2.0})
+    doc = (repo / "docs" / "results.md").read_text()
+    for fig in ("-0.04 % [-0.11, +0.03]", "+0.91 % [-0.92, +4.71]", "+17.0 % [+6.7, +55.6]"):
+        assert fig in doc
+    assert "PLT -0.04 % [-0.11, +0.03] (4,702 against 4,705 ms)" in text, text
+    assert "PLT +0.91 % [-0.92, +4.71] (487 against 475 ms)" in text, text

@@ -6,7 +6,8 @@
 - :mod:`.loader`: the synthetic loader's CPU with many clients;
 - :mod:`.harness`: the overhead per trial and the plan's accuracy;
 - :mod:`.soak`: a thousand trials in one run, and whether anything leaks;
-- :mod:`.pep`: the split-TCP PEP's relay throughput, CPU and set-up latency.
+- :mod:`.pep`: the split-TCP PEP's relay throughput, CPU and set-up latency;
+- :mod:`.capture`: what capturing a browser load's frames costs its PLT, FCP and LCP.
 """
 
-BENCHES = ("link", "server", "loader", "harness", "soak", "pep")
+BENCHES = ("link", "server", "loader", "harness", "soak", "pep", "capture")
