@@ -283,3 +283,64 @@ fn fuzz_sse() {
         },
     );
 }
+
+/// A browser's schedule file (`schedule.rs`): whatever the text, the parser
+/// returns a schedule whose requests form a tree in index order (every
+/// `after` names an earlier request, the first has none, so replaying it
+/// terminates and asks for each request once) with delays in range and
+/// well-formed URLs, or an error naming a field.
+#[test]
+fn fuzz_schedule() {
+    use crate::schedule::{Schedule, MAX_DELAY_MS};
+    fuzzkit::run(
+        Config::new("schedule", corpus("schedule"))
+            .dict(&[
+                "{\"schedule\": 1, \"requests\": [",
+                "{\"url\": \"https://s.test/\", \"after\": null, \"delay_ms\": 0}",
+                "{\"url\": \"https://s.test/a.css\", \"after\": 0, \"delay_ms\": 1.5}",
+                "\"after\": ",
+                "\"delay_ms\": ",
+                "\"url\": ",
+                "\"page\": ",
+                "\"notes\": ",
+                "null",
+                "-1",
+                "1e309",
+                "600000.1",
+                "18446744073709551616",
+                "]}",
+                ", ",
+            ])
+            .max_len(4096),
+        |b, f| {
+            let s = String::from_utf8_lossy(b);
+            match Schedule::parse(&s) {
+                Ok(sch) => {
+                    f.add(1);
+                    f.add_count(2, sch.requests.len());
+                    assert!(sch.requests[0].after.is_none(), "{s:?}");
+                    let mut asked = vec![0usize; sch.requests.len()];
+                    for (i, r) in sch.requests.iter().enumerate() {
+                        check_url(&r.url, &format!("requests[{i}]"));
+                        assert!((0.0..=MAX_DELAY_MS).contains(&r.delay_ms), "{s:?}");
+                        if let Some(p) = r.after {
+                            assert!(p < i, "{s:?}");
+                            f.add(3);
+                        }
+                    }
+                    // Replaying: the roots, then each done request's children.
+                    let mut todo: Vec<usize> = sch.roots().collect();
+                    while let Some(i) = todo.pop() {
+                        asked[i] += 1;
+                        todo.extend(&sch.children[i]);
+                    }
+                    assert!(asked.iter().all(|&n| n == 1), "{s:?}: {asked:?}");
+                }
+                Err(e) => {
+                    assert!(!e.at.is_empty() && !e.why.is_empty(), "{s:?}");
+                    f.add(10 + e.at.len().min(20) as u64);
+                }
+            }
+        },
+    );
+}

@@ -5,8 +5,15 @@
 //!               [--connect-to ADDR:PORT] [--single | --bulk] [--repeat N] [-o FILE] [--timeout S]
 //!               [--quic-stack quiche|quinn] [--quic-max-data BYTES] [--quic-max-stream-data BYTES]
 //!               [--start-at UNIX_NS] [--upload BYTES] [--realtime poll|sse|ws]
-//!               [--repeat-view] [--tfo]
+//!               [--repeat-view] [--tfo] [--schedule FILE]
+//! satbench-load --check-schedule FILE
 //! ```
+//! `--schedule FILE` replays a browser's request schedule (`schedule.rs`)
+//! instead of discovering the page's objects from its HTML and CSS: each
+//! request asked for once the response it waited for has ended and its delay
+//! has passed. URL must be the schedule's first request. `--check-schedule`
+//! only checks a schedule file (exit 2 and one line naming the field if it
+//! is wrong) and prints its number of requests.
 //! `--repeat-view` loads the page twice per client, 500 ms apart, every
 //! connection of the first load closed before the second: the second (the
 //! output's client record, with the first as its `first_view`) resumes its
@@ -51,6 +58,7 @@ mod h3_quinn;
 mod page;
 mod rt;
 mod rt_client;
+mod schedule;
 mod session;
 mod sse;
 mod tls;
@@ -98,6 +106,8 @@ struct Args {
     repeat_view: bool,
     /// TCP Fast Open on every TCP connection.
     tfo: bool,
+    /// A browser's request schedule to replay (a file).
+    schedule: Option<String>,
 }
 
 impl Args {
@@ -134,6 +144,7 @@ impl Default for Args {
             realtime: None,
             repeat_view: false,
             tfo: false,
+            schedule: None,
         }
     }
 }
@@ -144,7 +155,8 @@ const USAGE: &str = "usage: satbench-load URL --protocol h1|h2|h3 [--clients C] 
                      [--quic-stack quiche|quinn] [--quic-max-data BYTES] \
                      [--quic-max-stream-data BYTES] [--start-at UNIX_NS] \
                      [--upload BYTES (with --single)] [--realtime poll|sse|ws] \
-                     [--repeat-view] [--tfo]";
+                     [--repeat-view] [--tfo] [--schedule FILE]\n       \
+                     satbench-load --check-schedule FILE";
 
 /// What the command line asks for.
 #[derive(Debug)]
@@ -152,6 +164,8 @@ enum Command {
     /// `-h` or `--help`: print the usage line and exit 0.
     Help,
     Load(Box<Args>),
+    /// `--check-schedule FILE`: check a schedule file and exit.
+    CheckSchedule(String),
 }
 
 /// A command line that cannot be used; printed as `satbench-load: <message>`, exit 2.
@@ -202,6 +216,8 @@ enum ArgError {
     RepeatView,
     #[error("--realtime runs a scenario, not --single, --bulk or --upload")]
     RealtimeWithSingle,
+    #[error("--schedule replays a page's requests: not with --single, --bulk or --realtime")]
+    ScheduleWithSingle,
     /// Anything else lexopt reports (a value given to a flag, non-UTF-8 text).
     #[error(transparent)]
     Other(lexopt::Error),
@@ -271,6 +287,8 @@ where
             Long("repeat") => a.repeat = count("--repeat", &mut p)?,
             Long("repeat-view") => a.repeat_view = true,
             Long("tfo") => a.tfo = true,
+            Long("schedule") => a.schedule = Some(p.value()?.string()?),
+            Long("check-schedule") => return Ok(Command::CheckSchedule(p.value()?.string()?)),
             Short('o') | Long("output") => a.output = Some(p.value()?.string()?),
             Long("timeout") => {
                 let v = p.value()?.string()?;
@@ -319,6 +337,9 @@ where
     if a.repeat_view && (quinn_h3 || a.single || a.bulk || a.realtime.is_some()) {
         return Err(ArgError::RepeatView);
     }
+    if a.schedule.is_some() && (a.single || a.bulk || a.realtime.is_some()) {
+        return Err(ArgError::ScheduleWithSingle);
+    }
     if a.realtime.is_some() {
         if a.proto == Some(Proto::H3) {
             return Err(ArgError::RealtimeOverH3);
@@ -328,6 +349,13 @@ where
         }
     }
     Ok(Command::Load(Box::new(a)))
+}
+
+/// A schedule file, checked; exit 2 naming the file and the field if it is wrong.
+fn read_schedule(file: &str) -> schedule::Schedule {
+    let text = std::fs::read_to_string(file)
+        .unwrap_or_else(|e| die(&format!("--schedule {file}: cannot read it: {e}")));
+    schedule::Schedule::parse(&text).unwrap_or_else(|e| die(&format!("--schedule {file}: {e}")))
 }
 
 fn cpu_seconds() -> f64 {
@@ -357,9 +385,24 @@ fn main() {
             println!("{USAGE}");
             return;
         }
+        Ok(Command::CheckSchedule(file)) => {
+            let s = read_schedule(&file);
+            println!("{file}: {} requests", s.requests.len());
+            return;
+        }
         Err(e) => die(&e.to_string()),
     };
     let url = Url::parse(&a.url).unwrap_or_else(|e| die(&e.to_string()));
+    let schedule = a.schedule.as_deref().map(|file| {
+        let s = read_schedule(file);
+        if *s.page() != url {
+            die(&format!(
+                "--schedule {file}: its page is {}, not the URL {url}",
+                s.page()
+            ));
+        }
+        Arc::new(s)
+    });
     let proto = a.proto.expect("checked");
     if proto != Proto::H1 && !url.https {
         die(&format!(
@@ -390,7 +433,7 @@ fn main() {
         let mut set = tokio::task::JoinSet::new();
         for client in 0..a.clients {
             let (s, u, repeat) = (
-                settings(&a, proto, &tls, client),
+                settings(&a, proto, &tls, client, schedule.clone()),
                 url.clone(),
                 a.repeat_view,
             );
@@ -426,6 +469,7 @@ fn main() {
             "mode": if a.upload.is_some() { "upload" } else if a.bulk { "bulk" }
                 else if a.single { "single" } else { "page" },
             "upload_bytes": a.upload,
+            "schedule_requests": schedule.as_ref().map(|s| s.requests.len()),
             "clients_n": a.clients, "valid_n": valid,
             "quic_stack": h3.then_some(a.quic_stack.name()),
             "quic_max_data": h3.then_some(w.max_data),
@@ -444,6 +488,7 @@ fn settings(
     proto: Proto,
     tls: &Arc<rustls::ClientConfig>,
     client: usize,
+    schedule: Option<Arc<schedule::Schedule>>,
 ) -> Arc<Settings> {
     // Each client its own TLS session cache (a returning client resumes its own sessions, and no
     // client takes another's tickets).
@@ -461,6 +506,7 @@ fn settings(
         output: a.output.as_ref().map(std::path::PathBuf::from),
         upload: a.upload,
         tfo: a.tfo,
+        schedule,
         client,
         quic_sessions: Default::default(),
     })
@@ -485,7 +531,7 @@ fn realtime(
     let runs = runtime.block_on(async {
         let mut set = tokio::task::JoinSet::new();
         for client in 0..a.clients {
-            let s = settings(a, proto, &tls, client);
+            let s = settings(a, proto, &tls, client, None);
             set.spawn(rt_client::run(s, url.clone(), q.clone(), mech, timeout));
         }
         let mut out = Vec::new();
@@ -528,7 +574,7 @@ mod tests {
     fn load(args: &[&str]) -> Args {
         match parse(args.iter().copied()).unwrap() {
             Command::Load(a) => *a,
-            Command::Help => panic!("help"),
+            other => panic!("not a load: {other:?}"),
         }
     }
 
@@ -659,6 +705,18 @@ mod tests {
         }
         let a = load(&["u", "--protocol", "h2", "--repeat-view", "--tfo"]);
         assert!(a.repeat_view && a.tfo);
+        assert_eq!(
+            load(&["u", "--protocol", "h1", "--schedule", "s.json"]).schedule,
+            Some("s.json".into())
+        );
+        assert_eq!(
+            err(&["u", "--protocol", "h2", "--schedule", "s.json", "--single"]),
+            "--schedule replays a page's requests: not with --single, --bulk or --realtime"
+        );
+        assert!(matches!(
+            parse(["--check-schedule", "s.json"]),
+            Ok(Command::CheckSchedule(f)) if f == "s.json"
+        ));
         let a = load(&["u", "--protocol", "h3", "--single", "--upload", "1000000"]);
         assert_eq!(a.upload, Some(1_000_000));
         assert_eq!(

@@ -4,6 +4,7 @@
 
 use crate::conn::{FetchError, Fetcher};
 use crate::discover::{css_refs, html_refs};
+use crate::schedule::Schedule;
 use crate::session::{ms, ConnInfo, Object, Settings};
 use crate::url::Url;
 use std::collections::HashSet;
@@ -101,8 +102,16 @@ pub async fn load(
     let f = Fetcher::new(settings);
     let mut objects: Vec<Object> = Vec::new();
     let mut errors: Vec<String> = Vec::new();
-    let run = run_page(f.clone(), url.clone(), single, &mut objects, &mut errors);
-    let timed_out = tokio::time::timeout(timeout, run).await.is_err();
+    let timed_out = match (single, f.settings().schedule.clone()) {
+        (0, Some(s)) => {
+            let run = run_schedule(f.clone(), s, &mut objects, &mut errors);
+            tokio::time::timeout(timeout, run).await.is_err()
+        }
+        _ => {
+            let run = run_page(f.clone(), url.clone(), single, &mut objects, &mut errors);
+            tokio::time::timeout(timeout, run).await.is_err()
+        }
+    };
     let mut invalid = errors.first().cloned();
     if timed_out {
         invalid = Some(format!(
@@ -229,6 +238,56 @@ async fn run_page(
             Err(e) => errors.push(format!("fetch task: {e}")),
         }
     }
+}
+
+/// A browser's schedule replayed (`schedule.rs`): each request asked for
+/// once its `after` response has ended and its delay has passed; the objects
+/// in the schedule's order (the page first), those done.
+async fn run_schedule(
+    f: Arc<Fetcher>,
+    s: Arc<Schedule>,
+    objects: &mut Vec<Object>,
+    errors: &mut Vec<String>,
+) {
+    let mut done: Vec<Option<Object>> = (0..s.requests.len()).map(|_| None).collect();
+    let mut tasks: JoinSet<(usize, Result<Object, FetchError>)> = JoinSet::new();
+    let spawn = |tasks: &mut JoinSet<_>, i: usize| {
+        let (f, r) = (f.clone(), s.requests[i].clone());
+        tasks.spawn(async move {
+            if r.delay_ms > 0.0 {
+                tokio::time::sleep(Duration::from_secs_f64(r.delay_ms / 1e3)).await;
+            }
+            let q = f.now();
+            (i, f.fetch(r.url, q, false).await)
+        });
+    };
+    for i in s.roots() {
+        spawn(&mut tasks, i);
+    }
+    let mut failed = 0usize;
+    while let Some(r) = tasks.join_next().await {
+        match r {
+            Ok((i, Ok(o))) => {
+                done[i] = Some(o);
+                for &c in &s.children[i] {
+                    spawn(&mut tasks, c);
+                }
+            }
+            Ok((i, Err(e))) => {
+                failed += 1;
+                errors.push(format!("{} (schedule request {i})", e));
+            }
+            Err(e) => errors.push(format!("fetch task: {e}")),
+        }
+    }
+    let asked = done.iter().filter(|o| o.is_some()).count();
+    if failed > 0 && asked + failed < s.requests.len() {
+        errors.push(format!(
+            "{} requests not asked for: a response they wait for failed",
+            s.requests.len() - asked - failed
+        ));
+    }
+    objects.extend(done.into_iter().flatten());
 }
 
 #[cfg(test)]

@@ -167,6 +167,8 @@ pub struct Settings {
     pub upload: Option<u64>,
     /// Open TCP connections with TCP Fast Open (TCP_FASTOPEN_CONNECT).
     pub tfo: bool,
+    /// A browser's request schedule to replay instead of discovering the page's objects.
+    pub schedule: Option<Arc<crate::schedule::Schedule>>,
     pub client: usize,
     /// The client's QUIC sessions by authority (quiche's serialized session
     /// tickets): a later connection to the same origin resumes and sends its
