@@ -492,6 +492,9 @@ def _load_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--bulk", action="store_true", help="fetch only URL, printing progress on stderr")
     g.add_argument("--upload", metavar="SIZE",
                    help="POST SIZE incompressible bytes to URL (satbench-server's sink: https://server.test/upload)")
+    g.add_argument("--schedule", metavar="FILE",
+                   help="replay a browser's request schedule (satbench pages schedule) instead of discovering the "
+                        "page's objects")
     g.add_argument("--realtime", choices=("poll", "sse", "ws"),
                    help="run the real-time scenario URL's query names against satbench-server's /rt/ endpoints, "
                         "e.g. 'https://server.test/rt/?scenario=room&room=r&members=10&n=20&session=s' with "
@@ -510,7 +513,7 @@ def _load(a: argparse.Namespace, _: list[str]) -> int:
     upload = None if a.upload is None else pages.parse_size(a.upload)
     r = load(a.url, LoadOptions(protocol=a.protocol, clients=a.clients, connections=a.connections, mode=mode,
                                 timeout_s=a.timeout, quic_stack=a.quic_stack, quic_window=a.quic_window,
-                                upload=upload, realtime=a.realtime),
+                                upload=upload, realtime=a.realtime, schedule=a.schedule),
              stderr=sys.stderr)
     print(json.dumps(r.to_json()) if a.json else format_run(r))
     return 0 if r.valid else 3
@@ -547,10 +550,18 @@ def _ca(a: argparse.Namespace, _: list[str]) -> int:
 
 
 def _pages_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("action", nargs="?", choices=("import",),
-                   help="import ARCHIVE: a recorded site (HAR 1.2, or a Web Page Replay .wprgo) into --out")
-    p.add_argument("archive", nargs="?", help="the archive to import")
-    p.add_argument("--out", required=True, help="folder to write the pages into")
+    p.add_argument("action", nargs="?", choices=("import", "schedule"),
+                   help="import ARCHIVE: a recorded site (HAR 1.2, or a Web Page Replay .wprgo) into --out; "
+                        "schedule [HAR]: a browser's request schedule for the loader (schedule = FILE), learned "
+                        "from a HAR or from a Chromium trial (--db with --trial or --page), written to --out")
+    p.add_argument("archive", nargs="?", help="the archive to import (or to learn a schedule from)")
+    p.add_argument("--db", type=Path, help="schedule: the results database with the Chromium trial")
+    p.add_argument("--trial", metavar="KEY", help="schedule: the Chromium trial's key")
+    p.add_argument("--page", help="schedule: the page whose valid Chromium trials are searched (the median PLT's "
+                                  "taken)")
+    p.add_argument("--link", help="schedule: only trials on this link (with --page)")
+    p.add_argument("--protocol", choices=choices(Protocol), help="schedule: only trials over this version (--page)")
+    p.add_argument("--out", required=True, help="folder to write the pages into (schedule: the file to write)")
     p.add_argument("--only", help="comma-separated page names (default: all)")
     p.add_argument("--bulk", help="also make bulk files, e.g. 1M,100M,250M,500M")
     p.add_argument("--bulk-only", action="store_true", help="make only the bulk files")
@@ -561,6 +572,28 @@ def _pages_args(p: argparse.ArgumentParser) -> None:
 
 def _pages(a: argparse.Namespace, _: list[str]) -> int:
     out = Path(a.out)
+    learning = (a.db, a.trial, a.page, a.link, a.protocol)
+    if a.action == "schedule":
+        from .endpoints import schedule  # noqa: PLC0415 - one command's module
+
+        if a.archive and any(v is not None for v in learning):
+            raise InputError("pages schedule: learn from a HAR or from a database's trial, not both")
+        if a.archive:
+            s = schedule.from_har(Path(a.archive))
+        elif a.db is None or (a.trial is None) == (a.page is None):
+            raise InputError("pages schedule: give a HAR, or --db DB with --trial KEY or --page PAGE")
+        elif a.trial is not None and (a.link or a.protocol):
+            raise InputError("pages schedule: --link and --protocol narrow --page, not --trial")
+        else:
+            s = schedule.from_trial(a.db, key=a.trial, page=a.page, link=a.link, protocol=a.protocol)
+        try:
+            s.write(out)
+        except OSError as e:
+            raise InputError(f"--out {a.out}: cannot write there: {e.strerror}") from None
+        print(f"{out}: {schedule.summary(s)}")
+        return 0
+    if any(v is not None for v in learning):
+        raise InputError("pages: --db, --trial, --page, --link and --protocol are for pages schedule")
     if a.action == "import":
         if not a.archive:
             raise InputError("pages import: name the archive (a .har, .har.gz or .wprgo file)")

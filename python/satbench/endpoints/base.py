@@ -77,6 +77,8 @@ class LoadRequest:
     cold_cache: bool = False
     #: Open TCP connections with TCP Fast Open, where the client can (the loader).
     tfo: bool = False
+    #: A browser's request schedule the loader's clients replay (a file; None: they discover the page).
+    schedule: str | None = None
 
 
 class Client(ABC):

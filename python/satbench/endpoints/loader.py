@@ -63,6 +63,8 @@ class LoadOptions:
     #: open TCP connections with TCP Fast Open.
     repeat_view: bool = False
     tfo: bool = False
+    #: A browser's request schedule to replay (a file; schedule.rs) instead of discovering the page.
+    schedule: str | None = None
 
     def validate(self) -> None:
         if self.protocol not in choices(Protocol):
@@ -85,6 +87,8 @@ class LoadOptions:
             raise InputError(f"--upload: must be at least 1 byte, in single mode, got {self.upload} ({self.mode})")
         if (self.mode == "realtime") != (self.realtime in ("poll", "sse", "ws")):
             raise InputError(f"--realtime: poll, sse or ws, in realtime mode, got {self.realtime!r} ({self.mode})")
+        if self.schedule is not None and self.mode != "page":
+            raise InputError(f"--schedule: replays a page load, not {self.mode} mode")
         if self.mode == "realtime" and self.protocol == "h3":
             raise InputError("--realtime: runs over h1 or h2 (over HTTP/3 the server has WebTransport only, which "
                              "the loader does not speak)")
@@ -108,6 +112,8 @@ class LoadOptions:
             argv += ["--repeat-view"]
         if self.tfo:
             argv += ["--tfo"]
+        if self.schedule is not None:
+            argv += ["--schedule", str(Path(self.schedule).resolve())]
         if self.protocol == "h3":
             argv += ["--quic-stack", self.quic_stack]
             if self.quic_window is not None:
@@ -287,7 +293,7 @@ class Loader(Client):
                            realtime=req.realtime, timeout_s=req.timeout_s,
                            start_at_ns=None if start_at is None else int(start_at * 1e9),
                            quic_stack=req.quic_stack, quic_window=req.quic_window, upload=req.upload,
-                           repeat_view=req.repeat_view, tfo=req.tfo)
+                           repeat_view=req.repeat_view, tfo=req.tfo, schedule=req.schedule)
         limit = (2 if req.repeat_view else 1) * req.timeout_s + 60  # a repeat view is two loads
         try:
             p = req.host.run(opts.argv(req.url), capture_output=True, text=True, timeout=limit)

@@ -139,6 +139,12 @@ CORE: tuple[Factor, ...] = (
     Factor("cache", one_of(("warm", "cold")), "warm",
            "a repeat view's HTTP cache: as the first view left it (warm), or emptied first (cold: only the TLS "
            "and QUIC state carry over)", keyed=False),
+    Factor("schedule", lambda v: None if v == "discover" or (isinstance(v, str) and v.endswith(".json")) else
+           f"must be discover or a schedule file (.json, satbench pages schedule), got {v!r}", "discover",
+           "how the loader's clients ask for a page's objects: as they find them in its HTML and CSS (discover), "
+           "or as a browser asked for them (a schedule file learned from a Chromium trial or a HAR by satbench "
+           "pages schedule: each request after the response it waited for and the browser's delay)",
+           keyed=False),
     Factor("quic_window", lambda v: None if v in ("stack", "bdp") or (isinstance(v, int) and not isinstance(
         v, bool) and 1024 <= v <= 1 << 40) else f"must be stack, bdp or a number of bytes, got {v!r}", "stack",
            "QUIC flow-control windows (connection and stream) of the loader and the satbench server: each "

@@ -416,7 +416,7 @@ class Runner:
                           quic_stack=ts.quic_stack, quic_window=self._quic_window(t), cpu_slowdown=ts.cpu_slowdown,
                           device=ts.device, repeat_view=ts.view == "repeat", cold_cache=ts.cache == "cold",
                           # Fast Open acts on a returning client only (a first view's loads keep theirs off).
-                          tfo=ts.view == "repeat" and bool(ts.server_options.get("tfo")))
+                          tfo=ts.view == "repeat" and bool(ts.server_options.get("tfo")), schedule=ts.schedule)
         return workload_of(ts).request(ts, req, session=t.key, seed=trial_seed(self.order_seed, t.key))
 
     @staticmethod
@@ -437,6 +437,9 @@ class Runner:
         rec.status, rec.reason = outcome.status, outcome.reason
         if outcome.env:
             rec.env["client"] = outcome.env
+        if t.spec.schedule is not None:  # what the loader's clients replayed, by content
+            f = Path(t.spec.schedule)
+            rec.env["schedule"] = {"file": str(f.resolve()), "sha256": _file_sha256(f)}
         rec.metrics.update(outcome.metrics)
         rec.objects, rec.clients = outcome.objects, outcome.clients
         used = rec.server_summary.cc if rec.server_summary else None

@@ -58,7 +58,7 @@ from ..workloads import workload_of
 from . import designs
 from .design import RunOrder, Trial, run_order
 from .factors import FACTORS, REQUIRED, check_of, known
-from .trialspec import TrialSpec, complete, emulation_problem, shards_problem, view_problem
+from .trialspec import TrialSpec, complete, emulation_problem, schedule_problem, shards_problem, view_problem
 
 ARTEFACTS = ("server", "har", "netlog", "pcap", "keylog", "frames", "video")
 EXPERIMENT_KEYS = {"name", "description", "repetitions", "order", "seed", "timeout_s", "warmup", "artefacts",
@@ -560,7 +560,7 @@ def _combination_problem(ts: TrialSpec) -> tuple[str, str] | None:
         problem = next((("clients", f"{g.protocol}: {p[1]}") for g in ts.population
                         if (p := client_class(g.kind).check(replace(g, n=1)))), None)
     problem = (problem or workload_of(ts).problem(ts) or server_class(ts.server).check(ts) or shards_problem(ts)
-               or emulation_problem(ts) or view_problem(ts))
+               or emulation_problem(ts) or view_problem(ts) or schedule_problem(ts))
     if not problem and ts.terminals > 1 and (ts.population is None or ts.hosts != "each"):
         problem = ("terminals", "several terminals need a population of clients on hosts of their own "
                                 "(clients = { h2 = 4 }, hosts = \"each\"): clients are dealt to terminals")

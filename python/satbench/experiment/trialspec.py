@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
+from pathlib import Path
 from typing import Any
 
 from ..endpoints import pages
@@ -93,6 +94,8 @@ class TrialSpec:
     cache: str
     #: ``stack``, ``bdp`` or bytes.
     quic_window: str | int
+    #: The loader's request schedule (a file; None: it discovers the page's objects).
+    schedule: str | None
     #: The satbench server's options the trial sets (``server.OPTION``), by option name.
     server_options: Mapping[str, Any]
     #: Link-profile overrides (``link.KEY``), as ``--set KEY=VALUE`` takes them.
@@ -126,7 +129,7 @@ class TrialSpec:
             terminals=int(f["terminals"]), shards=int(f["shards"]), realtime=rt, nodelay=bool(f["nodelay"]),
             dns=str(f["dns"]), quic_stack=str(f["quic_stack"]), quic_window=_quic_window(f["quic_window"]),
             cpu_slowdown=float(f["cpu_slowdown"]), device=str(f["device"]), view=str(f["view"]),
-            cache=str(f["cache"]),
+            cache=str(f["cache"]), schedule=None if f["schedule"] == "discover" else str(f["schedule"]),
             server_options={k[7:]: v for k, v in f.items() if k.startswith("server.") and k[7:] in names},
             link_overrides={k[5:]: v for k, v in f.items() if k.startswith("link.")},
             path={k: f[k] for k in ELEMENTS if k in f and f[k] != element_class(k).default})
@@ -191,6 +194,30 @@ def shards_problem(t: TrialSpec) -> tuple[str, str] | None:
         return "shards", "a sharded page needs a client that loads its objects (a browser or the loader)"
     if t.server is not ServerKind.SATBENCH:
         return "shards", "the shards are satbench servers (their logs count each origin's connections)"
+    return None
+
+
+def schedule_problem(t: TrialSpec) -> tuple[str, str] | None:
+    """Why a trial's loader clients cannot replay its schedule (None if they can, or discover the page)."""
+    if t.schedule is None:
+        return None
+    if ClientKind.LOADER not in t.kinds:
+        return "schedule", ("a schedule shapes the loader's clients: client = \"loader\", or a population with "
+                            "loader clients (browsers make their own)")
+    if t.single or t.upload_bytes is not None or t.realtime is not None:
+        return "schedule", "a schedule replays a page's requests, not a bulk file, an upload or a real-time scenario"
+    from ..endpoints import loader, schedule  # noqa: PLC0415 - the loader's check, where a trial asks for one
+
+    binary = loader.loader_binary()
+    if not binary.exists():  # not built yet (set-up builds it): the loader checks the file when it runs
+        return None if Path(t.schedule).is_file() else ("schedule", f"no such file {t.schedule}")
+    why, page = schedule.check(t.schedule, str(binary))
+    if why is not None:
+        return "schedule", why
+    if t.page in pages.ALL_PAGES:
+        url = pages.url_of(t.page, shards=t.shards, scheme=t.protocol.scheme if t.protocol else "https")
+        if page != url:
+            return "schedule", f"{t.schedule} is a schedule of {page}, not of this trial's page {url}"
     return None
 
 
