@@ -7,7 +7,8 @@
 - :mod:`.harness`: the overhead per trial and the plan's accuracy;
 - :mod:`.soak`: a thousand trials in one run, and whether anything leaks;
 - :mod:`.pep`: the split-TCP PEP's relay throughput, CPU and set-up latency;
-- :mod:`.capture`: what capturing a browser load's frames costs its PLT, FCP and LCP.
+- :mod:`.capture`: what capturing a browser load's frames costs its PLT, FCP and LCP;
+- :mod:`.shaped`: browser-shaped loader clients against Chromium: PLT agreement and CPU per client.
 """
 
-BENCHES = ("link", "server", "loader", "harness", "soak", "pep", "capture")
+BENCHES = ("link", "server", "loader", "harness", "soak", "pep", "capture", "shaped")
