@@ -590,6 +590,10 @@ def _pages(a: argparse.Namespace, _: list[str]) -> int:
             s.write(out)
         except OSError as e:
             raise InputError(f"--out {a.out}: cannot write there: {e.strerror}") from None
+        from .endpoints.loader import loader_binary  # noqa: PLC0415 - the format's owner checks what was written
+
+        if loader_binary().exists() and (why := schedule.check(str(out), str(loader_binary()))[0]) is not None:
+            raise InputError(f"pages schedule: the schedule learned is not one the loader takes: {why}")
         print(f"{out}: {schedule.summary(s)}")
         return 0
     if any(v is not None for v in learning):

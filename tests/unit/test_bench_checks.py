@@ -43,3 +43,4 @@ def test_the_capture_benchmark_gives_the_figures_docs_print() -> None:
         assert fig in doc
     assert "PLT -0.04 % [-0.11, +0.03] (4,702 against 4,705 ms)" in text, text
     assert "PLT +0.91 % [-0.92, +4.71] (487 against 475 ms)" in text, text
+    assert "FCP +17.03 % [+6.72, +55.56] (126 against 96 ms)" in text, text

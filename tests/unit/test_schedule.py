@@ -76,3 +76,12 @@ def test_a_malformed_har_names_the_entry(tmp_path: Path) -> None:
     har.write_text(json.dumps({"log": {"entries": [{"request": {"url": PAGE}, "time": 1}]}}))
     with pytest.raises(InputError, match=r"x.har: entry 0: missing or malformed field 'startedDateTime'"):
         schedule.from_har(har)
+
+
+def test_only_answered_requests_of_the_load_itself_are_learned() -> None:
+    rows = [(PAGE, 200, 0.0, 100.0), ("https://s.test/p/a.png", 200, 110.0, 200.0),
+            ("https://s.test/p/gone.png", 404, 110.0, 150.0),        # an error: a replay would be invalid
+            ("https://s.test/favicon.ico", None, None, None),         # never timed (cached, failed)
+            ("https://s.test/beacon", 204, 900.0, 950.0)]             # after the load event (800 ms)
+    assert [x.url for x in schedule.usable(rows, 800.0)] == [PAGE, "https://s.test/p/a.png"]
+    assert schedule.page_url({"page": "shop", "protocol": "h1c"}, []) == "http://server.test/shop/"

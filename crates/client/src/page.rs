@@ -241,15 +241,16 @@ async fn run_page(
 }
 
 /// A browser's schedule replayed (`schedule.rs`): each request asked for
-/// once its `after` response has ended and its delay has passed; the objects
-/// in the schedule's order (the page first), those done.
+/// once its `after` response has ended and its delay has passed. Objects go
+/// into `objects` as they are done (a load cut short by its timeout keeps
+/// them); once all are, they are put in the schedule's order, the page first.
 async fn run_schedule(
     f: Arc<Fetcher>,
     s: Arc<Schedule>,
     objects: &mut Vec<Object>,
     errors: &mut Vec<String>,
 ) {
-    let mut done: Vec<Option<Object>> = (0..s.requests.len()).map(|_| None).collect();
+    let mut index: Vec<usize> = Vec::new();
     let mut tasks: JoinSet<(usize, Result<Object, FetchError>)> = JoinSet::new();
     let spawn = |tasks: &mut JoinSet<_>, i: usize| {
         let (f, r) = (f.clone(), s.requests[i].clone());
@@ -268,26 +269,31 @@ async fn run_schedule(
     while let Some(r) = tasks.join_next().await {
         match r {
             Ok((i, Ok(o))) => {
-                done[i] = Some(o);
+                objects.push(o);
+                index.push(i);
                 for &c in &s.children[i] {
                     spawn(&mut tasks, c);
                 }
             }
             Ok((i, Err(e))) => {
                 failed += 1;
-                errors.push(format!("{} (schedule request {i})", e));
+                errors.push(format!("{e} (schedule request {i})"));
             }
-            Err(e) => errors.push(format!("fetch task: {e}")),
+            Err(e) => {
+                failed += 1;
+                errors.push(format!("fetch task: {e}"));
+            }
         }
     }
-    let asked = done.iter().filter(|o| o.is_some()).count();
-    if failed > 0 && asked + failed < s.requests.len() {
+    let never = s.requests.len() - index.len() - failed;
+    if never > 0 {
         errors.push(format!(
-            "{} requests not asked for: a response they wait for failed",
-            s.requests.len() - asked - failed
+            "{never} requests not asked for: a response they wait for failed"
         ));
     }
-    objects.extend(done.into_iter().flatten());
+    let mut done: Vec<(usize, Object)> = index.into_iter().zip(objects.drain(..)).collect();
+    done.sort_by_key(|(i, _)| *i);
+    objects.extend(done.into_iter().map(|(_, o)| o));
 }
 
 #[cfg(test)]

@@ -23,7 +23,8 @@
 //! every other request waits for the end of the response of an earlier one
 //! (`after`, its index) or for the start (null), then for `delay_ms`. So the
 //! requests form a tree in index order and every schedule terminates.
-//! `source` and `notes` are free text; any other key is refused.
+//! `page`, if given, is the first request's URL; `source` and `notes` are
+//! free text; any other key is refused.
 
 use crate::url::Url;
 use serde_json::Value;
@@ -155,6 +156,20 @@ impl Schedule {
                 delay_ms,
             });
         }
+        if let Some(page) = top.get("page") {
+            let first = requests[0].url.to_string();
+            if page
+                .as_str()
+                .and_then(|p| Url::parse(p).ok())
+                .map(|u| u.to_string())
+                != Some(first.clone())
+            {
+                return Err(err(
+                    "page",
+                    format!("must be the first request's URL ({first}), got {page}"),
+                ));
+            }
+        }
         let mut children = vec![Vec::new(); requests.len()];
         for (i, r) in requests.iter().enumerate() {
             if let Some(p) = r.after {
@@ -200,10 +215,14 @@ mod tests {
 
     #[test]
     fn bad_schedules_name_the_field() {
-        let cases: [(&str, &str); 9] = [
+        let cases: [(&str, &str); 10] = [
             ("[]", "the file"),
             (r#"{"schedule": 2, "requests": []}"#, "schedule"),
             (r#"{"schedule": 1, "requests": []}"#, "requests"),
+            (
+                r#"{"schedule": 1, "page": "https://s.test/q/", "requests": [{"url": "https://s.test/"}]}"#,
+                "page",
+            ),
             (
                 r#"{"schedule": 1, "extra": 1, "requests": []}"#,
                 "\"extra\"",

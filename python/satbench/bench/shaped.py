@@ -5,8 +5,10 @@ N loads by one loader client replaying it and N by one loader client that
 discovers the page from its HTML and CSS. Printed per link: the median PLT
 of each, the difference of the shaped loader's from Chromium's with its 95 %
 bootstrap interval (target: within 10 %), and the CPU each client spent per
-load: the loader's own (getrusage), Chromium's summed over its processes
-(/proc, with the children they reaped) around each trial."""
+load: the loader's own (getrusage), Chromium's summed over its processes and
+the Playwright driver that starts and reaps them (/proc: their own CPU and
+that of the children they reaped, around each trial; the driver's own work
+is counted with the browser's)."""
 
 from __future__ import annotations
 
@@ -26,7 +28,8 @@ TARGET_PCT = 10.0
 
 
 def _chromium_cpu_s() -> float:
-    """CPU seconds of every Chromium process now, with the children each has reaped."""
+    """CPU seconds of every Chromium process and Playwright driver (node) now, with the children each
+    has reaped (a load's Chromium has exited, and been reaped by the driver, when its trial returns)."""
     tick = os.sysconf("SC_CLK_TCK")
     total = 0
     for d in Path("/proc").iterdir():
@@ -37,7 +40,7 @@ def _chromium_cpu_s() -> float:
         except OSError:
             continue
         comm, rest = raw[raw.index("(") + 1:raw.rindex(")")], raw[raw.rindex(")") + 2:].split()
-        if comm.startswith(("chrom", "headless_shell")):
+        if comm.startswith(("chrom", "headless_shell")) or comm == "node":
             total += sum(int(x) for x in rest[11:15])  # utime, stime, cutime, cstime
     return total / tick
 
@@ -84,10 +87,11 @@ def run(quick: bool = False, page: str = "shop", links: tuple[str, ...] = ("fair
                 out["links"][link] = res
                 continue
             median = ok[(len(ok) - 1) // 2]
-            seen = [schedules.Seen(o.url, o.start_ms, o.end_ms) for o in median["objects"]
-                    if o.start_ms is not None and o.end_ms is not None]
-            page_url = min(seen, key=lambda s: s.start_ms).url
-            learned = schedules.learn(page_url, seen, f"the median of {len(ok)} Chromium loads of {page} on {link}")
+            seen = schedules.usable([(o.url, o.status, o.start_ms, o.end_ms) for o in median["objects"]],
+                                    median["plt_ms"])
+            page_url = schedules.page_url({**base, "shards": 1}, seen)
+            learned = schedules.learn(str(page_url), seen,
+                                      f"the median of {len(ok)} Chromium loads of {page} on {link}")
             file = tmp / f"{link}.schedule.json"
             learned.write(file)
             res["schedule"] = schedules.summary(learned)

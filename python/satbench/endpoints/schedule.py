@@ -42,8 +42,9 @@ from urllib.parse import urlsplit
 from ..errors import InputError
 from . import sites
 
-#: The format's version (schedule.rs).
+#: The format's version, and the longest delay it takes (schedule.rs).
 VERSION = 1
+MAX_DELAY_MS = 600_000.0
 
 
 @dataclass(frozen=True)
@@ -84,7 +85,7 @@ def learn(page: str, seen: Sequence[Seen], source: str) -> Schedule:
     rest = sorted((s for s in seen if s is not doc[0]), key=lambda s: s.start_ms)
     order = [doc[0], *rest]
     out = Schedule(page=page, source=source, requests=[(page, None, 0.0)])
-    early = 0
+    early = capped = 0
     by_url: dict[str, int] = {page: 0}
     for i, s in enumerate(order[1:], 1):
         dep = by_url.get(s.initiator) if s.initiator else None
@@ -95,23 +96,40 @@ def learn(page: str, seen: Sequence[Seen], source: str) -> Schedule:
         if delay < 0:
             early += 1
             delay = 0.0
+        if delay > MAX_DELAY_MS:
+            capped += 1
+            delay = MAX_DELAY_MS
         out.requests.append((s.url, dep, delay))
         by_url.setdefault(s.url, i)
     if early:
         out.notes.append(f"{early} requests asked for before the response they wait for had ended (the browser's "
                          "preload scanner, say) wait for its end")
+    if capped:
+        out.notes.append(f"{capped} delays longer than {MAX_DELAY_MS / 1e3:.0f} s cut to it")
     return out
+
+
+def usable(rows: Sequence[tuple[str, int | None, float | None, float | None]], plt_ms: float | None
+           ) -> list[Seen]:
+    """What a load's objects (url, status, start, end) teach: those that crossed the network with a
+    success (a status of 2xx or 3xx, or none recorded), asked for no later than the load event (what
+    a page fetches after it is no part of its load time)."""
+    return [Seen(str(u), float(a), float(b)) for u, st, a, b in rows
+            if a is not None and b is not None and (st is None or 200 <= st < 400)
+            and (plt_ms is None or a <= plt_ms)]
 
 
 def from_trial(db: Path, key: str | None = None, page: str | None = None, link: str | None = None,
                protocol: str | None = None) -> Schedule:
-    """Learn from a valid Chromium trial: the one keyed ``key``, or of the trials of ``page`` (on
-    ``link``, over ``protocol``) the one with the median PLT."""
+    """Learn from a valid first-view Chromium trial of one client: the one keyed ``key``, or of the
+    trials of ``page`` (on ``link``, over ``protocol``) the one with the median PLT."""
     if not db.exists():
         raise InputError(f"--db {db}: no such database")
     con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
-        where = ["t.status = 'valid'", "json_extract(t.factors, '$.client') = 'chromium'"]
+        where = ["t.status = 'valid'", "json_extract(t.factors, '$.client') = 'chromium'",
+                 "json_extract(t.factors, '$.clients') = 1",
+                 "coalesce(json_extract(t.factors, '$.view'), 'first') = 'first'"]
         args: list[Any] = []
         for col, v in (("t.key", key), ("json_extract(t.factors, '$.page')", page),
                        ("json_extract(t.factors, '$.link')", link),
@@ -119,32 +137,36 @@ def from_trial(db: Path, key: str | None = None, page: str | None = None, link: 
             if v is not None:
                 where.append(f"{col} = ?")
                 args.append(v)
-        rows = con.execute("SELECT t.id, t.key, m.value FROM trials t JOIN metrics m ON m.trial_id = t.id AND "
-                           f"m.name = 'plt_ms' WHERE {' AND '.join(where)} ORDER BY m.value", args).fetchall()
+        rows = con.execute("SELECT t.id, t.key, m.value, t.factors FROM trials t JOIN metrics m ON m.trial_id = t.id "
+                           f"AND m.name = 'plt_ms' WHERE {' AND '.join(where)} ORDER BY m.value", args).fetchall()
         if not rows:
-            raise InputError(f"--db {db}: no valid Chromium trial " + ", ".join(
+            raise InputError(f"--db {db}: no valid first-view Chromium trial of one client " + ", ".join(
                 f"{k} {v}" for k, v in (("key", key), ("page", page), ("link", link), ("protocol", protocol)) if v))
-        tid, tkey, _ = rows[(len(rows) - 1) // 2]
-        objs = con.execute("SELECT url, start_ms, end_ms FROM objects WHERE trial_id = ? AND client = 0",
+        tid, tkey, plt, factors = rows[(len(rows) - 1) // 2]
+        objs = con.execute("SELECT url, status, start_ms, end_ms FROM objects WHERE trial_id = ? AND client = 0",
                            (tid,)).fetchall()
-        (factors,) = con.execute("SELECT factors FROM trials WHERE id = ?", (tid,)).fetchone()
     finally:
         con.close()
     f = json.loads(factors)
-    seen = [Seen(str(u), float(s), float(e)) for u, s, e in objs if s is not None and e is not None]
-    url = _page_url(objs)
-    if url is None:
-        raise InputError(f"--db {db}: trial {tkey} stored no timing of its page (trials from before the document's "
-                         "own row was kept)")
+    seen = usable(objs, plt)
+    url = page_url(f, seen)
+    if url is None or not any(x.url == url for x in seen):
+        raise InputError(f"--db {db}: trial {tkey} stored no timing of its page {url or ''} (trials from before "
+                         "the document's own row was kept)")
     where_from = (f"Chromium trial {tkey} ({f.get('page')} over {f.get('protocol')} on {f.get('link')}; "
                   f"median PLT of {len(rows)})" if key is None else f"Chromium trial {tkey}")
     return learn(url, seen, where_from)
 
 
-def _page_url(objs: Sequence[tuple[Any, ...]]) -> str | None:
-    """The page's URL among a trial's objects: the one asked for first (the navigation, at 0)."""
-    timed = [(float(s), str(u)) for u, s, e in objs if s is not None and e is not None]
-    return min(timed)[1] if timed else None
+def page_url(factors: dict[str, Any], seen: Sequence[Seen]) -> str | None:
+    """A trial's page URL: a generated page's from its factors, else the request asked for first."""
+    from .pages import ALL_PAGES, url_of  # noqa: PLC0415 - the page catalogue, where a trial names one
+
+    page, proto = factors.get("page"), factors.get("protocol")
+    if page in ALL_PAGES:
+        return url_of(str(page), shards=int(factors.get("shards") or 1),
+                      scheme="http" if proto == "h1c" else "https")
+    return min(seen, key=lambda x: x.start_ms).url if seen else None
 
 
 def from_har(path: Path) -> Schedule:
@@ -165,8 +187,9 @@ def from_har(path: Path) -> Schedule:
             took = float(e["time"])
         except (KeyError, TypeError, ValueError) as err:
             raise InputError(f"{path}: entry {i}: missing or malformed field {err}") from None
-        if urlsplit(url).scheme not in ("http", "https") or took < 0:
-            continue
+        status = (e.get("response") or {}).get("status") if isinstance(e.get("response"), dict) else None
+        if urlsplit(url).scheme not in ("http", "https") or took < 0 or status == 0 or e.get("_fromCache"):
+            continue  # not a request over the network that was answered: nothing to replay
         t0 = at if t0 is None else min(t0, at)
         ini = e.get("_initiator")
         seen.append(Seen(url, at, at + took, str(ini["url"]) if isinstance(ini, dict) and ini.get("url") else None))
@@ -177,12 +200,19 @@ def from_har(path: Path) -> Schedule:
     return learn(page, seen, f"HAR {path.name}")
 
 
-@cache
 def check(path: str, loader: str) -> tuple[str | None, str | None]:
-    """(why the file is no schedule, or None; its page URL). Asks the loader, which owns the format."""
+    """(why the file is no schedule, or None; its page URL). Asks the loader, which owns the format
+    (once per file's content: its size and time of change)."""
     p = Path(path)
     if not p.is_file():
         return f"no such file {path}", None
+    st = p.stat()
+    return _check(str(p.resolve()), st.st_size, st.st_mtime_ns, loader)
+
+
+@cache
+def _check(path: str, _size: int, _mtime_ns: int, loader: str) -> tuple[str | None, str | None]:
+    p = Path(path)
     r = subprocess.run([loader, "--check-schedule", path], capture_output=True, text=True)
     if r.returncode != 0:
         return r.stderr.strip().removeprefix("satbench-load: "), None
