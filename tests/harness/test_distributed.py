@@ -35,12 +35,23 @@ def write(tmp: Path, name: str, reps: int = 2) -> spec.Experiment:
     return spec.load(p)
 
 
+#: When each slow load began (time.monotonic()), by its trial's key (its artefact folder's name).
+STARTED: dict[str, float] = {}
+
+
 class SlowLoader(fakes.FakeLoader):
     """The fake loader, taking a wall-clock second per load."""
 
     def load(self, req: LoadRequest) -> ClientOutcome:
+        if req.artefacts is not None:
+            STARTED[req.artefacts.name] = time.monotonic()
         time.sleep(1.0)
         return super().load(req)
+
+
+def trial_key(task: str) -> str:
+    """A trial's key from the name of the Dask task that runs it."""
+    return task.rsplit("-a", 1)[0].rsplit("-", 1)[1]
 
 
 def slow_lab() -> runner.Lab:
@@ -113,11 +124,17 @@ def test_a_worker_lost_mid_trial_loses_only_that_trial_stored_once_from_another_
         while time.monotonic() < deadline:
             busy = {w: ks for w, ks in client.processing().items() if ks}
             if len(busy) == 2 and stored_count(tmp_path / "d.sqlite") >= 1:
-                addr, keys = sorted(busy.items())[0]
-                time.sleep(0.3)  # mid-trial: each takes a second
-                victim.update(address=addr, task=str(keys[0]))
-                client.run_on_scheduler(remove_worker, addr)
-                return
+                # Mid-trial: a worker whose load began less than 0.3 s ago (each takes a second), removed
+                # 0.3 s after it began, so that the trial is surely still running (a busy machine can
+                # otherwise let the chosen trial end first, and nothing is lost).
+                began = {w: STARTED.get(trial_key(str(ks[0]))) for w, ks in busy.items()}
+                fresh = [(b, w) for w, b in began.items() if b is not None and time.monotonic() - b < 0.3]
+                if fresh:
+                    b, addr = max(fresh)
+                    time.sleep(max(0.0, b + 0.3 - time.monotonic()))
+                    victim.update(address=addr, task=str(busy[addr][0]))
+                    client.run_on_scheduler(remove_worker, addr)
+                    return
             time.sleep(0.02)
 
     t = threading.Thread(target=kill_one)
@@ -128,7 +145,7 @@ def test_a_worker_lost_mid_trial_loses_only_that_trial_stored_once_from_another_
     rows = stored(tmp_path / "d.sqlite")
     assert sorted(k for k, *_ in rows) == sorted(t.key for t in exp.trials)  # each stored once
     assert s.ran == 6 and s.valid == 6
-    lost_key = victim["task"].rsplit("-a", 1)[0].rsplit("-", 1)[1]
+    lost_key = trial_key(victim["task"])
     (env,) = [env for k, _, env, _ in rows if k == lost_key]
     assert env["worker"]["attempt"] == 2 and env["worker"]["address"] != victim["address"]
     lost = [e for e in events if isinstance(e, WorkerLost)]
