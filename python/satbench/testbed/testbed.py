@@ -33,6 +33,7 @@ import os
 import re
 import secrets
 import shutil
+import signal
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -454,6 +455,15 @@ class Testbed:
         self._closed = True
         if not self._built:
             return
+        # A stop signal (the runner's Ctrl-C, SIGTERM, SIGHUP) raises in Python wherever it lands: held
+        # until every namespace is gone, or a run interrupted mid-teardown leaves the testbed behind.
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+        try:
+            self._teardown()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
+
+    def _teardown(self) -> None:
         for ns in self.namespaces:
             kill_netns_processes(ns)
         devices = {"link": [(self.terminal.ns, "sat0"), (self.gateway.ns, "sat0")]}
@@ -486,6 +496,10 @@ class Testbed:
     def link_counters(self) -> LinkCounters | None:
         """The satellite link's counters, once the testbed is closed."""
         return None if self.link_stats is None else LinkCounters.parse(self.link_stats)
+
+
+#: The signals that stop a run; held while a testbed is torn down.
+STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
 
 
 def _device_stats(ns: str, dev: str) -> dict[str, int] | None:
