@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -109,6 +110,9 @@ class Tunnel(PathElement):
             for i, client in enumerate(tb.clients, start=1):
                 stack.enter_context(self._pair(i, client, vpn, binary, opts))
             yield
+            # Before the ends stop, what is still crossing the satellite lands, so both ends count the same
+            # packets (the emulator's longest one-way delay, queueing aside, on either direction).
+            time.sleep(max(tb.link.forward.max_delay_ms, tb.link.ret.max_delay_ms) / 1000 + 0.05)
 
     @contextmanager
     def _pair(self, i: int, client: "Host", vpn: "Host", binary: Path, opts: dict[str, Any]) -> Iterator[None]:
