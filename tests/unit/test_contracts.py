@@ -152,3 +152,23 @@ def test_the_servers_access_log_is_what_python_reads(tmp_path: Path) -> None:
     assert (s.bytes_served, s.tls, s.nodelay, s.transports) == (14, [False], [True], {"tcp": 1})
     assert s.origins == {"server.test": {"tcp": 1, "quic": 0, "requests": 1}} and s.unused_connections == 0
     assert s.limited_ms == {"fixed": 0.0}  # the classifier's classes, summed over connections
+
+
+def test_both_quic_stacks_connection_records_are_what_python_reads(tmp_path: Path) -> None:
+    """tests/fixtures/golden/server-quic-connections.jsonl is the one record type both HTTP/3
+    stacks write at a connection's close (``h3stack::ConnectionRecord``, written by its test
+    ``golden_quic_connection_records``): quiche's, with everything it can tell; quinn's, with
+    nulls for what quinn does not expose; and an evicted one. A field renamed there fails here."""
+    import shutil
+
+    from satbench.endpoints.satbench_server import summarise
+
+    shutil.copy(GOLDEN / "server-quic-connections.jsonl", tmp_path / "access.jsonl")
+    s = summarise(tmp_path)
+    assert (s.connections, s.transports, s.quic_stacks) == (3, {"quic": 3}, ["quiche", "quinn"])
+    # Only quiche says whether a session was resumed: one of one connection that said.
+    assert s.resumed_connections == 1
+    # The evicted connection was never sampled: two connections carry the classifier's tally.
+    assert s.connections_limited is not None and len(s.connections_limited) == 2
+    assert s.limited_ms is not None and (s.limited_ms["cwnd"], s.limited_ms["pacing"]) == (120.0, 30.0)
+    assert s.unused_connections == 3  # no request named an origin

@@ -8,6 +8,7 @@
 pub mod files;
 #[cfg(test)]
 mod fuzz;
+pub mod h3stack;
 pub mod limits;
 pub mod log;
 pub mod options;
@@ -24,8 +25,9 @@ pub use options::*;
 
 /// The congestion control implementation of the QUIC stack in use.
 pub fn quic_cc_impl(opts: &Options) -> String {
+    use h3stack::H3Stack;
     match opts.quic_stack {
-        QuicStack::Quiche => quic::quic_cc_impl(opts.cc_name()),
-        QuicStack::Quinn => quic_quinn::cc_impl(opts.cc_name()).to_string(),
+        QuicStack::Quiche => quic::Server::cc_impl(opts.cc_name()),
+        QuicStack::Quinn => quic_quinn::Server::cc_impl(opts.cc_name()),
     }
 }

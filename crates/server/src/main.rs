@@ -92,6 +92,16 @@ fn usage(msg: &str) -> ! {
     std::process::exit(2);
 }
 
+/// Bind one HTTP/3 stack now (a bad setting ends the server before it is
+/// ready) and hand back what serves until `stop`.
+fn start<S: h3stack::H3Stack>(
+    serving: h3stack::Serving,
+    stop: Arc<AtomicBool>,
+) -> Box<dyn FnOnce() + Send> {
+    let s = S::bind(serving).unwrap_or_else(|e| usage(&e.to_string()));
+    Box::new(move || s.run(stop))
+}
+
 /// The QUIC settings in effect, for the ready line.
 fn quic_settings(opts: &Options) -> serde_json::Map<String, serde_json::Value> {
     // quiche autotunes a window it was not told to fix, up to its caps.
@@ -139,10 +149,10 @@ fn limits(opts: &Options) -> serde_json::Value {
     if opts.h3 {
         let q = serde_json::json!({
             "max_quic_conns": opts.max_quic_conns,
-            "quic_max_streams_bidi": quic::QUIC_MAX_STREAMS_BIDI,
-            "quic_max_streams_uni": quic::QUIC_MAX_STREAMS_UNI,
-            "h3_max_field_section_bytes": quic::H3_MAX_FIELD_SECTION_BYTES,
-            "quic_min_initial_datagram": quic::MIN_INITIAL_DATAGRAM,
+            "quic_max_streams_bidi": h3stack::QUIC_MAX_STREAMS_BIDI,
+            "quic_max_streams_uni": h3stack::QUIC_MAX_STREAMS_UNI,
+            "h3_max_field_section_bytes": h3stack::H3_MAX_FIELD_SECTION_BYTES,
+            "quic_min_initial_datagram": h3stack::MIN_INITIAL_DATAGRAM,
             "quinn_incoming_buffer_bytes": (opts.quic_stack == QuicStack::Quinn)
                 .then_some(quic_quinn::QUINN_INCOMING_BUFFER_BYTES),
             "quinn_incoming_buffer_total_bytes": (opts.quic_stack == QuicStack::Quinn)
@@ -232,19 +242,16 @@ fn main() {
     let quic = if opts.h3 {
         let files = root.clone();
         let st = stop.clone();
-        let run: Box<dyn FnOnce() + Send> = match opts.quic_stack {
-            QuicStack::Quiche => {
-                let s = quic::Server::new(&opts, files, access.clone(), quic_info.clone())
-                    .unwrap_or_else(|e| usage(&e.to_string()));
-                Box::new(move || s.run(st))
-            }
-            QuicStack::Quinn => {
-                let rt = realtime.clone();
-                let s =
-                    quic_quinn::Server::new(&opts, files, access.clone(), quic_info.clone(), rt)
-                        .unwrap_or_else(|e| usage(&e.to_string()));
-                Box::new(move || s.run(st))
-            }
+        let serving = h3stack::Serving {
+            opts: opts.clone(),
+            root: files,
+            access: access.clone(),
+            quic_info: quic_info.clone(),
+            realtime: realtime.clone(),
+        };
+        let run = match opts.quic_stack {
+            QuicStack::Quiche => start::<quic::Server>(serving, st),
+            QuicStack::Quinn => start::<quic_quinn::Server>(serving, st),
         };
         Some(
             std::thread::Builder::new()
@@ -290,7 +297,7 @@ fn main() {
                     "host": a.host, "entries": a.len(), "think": opts.replay_think})),
                 "http_port": opts.http_port, "https_port": opts.https_port, "h3": opts.h3,
                 "tcp_cc": cc_in_effect,
-                "quic_cc": opts.h3.then(|| quic::cc_family(opts.cc_name())),
+                "quic_cc": opts.h3.then(|| h3stack::cc_family(opts.cc_name())),
                 "quic_cc_impl": opts.h3.then(|| quic_cc_impl(&opts)),
                 "version": env!("CARGO_PKG_VERSION"),
             })

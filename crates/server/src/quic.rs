@@ -14,6 +14,10 @@
 //! its `interval_ms`).
 
 use crate::files::{is_upload, Body, Planned, Site};
+use crate::h3stack::{
+    admit, cc_family, Admit, ConnectionRecord, H3Stack, Serving, EVICTED,
+    H3_MAX_FIELD_SECTION_BYTES, MIN_INITIAL_DATAGRAM, QUIC_MAX_STREAMS_BIDI, QUIC_MAX_STREAMS_UNI,
+};
 use crate::limits::{Observation, QuicInfo, Sampler};
 use crate::log::{unix_ns, JsonLines};
 use crate::{Options, QUIC_MAX_DATAGRAM};
@@ -27,14 +31,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const MAX_DATAGRAM: usize = QUIC_MAX_DATAGRAM;
-/// The smallest datagram that may carry a client's Initial (RFC 9000 14.1).
-pub const MIN_INITIAL_DATAGRAM: usize = 1200;
 const CHUNK: usize = 64 * 1024;
-/// Streams a client may open at once (both stacks).
-pub const QUIC_MAX_STREAMS_BIDI: u64 = 256;
-pub const QUIC_MAX_STREAMS_UNI: u64 = 16;
-/// The largest HTTP/3 request header section accepted (both stacks).
-pub const H3_MAX_FIELD_SECTION_BYTES: u64 = 64 * 1024;
 /// How often a connection is sampled.
 const SAMPLE_EVERY: Duration = Duration::from_millis(10);
 
@@ -48,15 +45,6 @@ pub const QUICHE_MAX_STREAM_WINDOW: u64 = 16 << 20;
 pub fn quiche_cc(cc: &str) -> &'static str {
     match cc {
         "bbr" => "bbr2_gcongestion",
-        "reno" => "reno",
-        _ => "cubic",
-    }
-}
-
-/// The family a congestion control is recorded as (cubic, bbr or reno).
-pub fn cc_family(cc: &str) -> &'static str {
-    match cc {
-        "bbr" => "bbr",
         "reno" => "reno",
         _ => "cubic",
     }
@@ -373,7 +361,7 @@ impl Server {
         let info = QuicInfo {
             t_unix_ns: unix_ns(),
             conn: c.id.clone(),
-            quic_stack: "quiche",
+            quic_stack: Server::NAME,
             cc: cc_family(opts.cc_name()),
             cwnd: o.cwnd,
             bytes_in_flight: in_flight,
@@ -418,8 +406,19 @@ impl Server {
             if pkt.len() < MIN_INITIAL_DATAGRAM {
                 return;
             }
-            if self.conns.len() >= self.opts.max_quic_conns && !self.evict_half_open() {
-                return;
+            let half_open = self
+                .conns
+                .iter()
+                .filter(|(_, c)| !c.conn.is_established())
+                .map(|(k, c)| (k, c.t_open));
+            // quiche's server sends no Retry: at the cap, a half-open connection makes room or none.
+            match admit(self.conns.len(), self.opts.max_quic_conns, false, half_open) {
+                Admit::Accept => {}
+                Admit::Evict(key) => {
+                    let key = key.clone();
+                    self.evict(&key);
+                }
+                Admit::Retry | Admit::Refuse => return,
             }
             if !quiche::version_is_supported(hdr.version) {
                 let mut out = [0u8; MAX_DATAGRAM];
@@ -632,7 +631,7 @@ impl Server {
         }
         let cc = opts.cc_name();
         let entry = serde_json::json!({
-            "type": "request", "conn": c.id, "proto": "h3", "quic_stack": "quiche", "tls": true,
+            "type": "request", "conn": c.id, "proto": "h3", "quic_stack": Server::NAME, "tls": true,
             "cc": cc_family(cc), "cc_impl": quic_cc_impl(cc),
             "method": method, "path": path, "status": status, "content_length": content_length,
             "stream": sid, "t_request_unix_ns": t_request, "early_data": early,
@@ -766,54 +765,64 @@ impl Server {
         }
     }
 
-    /// At `--max-quic-conns`: forget the oldest connection whose handshake
-    /// has not completed (a flood of Initials cannot lock clients out);
-    /// false when every connection is established (the new one is dropped).
-    fn evict_half_open(&mut self) -> bool {
-        let Some(key) = self
-            .conns
-            .iter()
-            .filter(|(_, c)| !c.conn.is_established())
-            .min_by_key(|(_, c)| c.t_open)
-            .map(|(k, _)| k.clone())
-        else {
-            return false;
-        };
-        let mut c = self.conns.remove(&key).expect("conn");
+    /// Forget a connection to make room for a new one (`--max-quic-conns`),
+    /// logged as evicted.
+    fn evict(&mut self, key: &[u8]) {
+        let mut c = self.conns.remove(key).expect("conn");
         self.aliases.retain(|_, v| *v != key);
         c.evicted = true;
         self.log_close(&c);
-        true
     }
 
     fn log_close(&self, c: &Conn) {
         let s = c.conn.stats();
         let p = c.conn.path_stats().next();
         let peer_tp = c.conn.peer_transport_params();
-        self.access.write(&serde_json::json!({
-            "type": "connection", "conn": c.id, "transport": "quic", "quic_stack": "quiche",
-            "alpn": String::from_utf8_lossy(c.conn.application_proto()),
-            "cc": cc_family(self.opts.cc_name()),
-            "cc_impl": quic_cc_impl(self.opts.cc_name()),
-            "peer": c.peer.to_string(),
-            "t_open_unix_ns": c.t_open, "t_close_unix_ns": unix_ns(), "requests": c.requests,
-            "packets_sent": s.sent, "packets_recv": s.recv, "packets_lost": s.lost,
-            "packets_retrans": s.retrans,
-            "bytes_sent": s.sent_bytes, "bytes_recv": s.recv_bytes, "bytes_lost": s.lost_bytes,
-            "srtt_ms": p.as_ref().map(|p| p.rtt.as_secs_f64() * 1e3),
-            "cwnd": p.as_ref().map(|p| p.cwnd),
-            "resumed": c.conn.is_resumed(), "early_requests": c.early_requests,
-            "paced_packets": c.paced, "paced_wait_ms": c.paced_wait.as_secs_f64() * 1e3,
-            "data_blocked_sent": s.data_blocked_sent_count,
-            "stream_data_blocked_sent": s.stream_data_blocked_sent_count,
-            "peer_initial_max_data": peer_tp.map(|t| t.initial_max_data),
-            "peer_initial_max_stream_data": peer_tp.map(|t| t.initial_max_stream_data_bidi_local),
-            "limited_ms": c.sampler.tally.json(),
-            "error": if c.evicted {
-                Some("evicted: --max-quic-conns reached".to_string())
-            } else {
-                c.conn.peer_error().map(|e| format!("{e:?}"))
-            },
-        }));
+        let mut r = ConnectionRecord::new::<Server>(&c.id, self.opts.cc_name(), c.peer, c.t_open);
+        r.alpn = String::from_utf8_lossy(c.conn.application_proto()).into_owned();
+        r.requests = c.requests;
+        (r.packets_sent, r.packets_recv) = (Some(s.sent as u64), Some(s.recv as u64));
+        (r.packets_lost, r.packets_retrans) = (Some(s.lost as u64), Some(s.retrans as u64));
+        (r.bytes_sent, r.bytes_recv, r.bytes_lost) =
+            (Some(s.sent_bytes), Some(s.recv_bytes), Some(s.lost_bytes));
+        r.srtt_ms = p.as_ref().map(|p| p.rtt.as_secs_f64() * 1e3);
+        r.cwnd = p.as_ref().map(|p| p.cwnd as u64);
+        (r.resumed, r.early_requests) = (Some(c.conn.is_resumed()), Some(c.early_requests));
+        (r.paced_packets, r.paced_wait_ms) =
+            (Some(c.paced), Some(c.paced_wait.as_secs_f64() * 1e3));
+        r.data_blocked_sent = Some(s.data_blocked_sent_count);
+        r.stream_data_blocked_sent = Some(s.stream_data_blocked_sent_count);
+        r.peer_initial_max_data = peer_tp.map(|t| t.initial_max_data);
+        r.peer_initial_max_stream_data = peer_tp.map(|t| t.initial_max_stream_data_bidi_local);
+        r.limited_ms = Some(c.sampler.tally.json());
+        r.error = if c.evicted {
+            Some(EVICTED.to_string())
+        } else {
+            c.conn.peer_error().map(|e| format!("{e:?}"))
+        };
+        r.write(&self.access);
+    }
+}
+
+impl H3Stack for Server {
+    const NAME: &'static str = "quiche";
+    type Error = QuicError;
+
+    fn cc_impl(cc: &str) -> String {
+        quic_cc_impl(cc)
+    }
+
+    /// quiche serves no real-time endpoints (`Serving::realtime` is unused).
+    fn bind(serving: Serving) -> Result<Self, QuicError> {
+        Server::new(
+            &serving.opts,
+            serving.root,
+            serving.access,
+            serving.quic_info,
+        )
+    }
+
+    fn run(self, stop: Arc<AtomicBool>) {
+        Server::run(self, stop)
     }
 }

@@ -31,6 +31,10 @@
 //!   connection in `--qlog-dir`.
 
 use crate::files::{is_upload, Body, Planned, Site};
+use crate::h3stack::{
+    admit, cc_family, Admit, ConnectionRecord, H3Stack, Serving, EVICTED,
+    H3_MAX_FIELD_SECTION_BYTES, QUIC_MAX_STREAMS_BIDI, QUIC_MAX_STREAMS_UNI,
+};
 use crate::limits::{Observation, QuicInfo, Sampler};
 use crate::log::{unix_ns, JsonLines};
 use crate::{Options, QUIC_MAX_DATAGRAM};
@@ -273,10 +277,10 @@ impl Shared {
         t.stream_receive_window(quinn::VarInt::from_u64(o.max_stream_data()).expect("varint"));
         t.send_window(send_window(o));
         t.max_concurrent_bidi_streams(
-            quinn::VarInt::from_u64(crate::quic::QUIC_MAX_STREAMS_BIDI).expect("varint"),
+            quinn::VarInt::from_u64(QUIC_MAX_STREAMS_BIDI).expect("varint"),
         );
         t.max_concurrent_uni_streams(
-            quinn::VarInt::from_u64(crate::quic::QUIC_MAX_STREAMS_UNI).expect("varint"),
+            quinn::VarInt::from_u64(QUIC_MAX_STREAMS_UNI).expect("varint"),
         );
         let initial_window = (o.initcwnd() * QUIC_MAX_DATAGRAM) as u64;
         t.congestion_controller_factory(Arc::new(ProbeFactory {
@@ -395,21 +399,30 @@ impl Server {
                 tokio::select! {
                     inc = endpoint.accept() => match inc {
                         Some(inc) => {
-                            if table.lock().expect("table").len() >= sh.opts.max_quic_conns {
-                                // At the cap, an address not yet validated
-                                // gets a stateless Retry: a flood of
-                                // abandoned handshakes then costs nothing
-                                // (connections quinn closes linger ~3 PTO,
-                                // so evicting for each would pile them up).
-                                if !inc.remote_address_validated() && inc.may_retry() {
+                            // At the cap, an address not yet validated gets a
+                            // stateless Retry (connections quinn closes linger
+                            // ~3 PTO, so evicting for each would pile them up);
+                            // back with its token, it takes the place of the
+                            // oldest handshake, or is refused.
+                            let may_retry = !inc.remote_address_validated() && inc.may_retry();
+                            let decision = {
+                                let t = table.lock().expect("table");
+                                let half_open = t
+                                    .iter()
+                                    .filter(|(_, e)| !e.established.load(Ordering::Relaxed))
+                                    .map(|(k, e)| (*k, e.t_open));
+                                admit(t.len(), sh.opts.max_quic_conns, may_retry, half_open)
+                            };
+                            match decision {
+                                Admit::Accept => {}
+                                Admit::Retry => {
                                     if let Err(e) = inc.retry() {
                                         e.into_incoming().refuse();
                                     }
                                     continue;
                                 }
-                                // Back with its token: it takes the place
-                                // of the oldest handshake; none, refused.
-                                if !evict_half_open(&sh, &table) {
+                                Admit::Evict(k) => evict(&sh, &table, k),
+                                Admit::Refuse => {
                                     inc.refuse();
                                     continue;
                                 }
@@ -450,6 +463,29 @@ impl Server {
     }
 }
 
+impl H3Stack for Server {
+    const NAME: &'static str = "quinn";
+    type Error = QuinnError;
+
+    fn cc_impl(cc: &str) -> String {
+        cc_impl(cc).to_string()
+    }
+
+    fn bind(serving: Serving) -> Result<Self, QuinnError> {
+        Server::new(
+            &serving.opts,
+            serving.root,
+            serving.access,
+            serving.quic_info,
+            serving.realtime,
+        )
+    }
+
+    fn run(self, stop: Arc<AtomicBool>) {
+        Server::run(self, stop)
+    }
+}
+
 /// Handshakes not yet accepted: datagrams buffered for one, and for all.
 pub const QUINN_INCOMING_BUFFER_BYTES: u64 = 64 << 10;
 pub const QUINN_INCOMING_BUFFER_TOTAL_BYTES: u64 = 16 << 20;
@@ -477,31 +513,16 @@ impl Drop for Leave {
     }
 }
 
-/// At `--max-quic-conns`: stop the oldest connection whose handshake has
-/// not completed (its task is aborted; dropping it closes it), logged as
-/// evicted; false when every connection is established.
-fn evict_half_open(sh: &Shared, table: &Table) -> bool {
-    let e = {
-        let mut t = table.lock().expect("table");
-        let Some(k) = t
-            .iter()
-            .filter(|(_, e)| !e.established.load(Ordering::Relaxed))
-            .min_by_key(|(_, e)| e.t_open)
-            .map(|(k, _)| *k)
-        else {
-            return false;
-        };
-        t.remove(&k).expect("entry")
+/// Stop a connection to make room for a new one (`--max-quic-conns`): its
+/// task is aborted (dropping it closes it), logged as evicted.
+fn evict(sh: &Shared, table: &Table, k: u64) {
+    let Some(e) = table.lock().expect("table").remove(&k) else {
+        return;
     };
     e.abort.abort();
-    let cc = sh.opts.cc_name();
-    sh.access.write(&serde_json::json!({
-        "type": "connection", "conn": e.id, "transport": "quic", "quic_stack": "quinn",
-        "alpn": "", "cc": crate::quic::cc_family(cc), "cc_impl": cc_impl(cc),
-        "peer": e.peer.to_string(), "t_open_unix_ns": e.t_open, "t_close_unix_ns": unix_ns(),
-        "requests": 0, "error": "evicted: --max-quic-conns reached",
-    }));
-    true
+    let mut r = ConnectionRecord::new::<Server>(&e.id, sh.opts.cc_name(), e.peer, e.t_open);
+    r.error = Some(EVICTED.to_string());
+    r.write(&sh.access);
 }
 
 /// One connection's counters shared by its request tasks and its sampler.
@@ -525,45 +546,37 @@ async fn serve(
     let state = Arc::new(ConnState::default());
     let cfg = sh.server_config(&id, probe.clone());
     let record = |conn: Option<&quinn::Connection>, sampler: &Sampler, error: Option<String>| {
-        let stats = conn.map(|c| c.stats());
-        let alpn = conn
-            .and_then(|c| c.handshake_data())
+        let mut r = ConnectionRecord::new::<Server>(&id, sh.opts.cc_name(), peer, t_open);
+        r.requests = state.requests.load(Ordering::Relaxed);
+        r.error = error;
+        // quinn says neither whether the TLS session was resumed nor whether
+        // 0-RTT data was accepted, nor how long its pacer held packets.
+        let Some(conn) = conn else {
+            r.limited_ms = Some(sampler.tally.json());
+            return r;
+        };
+        let stats = conn.stats();
+        r.alpn = conn
+            .handshake_data()
             .and_then(|h| h.downcast::<quinn::crypto::rustls::HandshakeData>().ok())
             .and_then(|h| h.protocol)
             .map(|p| String::from_utf8_lossy(&p).into_owned())
             .unwrap_or_default();
-        let cc = sh.opts.cc_name();
-        serde_json::json!({
-            "type": "connection", "conn": id, "transport": "quic", "quic_stack": "quinn",
-            "alpn": alpn, "cc": crate::quic::cc_family(cc), "cc_impl": cc_impl(cc),
-            "peer": peer.to_string(), "t_open_unix_ns": t_open, "t_close_unix_ns": unix_ns(),
-            "requests": state.requests.load(Ordering::Relaxed),
-            "packets_sent": stats.map(|s| s.path.sent_packets),
-            "packets_recv": stats.map(|s| s.udp_rx.datagrams),
-            "packets_lost": stats.map(|s| s.path.lost_packets),
-            "packets_retrans": null,
-            "bytes_sent": stats.map(|s| s.udp_tx.bytes),
-            "bytes_recv": stats.map(|s| s.udp_rx.bytes),
-            "bytes_lost": stats.map(|s| s.path.lost_bytes),
-            "srtt_ms": conn.map(|c| c.rtt().as_secs_f64() * 1e3),
-            "cwnd": stats.map(|s| s.path.cwnd),
-            // quinn says neither whether the TLS session was resumed nor
-            // whether 0-RTT data was accepted.
-            "resumed": null,
-            "early_requests": null,
-            "paced_packets": null, "paced_wait_ms": null,
-            "data_blocked_sent": stats.map(|s| s.frame_tx.data_blocked),
-            "stream_data_blocked_sent": stats.map(|s| s.frame_tx.stream_data_blocked),
-            "peer_initial_max_data": null, "peer_initial_max_stream_data": null,
-            "limited_ms": sampler.tally.json(),
-            "error": error,
-        })
+        (r.packets_sent, r.packets_recv) =
+            (Some(stats.path.sent_packets), Some(stats.udp_rx.datagrams));
+        r.packets_lost = Some(stats.path.lost_packets);
+        (r.bytes_sent, r.bytes_recv) = (Some(stats.udp_tx.bytes), Some(stats.udp_rx.bytes));
+        r.bytes_lost = Some(stats.path.lost_bytes);
+        (r.srtt_ms, r.cwnd) = (Some(conn.rtt().as_secs_f64() * 1e3), Some(stats.path.cwnd));
+        r.data_blocked_sent = Some(stats.frame_tx.data_blocked);
+        r.stream_data_blocked_sent = Some(stats.frame_tx.stream_data_blocked);
+        r.limited_ms = Some(sampler.tally.json());
+        r
     };
     let connecting = match inc.accept_with(cfg) {
         Ok(c) => c,
         Err(e) => {
-            sh.access
-                .write(&record(None, &Sampler::default(), Some(e.to_string())));
+            record(None, &Sampler::default(), Some(e.to_string())).write(&sh.access);
             return;
         }
     };
@@ -576,8 +589,7 @@ async fn serve(
     let conn = match connecting.await {
         Ok(c) => c,
         Err(e) => {
-            sh.access
-                .write(&record(None, &Sampler::default(), Some(e.to_string())));
+            record(None, &Sampler::default(), Some(e.to_string())).write(&sh.access);
             return;
         }
     };
@@ -591,7 +603,7 @@ async fn serve(
         state.clone(),
     ));
     let mut builder = h3::server::builder();
-    builder.max_field_section_size(crate::quic::H3_MAX_FIELD_SECTION_BYTES);
+    builder.max_field_section_size(H3_MAX_FIELD_SECTION_BYTES);
     if sh.opts.webtransport {
         builder
             .enable_webtransport(true)
@@ -630,7 +642,7 @@ async fn serve(
                 }
                 Err((req, stream)) => {
                     let cc = sh.opts.cc_name();
-                    let cc = (crate::quic::cc_family(cc), cc_impl(cc).to_string());
+                    let cc = (cc_family(cc), cc_impl(cc).to_string());
                     crate::rt_wt::serve(
                         sh.access.clone(),
                         &sh.realtime,
@@ -649,8 +661,7 @@ async fn serve(
     let error = conn.closed().await;
     let mut sampler = sampling.await.unwrap_or_else(|_| Sampler::starting(t_open));
     write_sample(&sh, &conn, &id, &probe, &state, &mut sampler, true);
-    sh.access
-        .write(&record(Some(&conn), &sampler, Some(error.to_string())));
+    record(Some(&conn), &sampler, Some(error.to_string())).write(&sh.access);
 }
 
 /// Sample every 10 ms until the connection closes; returns the sampler.
@@ -712,8 +723,8 @@ fn write_sample(
     let info = QuicInfo {
         t_unix_ns: unix_ns(),
         conn: id.to_string(),
-        quic_stack: "quinn",
-        cc: crate::quic::cc_family(sh.opts.cc_name()),
+        quic_stack: Server::NAME,
+        cc: cc_family(sh.opts.cc_name()),
         cwnd: p.window,
         bytes_in_flight: p.bytes_in_flight,
         srtt_ms: srtt.as_secs_f64() * 1e3,
@@ -779,8 +790,8 @@ async fn respond(
     }
     let cc = sh.opts.cc_name();
     let mut entry = serde_json::json!({
-        "type": "request", "conn": id, "proto": "h3", "quic_stack": "quinn", "tls": true,
-        "cc": crate::quic::cc_family(cc), "cc_impl": cc_impl(cc),
+        "type": "request", "conn": id, "proto": "h3", "quic_stack": Server::NAME, "tls": true,
+        "cc": cc_family(cc), "cc_impl": cc_impl(cc),
         "method": method, "path": path, "status": planned.status,
         "authority": req.uri().authority().map(|a| a.as_str().to_string()),
         "content_length": planned.content_length,
