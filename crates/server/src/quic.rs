@@ -149,6 +149,25 @@ pub enum QuicError {
     H3Config(quiche::h3::Error),
 }
 
+/// A packet within this of its send time goes now: the loop wakes no finer.
+const SEND_EARLY: Duration = Duration::from_micros(20);
+/// The longest the loop sleeps without a timer (to see `stop`).
+const MAX_SLEEP: Duration = Duration::from_millis(100);
+
+/// Whether a packet quiche wants sent at `at` goes now, or is held (pacing).
+fn due(now: Instant, at: Instant) -> bool {
+    at <= now + SEND_EARLY
+}
+
+/// How long the loop may wait for a datagram: until its earliest timer
+/// (quiche's timeout, a held packet, a sample, a response's think time).
+fn sleep_for(now: Instant, earliest: Option<Instant>) -> Duration {
+    earliest
+        .map(|w| w.saturating_duration_since(now))
+        .unwrap_or(MAX_SLEEP)
+        .min(MAX_SLEEP)
+}
+
 fn random_cid() -> Vec<u8> {
     let mut b = vec![0u8; quiche::MAX_CONN_ID_LEN];
     ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut b).expect("random");
@@ -277,10 +296,7 @@ impl Server {
                 })
                 .flatten()
                 .min();
-            let wait = wake
-                .map(|w| w.saturating_duration_since(now))
-                .unwrap_or(Duration::from_millis(100))
-                .min(Duration::from_millis(100));
+            let wait = sleep_for(now, wake);
             let mut pfd = libc::pollfd {
                 fd: self.sock.as_raw_fd(),
                 events: libc::POLLIN,
@@ -740,7 +756,7 @@ impl Server {
         loop {
             let now = Instant::now();
             if let Some((pkt, to, at)) = c.pending.take() {
-                if at > now + Duration::from_micros(20) {
+                if !due(now, at) {
                     c.pending = Some((pkt, to, at));
                     return;
                 }
@@ -748,7 +764,7 @@ impl Server {
             }
             match c.conn.send(&mut out) {
                 Ok((n, info)) => {
-                    if pacing && info.at > now + Duration::from_micros(20) {
+                    if pacing && !due(now, info.at) {
                         c.paced += 1;
                         c.paced_wait += info.at - now;
                         c.pending = Some((out[..n].to_vec(), info.to, info.at));
@@ -824,5 +840,36 @@ impl H3Stack for Server {
 
     fn run(self, stop: Arc<AtomicBool>) {
         Server::run(self, stop)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_packet_goes_at_its_send_time_or_waits_for_it() {
+        let now = Instant::now();
+        assert!(due(now, now) && due(now, now - Duration::from_millis(1)));
+        assert!(due(now, now + SEND_EARLY));
+        assert!(!due(now, now + SEND_EARLY + Duration::from_micros(1)));
+    }
+
+    #[test]
+    fn the_loop_sleeps_until_its_first_timer_and_never_long() {
+        let now = Instant::now();
+        assert_eq!(sleep_for(now, None), MAX_SLEEP);
+        assert_eq!(
+            sleep_for(now, Some(now + Duration::from_millis(7))),
+            Duration::from_millis(7)
+        );
+        assert_eq!(
+            sleep_for(now, Some(now - Duration::from_millis(7))),
+            Duration::ZERO
+        );
+        assert_eq!(
+            sleep_for(now, Some(now + Duration::from_secs(9))),
+            MAX_SLEEP
+        );
     }
 }
