@@ -15,6 +15,7 @@ pub mod options;
 pub mod quic;
 pub mod quic_quinn;
 pub mod realtime;
+pub mod record;
 pub mod replay;
 pub mod rt_serve;
 pub mod rt_wt;

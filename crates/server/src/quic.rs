@@ -20,6 +20,7 @@ use crate::h3stack::{
 };
 use crate::limits::{Observation, QuicInfo, Sampler};
 use crate::log::{unix_ns, JsonLines};
+use crate::record::RequestRecord;
 use crate::{Options, QUIC_MAX_DATAGRAM};
 use quiche::h3::NameValue;
 use std::collections::HashMap;
@@ -62,7 +63,7 @@ struct Resp {
     remaining: u64,
     buf: Vec<u8>,
     sent: u64,
-    entry: serde_json::Value,
+    record: RequestRecord,
     /// Not answered before this (a replayed origin's think time).
     not_before: Option<Instant>,
 }
@@ -538,18 +539,11 @@ impl Server {
                 Ok((sid, quiche::h3::Event::Finished)) => {
                     if let Some(u) = c.uploads.remove(&sid) {
                         let planned = Planned::uploaded(u.received);
-                        let extra = serde_json::json!({"request_bytes": u.received,
-                            "t_body_done_unix_ns": unix_ns(), "authority": u.authority});
-                        Self::start_response(
-                            &self.opts,
-                            c,
-                            sid,
-                            "POST",
-                            u.path,
-                            u.t_request,
-                            planned,
-                            extra,
-                        );
+                        let mut rec = Self::record(&self.opts, c, "POST", &u.path, u.t_request);
+                        rec.authority = Some(u.authority);
+                        rec.request_bytes = Some(u.received);
+                        rec.t_body_done_unix_ns = Some(unix_ns());
+                        Self::start_response(c, sid, rec, planned);
                         Self::push(&self.access, &mut h3, c, sid);
                     }
                 }
@@ -599,21 +593,22 @@ impl Server {
         }
         let _ = c.conn.stream_shutdown(sid, quiche::Shutdown::Read, 0);
         let planned = root.plan(&method, &path);
-        let extra = serde_json::json!({"request_bytes": 0, "authority": authority});
-        Self::start_response(opts, c, sid, &method, path, t_request, planned, extra);
+        let mut rec = Self::record(opts, c, &method, &path, t_request);
+        rec.authority = Some(authority);
+        rec.request_bytes = Some(0);
+        Self::start_response(c, sid, rec, planned);
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn start_response(
-        opts: &Options,
-        c: &mut Conn,
-        sid: u64,
-        method: &str,
-        path: String,
-        t_request: u64,
-        mut planned: Planned,
-        extra: serde_json::Value,
-    ) {
+    /// A request's record as it arrives on this connection.
+    fn record(opts: &Options, c: &Conn, method: &str, path: &str, t_request: u64) -> RequestRecord {
+        let cc = opts.cc_name();
+        let family = (cc_family(cc), quic_cc_impl(cc));
+        let mut r = RequestRecord::new(&c.id, "h3", true, family, method, path, t_request);
+        r.quic_stack = Some(Server::NAME);
+        r
+    }
+
+    fn start_response(c: &mut Conn, sid: u64, mut rec: RequestRecord, mut planned: Planned) {
         let (status, content_length) = (planned.status, planned.content_length);
         let ctype = planned.content_type.to_string();
         let (file, body_len, buf) = match std::mem::replace(&mut planned.body, Body::Empty) {
@@ -645,20 +640,8 @@ impl Server {
         if early {
             c.early_requests += 1;
         }
-        let cc = opts.cc_name();
-        let entry = serde_json::json!({
-            "type": "request", "conn": c.id, "proto": "h3", "quic_stack": Server::NAME, "tls": true,
-            "cc": cc_family(cc), "cc_impl": quic_cc_impl(cc),
-            "method": method, "path": path, "status": status, "content_length": content_length,
-            "stream": sid, "t_request_unix_ns": t_request, "early_data": early,
-        });
-        let mut entry = entry;
-        if let (Some(e), serde_json::Value::Object(x)) = (entry.as_object_mut(), extra) {
-            e.extend(x);
-        }
-        if let Some(how) = planned.replay {
-            entry["replay"] = how.into();
-        }
+        (rec.status, rec.content_length) = (Some(status), Some(content_length));
+        (rec.stream, rec.early_data, rec.replay) = (Some(sid), Some(early), planned.replay);
         c.streams.insert(
             sid,
             Resp {
@@ -667,7 +650,7 @@ impl Server {
                 remaining: body_len,
                 buf,
                 sent: 0,
-                entry,
+                record: rec,
                 not_before,
             },
         );
@@ -687,7 +670,7 @@ impl Server {
                 Ok(()) => {
                     r.headers = None;
                     c.accepted += 1;
-                    r.entry["t_response_unix_ns"] = unix_ns().into();
+                    r.record.t_response_unix_ns = Some(unix_ns());
                 }
                 Err(quiche::h3::Error::StreamBlocked) => return,
                 Err(_) => {
@@ -741,13 +724,7 @@ impl Server {
     }
 
     fn log_done(access: &JsonLines, r: Resp, error: &str) {
-        let mut e = r.entry;
-        e["body_bytes"] = r.sent.into();
-        e["t_done_unix_ns"] = unix_ns().into();
-        if !error.is_empty() {
-            e["error"] = error.into();
-        }
-        access.write(&e);
+        r.record.finish(access, r.sent, Some(error));
     }
 
     /// Send every packet quiche has that is due; keep the first one that is not.

@@ -37,6 +37,7 @@ use crate::h3stack::{
 };
 use crate::limits::{Observation, QuicInfo, Sampler};
 use crate::log::{unix_ns, JsonLines};
+use crate::record::RequestRecord;
 use crate::{Options, QUIC_MAX_DATAGRAM};
 use bytes::{Buf, Bytes};
 use quinn::congestion::{
@@ -789,18 +790,13 @@ async fn respond(
         tokio::time::sleep(planned.delay).await;
     }
     let cc = sh.opts.cc_name();
-    let mut entry = serde_json::json!({
-        "type": "request", "conn": id, "proto": "h3", "quic_stack": Server::NAME, "tls": true,
-        "cc": cc_family(cc), "cc_impl": cc_impl(cc),
-        "method": method, "path": path, "status": planned.status,
-        "authority": req.uri().authority().map(|a| a.as_str().to_string()),
-        "content_length": planned.content_length,
-        "stream": stream.id().into_inner(), "t_request_unix_ns": t_request, "early_data": null,
-        "request_bytes": received, "t_body_done_unix_ns": t_body_done,
-    });
-    if let Some(how) = planned.replay {
-        entry["replay"] = how.into();
-    }
+    let family = (cc_family(cc), cc_impl(cc).to_string());
+    let mut rec = RequestRecord::new(&id, "h3", true, family, &method, &path, t_request);
+    rec.quic_stack = Some(Server::NAME);
+    rec.authority = req.uri().authority().map(|a| a.as_str().to_string());
+    (rec.status, rec.content_length) = (Some(planned.status), Some(planned.content_length));
+    (rec.stream, rec.request_bytes) = (Some(stream.id().into_inner()), Some(received));
+    (rec.t_body_done_unix_ns, rec.replay) = (Some(t_body_done), planned.replay);
     let mut resp = hyper::Response::builder()
         .status(planned.status)
         .header("server", "satbench")
@@ -813,14 +809,9 @@ async fn respond(
         resp = resp.header(name.as_str(), value.as_str());
     }
     let resp = resp.body(()).expect("valid response");
-    let (sent, error) = send(&mut stream, resp, planned.body, &mut entry).await;
+    let (sent, error) = send(&mut stream, resp, planned.body, &mut rec).await;
     state.active.fetch_sub(1, Ordering::Relaxed);
-    entry["body_bytes"] = sent.into();
-    entry["t_done_unix_ns"] = unix_ns().into();
-    if let Some(e) = error {
-        entry["error"] = e.into();
-    }
-    sh.access.write(&entry);
+    rec.finish(&sh.access, sent, error);
 }
 
 /// Send the head and body; returns the body bytes handed to quinn and the
@@ -829,12 +820,12 @@ async fn send(
     stream: &mut h3::server::RequestStream<h3_quinn::BidiStream<Bytes>, Bytes>,
     resp: hyper::Response<()>,
     body: Body,
-    entry: &mut serde_json::Value,
+    rec: &mut RequestRecord,
 ) -> (u64, Option<&'static str>) {
     if stream.send_response(resp).await.is_err() {
         return (0, Some("send_response failed"));
     }
-    entry["t_response_unix_ns"] = unix_ns().into();
+    rec.t_response_unix_ns = Some(unix_ns());
     let mut sent = 0u64;
     match body {
         Body::File { mut file, len } => {

@@ -17,6 +17,7 @@
 
 use crate::log::{unix_ns, JsonLines};
 use crate::realtime::{message, Params, Relay, Room, RoomError, Scenario, Schedule, Upstream};
+use crate::record::RequestRecord;
 use crate::tcp::{FileBody, Shared};
 use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
@@ -183,12 +184,25 @@ pub async fn respond(
         "/rt/ws" => "ws",
         _ => "unknown",
     };
-    let mut entry = serde_json::json!({
-        "type": "request", "conn": &*r.conn, "proto": r.proto, "tls": r.tls, "cc": &*r.cc,
-        "cc_impl": format!("linux {}", r.cc), "method": req.method().as_str(),
-        "path": req.uri().path_and_query().map(|p| p.as_str()).unwrap_or("/"),
-        "authority": r.authority, "realtime": mech, "t_request_unix_ns": r.t_request,
-    });
+    let path = req
+        .uri()
+        .path_and_query()
+        .map(|p| p.as_str())
+        .unwrap_or("/");
+    let cc = (&*r.cc, format!("linux {}", r.cc));
+    let mut rec = RequestRecord::new(
+        &r.conn,
+        r.proto,
+        r.tls,
+        cc,
+        req.method().as_str(),
+        path,
+        r.t_request,
+    );
+    rec.authority = r.authority.clone();
+    rec.extra.insert("realtime".into(), mech.into());
+    // The endpoints below add the session, the status and what was sent.
+    let mut entry = rec.value();
     let params = match Params::parse(&query) {
         Ok(p) => p,
         Err(e) => {

@@ -9,6 +9,7 @@
 
 use crate::log::{unix_ns, JsonLines};
 use crate::realtime::{Params, Scenario, MAX_SIZE};
+use crate::record::RequestRecord;
 use crate::rt_serve::{run_channel, run_channel_room, RtState};
 use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
@@ -42,12 +43,14 @@ pub async fn serve(
         .path_and_query()
         .map(|p| p.as_str().to_string())
         .unwrap_or_default();
-    let mut entry = serde_json::json!({
-        "type": "request", "conn": id, "proto": "h3", "quic_stack": "quinn", "tls": true,
-        "cc": cc.0, "cc_impl": cc.1, "method": "CONNECT", "path": path,
-        "authority": req.uri().authority().map(|a| a.as_str().to_string()),
-        "realtime": "wt", "webtransport": "extended-connect", "t_request_unix_ns": t_request,
-    });
+    let mut rec = RequestRecord::new(&id, "h3", true, cc, "CONNECT", &path, t_request);
+    rec.quic_stack = Some(<crate::quic_quinn::Server as crate::h3stack::H3Stack>::NAME);
+    rec.authority = req.uri().authority().map(|a| a.as_str().to_string());
+    rec.extra.insert("realtime".into(), "wt".into());
+    rec.extra
+        .insert("webtransport".into(), "extended-connect".into());
+    // The session, the status and what was sent are added below.
+    let mut entry = rec.value();
     let refuse = |entry: &mut serde_json::Value, status: u16, why: String| {
         entry["status"] = status.into();
         entry["error"] = why.into();

@@ -3,6 +3,7 @@
 use crate::files::{is_upload, Planned, Site};
 use crate::limits::Sampler;
 use crate::log::{unix_ns, JsonLines};
+use crate::record::RequestRecord;
 use crate::tcpinfo::{self, SockError};
 use crate::Options;
 use bytes::Bytes;
@@ -325,25 +326,26 @@ pub(crate) async fn handle(
         tokio::time::sleep(planned.delay).await;
     }
     let status = StatusCode::from_u16(planned.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    let t_response = unix_ns();
     let access = sh.access.clone();
-    let mut entry = serde_json::json!({
-        "type": "request", "conn": &*conn, "proto": proto, "tls": tls, "cc": &*cc,
-        "cc_impl": format!("linux {cc}"),
-        "method": method.as_str(), "path": target, "authority": authority,
-        "status": status.as_u16(), "content_length": planned.content_length, "request_bytes": received,
-        "t_request_unix_ns": t_request, "t_body_done_unix_ns": t_body_done,
-        "t_response_unix_ns": t_response,
-    });
-    if let Some(how) = planned.replay {
-        entry["replay"] = how.into();
-    }
-    let on_done: Box<dyn FnOnce(u64) + Send> = Box::new(move |sent| {
-        let mut e = entry;
-        e["body_bytes"] = sent.into();
-        e["t_done_unix_ns"] = unix_ns().into();
-        access.write(&e);
-    });
+    let cc_impl = format!("linux {cc}");
+    let mut rec = RequestRecord::new(
+        &conn,
+        proto,
+        tls,
+        (&cc, cc_impl),
+        method.as_str(),
+        &target,
+        t_request,
+    );
+    rec.authority = authority;
+    rec.status = Some(status.as_u16());
+    rec.content_length = Some(planned.content_length);
+    rec.request_bytes = Some(received);
+    rec.t_body_done_unix_ns = Some(t_body_done);
+    rec.t_response_unix_ns = Some(unix_ns());
+    rec.replay = planned.replay;
+    let on_done: Box<dyn FnOnce(u64) + Send> =
+        Box::new(move |sent| rec.finish(&access, sent, None));
     let mut b = Response::builder()
         .status(status)
         .header("server", "satbench")
