@@ -174,6 +174,20 @@ def test_estimate_follows_rtt_rate_and_size() -> None:
     assert small < big and lan < small
 
 
+def test_a_populations_estimate_is_its_slowest_groups() -> None:
+    # Study B's loader set ran 60 % over its plan while a mix was estimated by HTTP/1.1 alone: under
+    # loss HTTP/2's one connection is the slow group. Each group is estimated with every client sharing
+    # the link, so a mix takes as long as the slower of its protocols alone.
+    lte = resolve(profile.load("fair-lte", ["forward.loss=0.03"]))
+    f = {"link": "fair-lte", "page": "shop", "client": "loader", "cc": "cubic", "connections": 6}
+
+    def est(h1: int, h2: int) -> float:
+        return estimate.trial_s(TrialSpec.of({**f, "protocol": "mix", "clients": {"h1": h1, "h2": h2}}), lte)
+
+    assert est(0, 10) > est(10, 0)
+    assert est(7, 3) == est(3, 7) == max(est(10, 0), est(0, 10))
+
+
 def test_statistics() -> None:
     assert jain([5, 5, 5, 5]) == pytest.approx(1.0)
     assert jain([10, 0, 0, 0]) == pytest.approx(0.25)

@@ -71,20 +71,27 @@ def page_bytes(page: str) -> tuple[int, int]:
 
 def trial_s(ts: TrialSpec, link: LinkSpec) -> float:
     """A model of one trial's duration over ``link``."""
+    client = ts.client.value
+    mix = ts.population
+    if mix is None:
+        return _trial_s(ts, link, ts.protocol or Protocol.H2, client)
+    # A population lasts as long as its slowest group: the load of each group's protocol with every
+    # client sharing the link (HTTP/1.1's many round trips on a clean link, HTTP/2's one connection
+    # under loss), and its heaviest kind's overhead.
+    client = "chromium" if any(g.kind.value == "chromium" for g in mix) else (
+        "firefox" if any(g.kind.value == "firefox" for g in mix) else "loader")
+    return max(_trial_s(ts, link, g.protocol, client) for g in mix if g.n > 0)
+
+
+def _trial_s(ts: TrialSpec, link: LinkSpec, proto: Protocol, client: str) -> float:
     rtt = link.base_rtt_ms / 1000
     # An upload's bytes take the return link.
     way = link.ret if ts.upload_bytes is not None else link.forward
     rate = way.mean_mbps
     p_loss = way.packet_loss_1500
     total, n_objects = workload_of(ts).size(ts) or page_bytes(ts.page)
-    client = ts.client.value
-    proto = ts.protocol or Protocol.H2
     mix = ts.population
     clients = ts.clients
-    if mix is not None:  # a population: its slowest group's protocol, and its heaviest kind's overhead
-        proto = Protocol.H1 if any(g.protocol is Protocol.H1 for g in mix) else mix[0].protocol
-        client = "chromium" if any(g.kind.value == "chromium" for g in mix) else (
-            "firefox" if any(g.kind.value == "firefox" for g in mix) else "loader")
     handshake = 1 if proto is Protocol.H3 else 2
     rounds = handshake + 1  # + the HTML request
     conns = 1
