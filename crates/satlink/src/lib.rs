@@ -47,6 +47,7 @@ pub mod modcod;
 pub mod overhead;
 pub mod pacing;
 pub mod pcap;
+pub mod profile;
 pub mod queue;
 pub mod rng;
 pub mod route;

@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import subprocess
 from dataclasses import dataclass, field
 from typing import Any
 
 from .. import prereq
 from ..errors import PrerequisiteError, ProfileError
-from .profile import SCALE, LinkProfile, Origin, with_terminals
+from .profile import LinkProfile
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -142,79 +141,8 @@ def check(config: dict[str, Any]) -> dict[str, Any]:
 
 def resolve(profile: LinkProfile, subnets: list[list[str]] | None = None) -> LinkSpec:
     """The link a profile describes, checked and resolved by the emulator;
-    with ``subnets``, for as many terminals (see :func:`with_terminals`)."""
-    config, made = profile.config_with_origins()
-    if subnets is not None:
-        config = with_terminals(config, subnets)
-    answer = check(config)
-    if not answer["ok"]:
-        raise _blame(profile, made, config, str(answer.get("field", "config")), str(answer.get("message", "")),
-                     answer)
+    with ``subnets``, for as many terminals (the profile's terminal settings
+    in turn, each given its subnets). A value the emulator refuses raises a
+    :class:`ProfileError` naming the profile's file, line and key."""
+    answer = profile.resolved(subnets)
     return LinkSpec.from_check(answer, name=profile.name, label=profile.label, description=profile.description)
-
-
-def _node(config: Any, path: str) -> Any:
-    """The part of a configuration at a path such as ``terminals[0].forward``."""
-    node = config
-    for name, index in re.findall(r"([^.\[\]]+)|\[(\d+)\]", path):
-        try:
-            node = node[int(index)] if index else node[name]
-        except (KeyError, IndexError, TypeError):
-            return None
-    return node
-
-
-def _file_of(node: Any, rest: str) -> str | None:
-    """The file a configuration part reads (its ``path``), nearest the field named by ``rest``."""
-    if isinstance(node, dict):
-        if isinstance(node.get("path"), str):
-            return str(node["path"])
-        first = re.match(r"^\.?([^.\[\]]+)", rest)
-        if first and first.group(1) in node:
-            return _file_of(node[first.group(1)], rest[first.end():])
-        for v in node.values():
-            found = _file_of(v, "")
-            if found:
-                return found
-    return None
-
-
-def _blame(profile: LinkProfile, made: dict[str, tuple[str, Origin]], config: dict[str, Any], cfield: str,
-           message: str, answer: dict[str, Any]) -> ProfileError:
-    """The profile key, file and line behind a configuration field the emulator refused."""
-    best = ""
-    for path in made:
-        if (cfield == path or cfield.startswith(path + ".") or cfield.startswith(path + "[")) and len(path) > len(best):
-            best = path
-    if not best:
-        return profile.origin.error(cfield, message)
-    key, origin = made[best]
-    # A file the emulator read (a trace, a LEO trace, a fade): it names the file's line.
-    read = _file_of(_node(config, best), cfield[len(best):])
-    if read is not None:
-        m = re.match(r"^(?:.*?: )?line (\d+): (.*)$", message)
-        if m:
-            return ProfileError(m.group(2), file=read, line=int(m.group(1)))
-        if read in message:
-            return ProfileError(message.replace(f" {read}:", ":").replace(read, "it"), file=read)
-    if key.startswith("terminals["):
-        # A terminal's own key: named as the profile names it (Mbit/s where the emulator has bit/s).
-        rest = cfield[len(best):]
-        lo, hi, got = answer.get("min"), answer.get("max"), answer.get("value")
-        if rest.endswith("_bps"):
-            rest = rest[:-4] + "_mbps"
-            if isinstance(lo, (int, float)) and isinstance(hi, (int, float)) and isinstance(got, (int, float)):
-                message = f"must be from {lo / 1e6:g} to {hi / 1e6:g} Mbit/s, got {got / 1e6:g}"
-        return origin.error(key + rest, message)
-    leaf = key.split(".", 1)[-1]
-    scale = SCALE.get(leaf)
-    lo, hi, got = answer.get("min"), answer.get("max"), answer.get("value")
-    if scale and isinstance(lo, (int, float)) and isinstance(hi, (int, float)) and isinstance(got, (int, float)):
-        message = (f"must be from {lo / scale:g} to {hi / scale:g} Mbit/s"
-                   + (" (or 0 for an outage)" if leaf == "rate_schedule" else "") + f", got {got / scale:g}")
-    pt = re.match(r"^.*?points\[(\d+)\]", cfield)
-    if pt and not re.match(r"^(schedule )?point", message):
-        message = f"point {pt.group(1)}: {message}"
-    elif pt:
-        message = re.sub(r"^schedule point", "point", message)
-    return origin.error(key, message)

@@ -21,6 +21,19 @@ pub struct Args {
     pub parent_pid: Option<i32>,
     /// Only check the configuration and print the resolved link.
     pub check: bool,
+    /// With `--check`: a link profile (TOML; `-` is standard input) instead
+    /// of a configuration ([`satlink::profile`]).
+    pub profile: Option<String>,
+    /// The profile's name in errors (default: its file).
+    pub profile_name: Option<String>,
+    /// The directory the profile's relative file names are read from
+    /// (default: the profile's own; none for standard input).
+    pub base: Option<String>,
+    /// `--set KEY=VALUE` overrides of the profile, in order (`--sets` gives
+    /// them as one JSON list of strings, for values no argument can hold).
+    pub sets: Vec<String>,
+    /// The subnets of each terminal of the testbed (JSON list of lists).
+    pub subnets: Option<String>,
     /// Measure the model's cost per packet in simulated time and print it.
     pub bench_model: bool,
     /// Measure the overhead classifier's cost per packet and print it.
@@ -50,6 +63,12 @@ pub enum ArgError {
     /// No `--config`.
     #[error("--config is required")]
     NoConfig,
+    /// `--sets` that is no JSON list of strings.
+    #[error("--sets expects a JSON list of KEY=VALUE strings")]
+    BadSets,
+    /// `--profile` outside `--check` (a run takes the resolved configuration).
+    #[error("--profile goes with --check")]
+    ProfileWithoutCheck,
     /// A run (not `--check`) without both devices.
     #[error("--terminal and --gateway are required")]
     NoDevices,
@@ -100,6 +119,16 @@ where
                 a.parent_pid = Some(p.value()?.parse().map_err(|_| ArgError::BadPid)?)
             }
             Long("check") => a.check = true,
+            Long("profile") => a.profile = Some(p.value()?.string()?),
+            Long("profile-name") => a.profile_name = Some(p.value()?.string()?),
+            Long("base") => a.base = Some(p.value()?.string()?),
+            Long("set") => a.sets.push(p.value()?.string()?),
+            Long("sets") => {
+                let v = p.value()?.string()?;
+                let list: Vec<String> = serde_json::from_str(&v).map_err(|_| ArgError::BadSets)?;
+                a.sets.extend(list);
+            }
+            Long("subnets") => a.subnets = Some(p.value()?.string()?),
             Long("bench-model") => a.bench_model = true,
             Long("bench-overhead") => a.bench_overhead = true,
             Long("packets") => {
@@ -115,7 +144,10 @@ where
     if a.bench_model || a.bench_overhead {
         return Ok(a);
     }
-    if a.config.is_empty() {
+    if a.profile.is_some() && !a.check {
+        return Err(ArgError::ProfileWithoutCheck);
+    }
+    if a.config.is_empty() && a.profile.is_none() {
         return Err(ArgError::NoConfig);
     }
     if !a.check && (a.terminals.is_empty() || a.gateway.is_none()) {

@@ -11,6 +11,8 @@
 //! satbench-link --config FILE --terminal NETNS:DEV [--terminal NETNS:DEV ...]
 //!               --gateway NETNS:DEV [--stats FILE] [--pcap-dir DIR] [--parent-pid PID]
 //! satbench-link --check --config FILE
+//! satbench-link --check --profile FILE [--profile-name NAME] [--base DIR] [--set KEY=VALUE ...]
+//!               [--sets JSON] [--subnets JSON]
 //! satbench-link --bench-model [--packets N]
 //! satbench-link --bench-overhead [--packets N]
 //! ```
@@ -376,6 +378,57 @@ fn open_capture(dir: &Option<String>, name: &str) -> Capture {
     Some(Arc::new(Mutex::new(w)))
 }
 
+/// `--check --profile FILE`: read, check and resolve a link profile; one
+/// JSON line on stdout ([`satlink::profile::answer`]), exit 0, or 2 if
+/// refused.
+fn check_profile(args: &args::Args, profile: &str) {
+    use satlink::profile::ProfileError;
+    let name = args
+        .profile_name
+        .clone()
+        .unwrap_or_else(|| profile.to_string());
+    let refuse = |e: ProfileError| -> ! {
+        println!("{}", e.to_json_line());
+        std::process::exit(2)
+    };
+    let text = read_config(profile).unwrap_or_else(|e| {
+        refuse(ProfileError {
+            message: format!("cannot read profile: {e}"),
+            file: Some(name.clone()),
+            line: None,
+            field: None,
+        })
+    });
+    let base = match (&args.base, profile) {
+        (Some(b), _) => Some(std::path::PathBuf::from(b)),
+        (None, "-") => None,
+        (None, f) => std::path::Path::new(f)
+            .parent()
+            .map(std::path::Path::to_path_buf),
+    };
+    let subnets: Option<Vec<Vec<String>>> = args.subnets.as_ref().map(|s| {
+        serde_json::from_str(s).unwrap_or_else(|e| {
+            refuse(ProfileError {
+                message: format!("not a JSON list of lists of prefixes: {e}"),
+                file: None,
+                line: None,
+                field: Some("--subnets".into()),
+            })
+        })
+    });
+    let answer = satlink::profile::answer(
+        &text,
+        &name,
+        &args.sets,
+        base.as_deref(),
+        subnets.as_deref(),
+    );
+    println!("{answer}");
+    if answer["ok"] != true {
+        std::process::exit(2);
+    }
+}
+
 /// The configuration's text: the file, or standard input for `-`.
 fn read_config(path: &str) -> std::io::Result<String> {
     if path == "-" {
@@ -400,6 +453,10 @@ fn main() {
     if args.bench_overhead {
         let n = args.packets.unwrap_or(bench_overhead::PACKETS);
         println!("{}", bench_overhead::run(n).to_json_line());
+        return;
+    }
+    if let Some(profile) = &args.profile {
+        check_profile(&args, profile);
         return;
     }
     let text = read_config(&args.config);
