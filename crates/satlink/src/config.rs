@@ -1,10 +1,15 @@
 //! The emulator's configuration, as JSON written by the orchestrator.
 //!
 //! This is the normalised form: every unit explicit, every choice tagged.
-//! User-facing profiles (TOML) are turned into this by Python; this module is
-//! the one place where parameter ranges are checked ([`LinkConfig::from_json`]
-//! and [`DirectionConfig::validate`], used by the running emulator too), and
-//! `satbench-link --check` reports the result ([`check`]).
+//! User-facing profiles (TOML) are turned into this by [`crate::profile`];
+//! this module is the one place where parameter ranges are checked
+//! ([`LinkConfig::from_json`] and [`DirectionConfig::validate`], used by the
+//! running emulator too), and `satbench-link --check` reports the result
+//! ([`check`]). Each part of a direction owns its configuration, its checks
+//! and the model it builds: [`rate`] (capacity), [`delay`] (delay and
+//! jitter), [`queue`] (limit and discipline), [`loss`], and [`access`] (the
+//! framed carriers, the terminals, the LEO reconfiguration); this module
+//! composes them.
 //!
 //! # Ranges
 //!
@@ -97,8 +102,19 @@ use crate::schedule::{Schedule, ScheduleError};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
-mod access;
+pub mod access;
+mod checks;
+pub mod delay;
+pub mod loss;
+pub mod queue;
+pub mod rate;
 pub use access::*;
+use checks::*;
+pub use checks::{ConfigError, Range};
+pub use delay::*;
+pub use loss::*;
+pub use queue::*;
+pub use rate::*;
 
 /// Lowest bit rate (1 kbit/s): a 1500-byte packet takes 12 s.
 pub const MIN_RATE_BPS: f64 = 1e3;
@@ -166,561 +182,20 @@ pub struct DirectionConfig {
     pub reconfiguration: Option<ReconfigurationConfig>,
 }
 
-#[derive(Clone, Debug, Default, Deserialize, Serialize)]
-#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
-pub enum RateConfig {
-    #[default]
-    Unlimited,
-    /// `bps`: [`MIN_RATE_BPS`] ..= [`MAX_RATE_BPS`].
-    Constant { bps: f64 },
-    /// (seconds, bit/s) breakpoints; a rate of 0 is an outage, any other
-    /// within [`MIN_RATE_BPS`] ..= [`MAX_RATE_BPS`]; times 0 ..=
-    /// [`MAX_SCHEDULE_S`], strictly increasing; `period_s` 0 (no repetition)
-    /// or after the last point, at most [`MAX_SCHEDULE_S`].
-    Schedule {
-        points: Vec<(f64, f64)>,
-        #[serde(default)]
-        period_s: f64,
-    },
-    /// A Mahimahi trace: a file (`path`) or its offsets inline
-    /// (`opportunities_ms`), exactly one of the two. At most
-    /// [`crate::capacity::MAX_TRACE_OPPORTUNITIES`] offsets, each at most
-    /// [`crate::capacity::MAX_TRACE_MS`], non-decreasing, the last after 0.
-    Trace {
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        path: Option<String>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        opportunities_ms: Option<Vec<u64>>,
-    },
-    /// A recorded LEO bandwidth trace ([`crate::leo`]): a file (`path`) or
-    /// its lines inline (`ms`), exactly one of the two; each line is
-    /// `unit_bps` ([`MIN_RATE_BPS`] ..= [`MAX_RATE_BPS`]) during its
-    /// millisecond, at most [`MAX_RATE_BPS`] in any millisecond.
-    LeoTrace {
-        unit_bps: f64,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        path: Option<String>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        ms: Option<Vec<u64>>,
-    },
-}
-
-#[derive(Clone, Debug, Deserialize, Serialize)]
-#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
-pub enum DelayConfig {
-    /// `ms`: 0 ..= [`MAX_DELAY_MS`].
-    Constant { ms: f64 },
-    /// (seconds, milliseconds) breakpoints; values 0 ..= [`MAX_DELAY_MS`],
-    /// times and period as for a rate schedule.
-    Schedule {
-        points: Vec<(f64, f64)>,
-        #[serde(default)]
-        period_s: f64,
-    },
-    /// A recorded LEO delay trace ([`crate::leo`]): one one-way delay per
-    /// `interval_ms` (default 10; 1 ..= [`MAX_INTERVAL_MS`]), from a file
-    /// (`path`) or inline (`values_ms`), exactly one of the two; values 0
-    /// ..= [`MAX_DELAY_MS`].
-    LeoTrace {
-        #[serde(default = "ten")]
-        interval_ms: f64,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        path: Option<String>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        values_ms: Option<Vec<f64>>,
-    },
-}
-
-fn ten() -> f64 {
-    10.0
-}
-
-impl Default for DelayConfig {
-    fn default() -> Self {
-        DelayConfig::Constant { ms: 0.0 }
-    }
-}
-
-#[derive(Clone, Debug, Default, Deserialize, Serialize)]
-#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
-pub enum JitterConfig {
-    #[default]
-    None,
-    /// Uniform in [-ms, +ms]; `ms`: 0 ..= [`MAX_JITTER_MS`].
-    Uniform { ms: f64 },
-    /// Normal with standard deviation `ms`: 0 ..= [`MAX_JITTER_MS`].
-    Normal { ms: f64 },
-}
-
-#[derive(Clone, Debug, Default, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct QueueConfig {
-    #[serde(default)]
-    pub limit: LimitConfig,
-    #[serde(default)]
-    pub aqm: AqmConfig,
-}
-
-#[derive(Clone, Debug, Default, Deserialize, Serialize)]
-#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
-pub enum LimitConfig {
-    #[default]
-    Unlimited,
-    /// `n`: 1 ..= [`MAX_QUEUE_PACKETS`].
-    Packets { n: u32 },
-    /// `n`: 1 ..= [`MAX_QUEUE_BYTES`].
-    Bytes { n: u64 },
-    /// Milliseconds of data at the link's long-run rate (at least 1500
-    /// bytes); `ms`: > 0 ..= [`MAX_QUEUE_MS`]; needs a limited rate.
-    Ms { ms: f64 },
-}
-
-#[derive(Clone, Debug, Default, Deserialize, Serialize)]
-#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
-pub enum AqmConfig {
-    #[default]
-    DropTail,
-    /// CoDel (RFC 8289); `target_ms` (default 5) and `interval_ms` (default
-    /// 100): > 0 ..= [`MAX_CODEL_MS`]; ECN as [`EcnConfig`].
-    Codel {
-        #[serde(default = "codel_target")]
-        target_ms: f64,
-        #[serde(default = "codel_interval")]
-        interval_ms: f64,
-        #[serde(flatten)]
-        ecn: EcnConfig,
-    },
-    /// FQ-CoDel (RFC 8290): CoDel per flow, `flows` queues (default 1024,
-    /// 1 ..= 65,536) served by deficit round robin with `quantum` bytes
-    /// (default 1514, 64 ..= 65,536); the queue limit is shared. Not with an
-    /// access (a framed carrier queues per terminal).
-    FqCodel {
-        #[serde(default = "codel_target")]
-        target_ms: f64,
-        #[serde(default = "codel_interval")]
-        interval_ms: f64,
-        #[serde(default = "fq_flows")]
-        flows: u32,
-        #[serde(default = "fq_quantum")]
-        quantum: u32,
-        #[serde(flatten)]
-        ecn: EcnConfig,
-    },
-}
-
-/// ECN at a CoDel queue: `ecn` marks ECN-capable packets Congestion
-/// Experienced where CoDel would drop them (default false: drop);
-/// `ce_threshold_ms` (> 0 ..= [`MAX_CODEL_MS`]) also marks every capable
-/// packet that waited longer (a shallow threshold), and
-/// `ce_threshold_selector` `"ect1"` limits that to ECT(1) packets (L4S),
-/// `"all"` (the default) to none.
-#[derive(Clone, Debug, Default, Deserialize, Serialize)]
-pub struct EcnConfig {
-    #[serde(default)]
-    pub ecn: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ce_threshold_ms: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ce_threshold_selector: Option<CeSelector>,
-}
-
-#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq)]
-#[serde(rename_all = "snake_case")]
-pub enum CeSelector {
-    All,
-    Ect1,
-}
-
-impl EcnConfig {
-    fn marking(&self) -> EcnMarking {
-        EcnMarking {
-            mark: self.ecn,
-            ce_threshold: self
-                .ce_threshold_ms
-                .map(|ms| Duration::from_secs_f64(ms / 1e3)),
-            ect1_only: self.ce_threshold_selector == Some(CeSelector::Ect1),
-        }
-    }
-}
-
-fn fq_flows() -> u32 {
-    1024
-}
-fn fq_quantum() -> u32 {
-    1514
-}
-
-fn codel_target() -> f64 {
-    5.0
-}
-fn codel_interval() -> f64 {
-    100.0
-}
-
-#[derive(Clone, Debug, Deserialize, Serialize)]
-#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
-pub enum LossConfig {
-    /// Independent loss; `p`: 0 ..= 1.
-    Bernoulli { p: f64 },
-    /// (seconds, probability) breakpoints; probabilities 0 ..= 1, times and
-    /// period as for a rate schedule.
-    Schedule {
-        points: Vec<(f64, f64)>,
-        #[serde(default)]
-        period_s: f64,
-    },
-    /// Gilbert-Elliott: `p` (good to bad), `r` (bad to good), `loss_good`
-    /// (default 0) and `loss_bad` (default 1), each 0 ..= 1.
-    Gilbert {
-        p: f64,
-        r: f64,
-        #[serde(default)]
-        loss_good: f64,
-        #[serde(default = "one")]
-        loss_bad: f64,
-    },
-    /// Bit error rate; `ber`: 0 ..= 1.
-    Ber { ber: f64 },
-}
-
-fn one() -> f64 {
-    1.0
-}
-
-/// A configuration error, naming the field (`forward.rate.bps`,
-/// `return.loss[0].p`, `config` for JSON syntax and unknown fields).
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("{field}: {message}")]
-pub struct ConfigError {
-    pub field: String,
-    pub message: String,
-    /// For a number out of its range: the range and the value, in the
-    /// field's unit, so that a caller can say it in the unit its user wrote.
-    pub range: Option<Range>,
-}
-
-/// The range a number must be in, and the number given.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
-pub struct Range {
-    pub min: f64,
-    pub max: f64,
-    pub value: f64,
-}
-
-fn err<T>(field: impl Into<String>, message: impl Into<String>) -> Result<T, ConfigError> {
-    Err(ConfigError {
-        field: field.into(),
-        message: message.into(),
-        range: None,
-    })
-}
-
-fn range_err<T>(
-    field: &str,
-    message: String,
-    min: f64,
-    max: f64,
-    value: f64,
-) -> Result<T, ConfigError> {
-    Err(ConfigError {
-        field: field.into(),
-        message,
-        range: Some(Range { min, max, value }),
-    })
-}
-
-/// `v` is finite and within `lo ..= hi`; `what` names it in the message.
-fn check_range(field: &str, what: &str, v: f64, lo: f64, hi: f64) -> Result<(), ConfigError> {
-    if !v.is_finite() || v < lo || v > hi {
-        return range_err(
-            field,
-            format!("{what} must be within {lo} and {hi}, got {v}"),
-            lo,
-            hi,
-            v,
-        );
-    }
-    Ok(())
-}
-
-/// `v` is finite, above 0 and at most `hi`.
-fn check_positive(field: &str, what: &str, v: f64, hi: f64) -> Result<(), ConfigError> {
-    if !v.is_finite() || v <= 0.0 || v > hi {
-        return range_err(
-            field,
-            format!("{what} must be above 0 and at most {hi}, got {v}"),
-            0.0,
-            hi,
-            v,
-        );
-    }
-    Ok(())
-}
-
-fn check_prob(field: &str, p: f64) -> Result<(), ConfigError> {
-    check_range(field, "probability", p, 0.0, 1.0)
-}
-
-fn check_rate(field: &str, bps: f64) -> Result<(), ConfigError> {
-    check_range(field, "rate (bit/s)", bps, MIN_RATE_BPS, MAX_RATE_BPS)
-}
-
-/// Check a schedule's times and period, and each value with `value`; then
-/// build it (values times `scale`).
-fn schedule(
-    field: &str,
-    points: &[(f64, f64)],
-    period_s: f64,
-    scale: f64,
-    value: impl Fn(&str, f64) -> Result<(), ConfigError>,
-) -> Result<Schedule, ConfigError> {
-    check_range(
-        &format!("{field}.period_s"),
-        "period (s)",
-        period_s,
-        0.0,
-        MAX_SCHEDULE_S,
-    )?;
-    for (i, &(t, v)) in points.iter().enumerate() {
-        let f = format!("{field}.points[{i}]");
-        check_range(&f, "time (s)", t, 0.0, MAX_SCHEDULE_S)?;
-        value(&f, v)?;
-    }
-    let pts: Vec<(f64, f64)> = points.iter().map(|&(t, v)| (t, v * scale)).collect();
-    Schedule::new(&pts, period_s).or_else(|e| match e {
-        ScheduleError::Empty => err(format!("{field}.points"), e.to_string()),
-        ScheduleError::NotIncreasing { index } | ScheduleError::BeyondPeriod { index } => {
-            err(format!("{field}.points[{index}]"), e.to_string())
-        }
-    })
-}
-
-fn rate_schedule(
-    field: &str,
-    points: &[(f64, f64)],
-    period_s: f64,
-) -> Result<Schedule, ConfigError> {
-    schedule(field, points, period_s, 1.0, |f, v| {
-        if v == 0.0 {
-            Ok(())
-        } else {
-            check_rate(f, v)
-        }
-    })
-}
-
-fn delay_schedule(
-    field: &str,
-    points: &[(f64, f64)],
-    period_s: f64,
-) -> Result<Schedule, ConfigError> {
-    schedule(field, points, period_s, 1e-3, |f, v| {
-        check_range(f, "delay (ms)", v, 0.0, MAX_DELAY_MS)
-    })
-}
-
-fn loss_schedule(
-    field: &str,
-    points: &[(f64, f64)],
-    period_s: f64,
-) -> Result<Schedule, ConfigError> {
-    schedule(field, points, period_s, 1.0, check_prob)
-}
-
-/// An inline trace, its errors naming the entry.
-fn inline_trace(field: &str, ms: &[u64]) -> Result<Trace, ConfigError> {
-    Trace::from_opportunities(ms).or_else(|e| {
-        let msg = match e.line {
-            0 => e.message,
-            n => format!("[{}]: {}", n - 1, e.message),
-        };
-        err(format!("{field}.opportunities_ms"), msg)
-    })
-}
-
-/// A trace file, read and parsed; errors name the file and its line.
-fn trace_file(field: &str, path: &str) -> Result<Trace, ConfigError> {
-    let f = format!("{field}.path");
-    let text =
-        std::fs::read_to_string(path).or_else(|e| err(&f, format!("cannot read {path}: {e}")))?;
-    Trace::parse(&text).or_else(|e| err(&f, format!("{path}: {e}")))
-}
-
 impl DirectionConfig {
     /// Check every value and range (no file access: a trace file is read by
-    /// [`DirectionConfig::build`] and [`LinkConfig::inline_traces`]).
+    /// [`DirectionConfig::build`] and [`LinkConfig::inline_traces`]). Each
+    /// part checks its own ([`RateConfig`], [`DelayConfig`], [`JitterConfig`],
+    /// [`QueueConfig`], [`LossConfig`], the reconfiguration and the access).
     pub fn validate(&self, name: &str) -> Result<(), ConfigError> {
-        match &self.rate {
-            RateConfig::Unlimited => {}
-            RateConfig::Constant { bps } => check_rate(&format!("{name}.rate.bps"), *bps)?,
-            RateConfig::Schedule { points, period_s } => {
-                rate_schedule(&format!("{name}.rate"), points, *period_s)?;
-            }
-            RateConfig::LeoTrace { unit_bps, path, ms } => {
-                access::leo_rate(&format!("{name}.rate"), *unit_bps, path, ms, false)?;
-            }
-            RateConfig::Trace {
-                path,
-                opportunities_ms,
-            } => match (path, opportunities_ms) {
-                (Some(p), None) if p.is_empty() => {
-                    return err(format!("{name}.rate.path"), "must name a file")
-                }
-                (Some(_), None) => {}
-                (None, Some(ms)) => {
-                    inline_trace(&format!("{name}.rate"), ms)?;
-                }
-                _ => {
-                    return err(
-                        format!("{name}.rate"),
-                        "a trace needs exactly one of path and opportunities_ms",
-                    )
-                }
-            },
-        }
-        match &self.delay {
-            DelayConfig::Constant { ms } => check_range(
-                &format!("{name}.delay.ms"),
-                "delay (ms)",
-                *ms,
-                0.0,
-                MAX_DELAY_MS,
-            )?,
-            DelayConfig::Schedule { points, period_s } => {
-                delay_schedule(&format!("{name}.delay"), points, *period_s)?;
-            }
-            DelayConfig::LeoTrace {
-                interval_ms,
-                path,
-                values_ms,
-            } => {
-                access::leo_delay(
-                    &format!("{name}.delay"),
-                    *interval_ms,
-                    path,
-                    values_ms,
-                    false,
-                )?;
-            }
-        }
-        match self.jitter {
-            JitterConfig::None => {}
-            JitterConfig::Uniform { ms } | JitterConfig::Normal { ms } => check_range(
-                &format!("{name}.jitter.ms"),
-                "jitter (ms)",
-                ms,
-                0.0,
-                MAX_JITTER_MS,
-            )?,
-        }
-        let limit = format!("{name}.queue.limit");
-        match self.queue.limit {
-            LimitConfig::Unlimited => {}
-            LimitConfig::Packets { n } => {
-                if !(1..=MAX_QUEUE_PACKETS).contains(&n) {
-                    return err(
-                        format!("{limit}.n"),
-                        format!("packets must be within 1 and {MAX_QUEUE_PACKETS}, got {n}"),
-                    );
-                }
-            }
-            LimitConfig::Bytes { n } => {
-                if !(1..=MAX_QUEUE_BYTES).contains(&n) {
-                    return err(
-                        format!("{limit}.n"),
-                        format!("bytes must be within 1 and {MAX_QUEUE_BYTES}, got {n}"),
-                    );
-                }
-            }
-            LimitConfig::Ms { ms } => {
-                check_positive(&format!("{limit}.ms"), "queue (ms)", ms, MAX_QUEUE_MS)?;
-                if matches!(self.rate, RateConfig::Unlimited) && self.access.is_none() {
-                    return err(limit, "a limit in milliseconds needs a finite rate");
-                }
-            }
-        }
-        if let AqmConfig::Codel {
-            target_ms,
-            interval_ms,
-            ref ecn,
-        }
-        | AqmConfig::FqCodel {
-            target_ms,
-            interval_ms,
-            ref ecn,
-            ..
-        } = self.queue.aqm
-        {
-            let aqm = format!("{name}.queue.aqm");
-            if let Some(ms) = ecn.ce_threshold_ms {
-                check_positive(
-                    &format!("{aqm}.ce_threshold_ms"),
-                    "CE threshold (ms)",
-                    ms,
-                    MAX_CODEL_MS,
-                )?;
-            } else if ecn.ce_threshold_selector.is_some() {
-                return err(
-                    format!("{aqm}.ce_threshold_selector"),
-                    "a selector needs ce_threshold_ms",
-                );
-            }
-            if let AqmConfig::FqCodel { flows, quantum, .. } = self.queue.aqm {
-                if !(1..=65_536).contains(&flows) {
-                    return err(
-                        format!("{aqm}.flows"),
-                        format!("must be 1 to 65536, got {flows}"),
-                    );
-                }
-                if !(64..=65_536).contains(&quantum) {
-                    return err(
-                        format!("{aqm}.quantum"),
-                        format!("must be 64 to 65536 bytes, got {quantum}"),
-                    );
-                }
-                if self.access.is_some() {
-                    return err(
-                        format!("{aqm}.kind"),
-                        "fq_codel is not offered with an access (a framed carrier queues per terminal)",
-                    );
-                }
-            }
-            check_positive(
-                &format!("{aqm}.target_ms"),
-                "target (ms)",
-                target_ms,
-                MAX_CODEL_MS,
-            )?;
-            check_positive(
-                &format!("{aqm}.interval_ms"),
-                "interval (ms)",
-                interval_ms,
-                MAX_CODEL_MS,
-            )?;
-        }
+        self.rate.validate(&format!("{name}.rate"))?;
+        self.delay.validate(&format!("{name}.delay"))?;
+        self.jitter.validate(&format!("{name}.jitter"))?;
+        let limited = !matches!(self.rate, RateConfig::Unlimited) || self.access.is_some();
+        self.queue
+            .validate(&format!("{name}.queue"), limited, self.access.is_some())?;
         for (i, l) in self.loss.iter().enumerate() {
-            let f = format!("{name}.loss[{i}]");
-            match *l {
-                LossConfig::Bernoulli { p } => check_prob(&format!("{f}.p"), p)?,
-                LossConfig::Schedule {
-                    ref points,
-                    period_s,
-                } => {
-                    loss_schedule(&f, points, period_s)?;
-                }
-                LossConfig::Gilbert {
-                    p,
-                    r,
-                    loss_good,
-                    loss_bad,
-                } => {
-                    check_prob(&format!("{f}.p"), p)?;
-                    check_prob(&format!("{f}.r"), r)?;
-                    check_prob(&format!("{f}.loss_good"), loss_good)?;
-                    check_prob(&format!("{f}.loss_bad"), loss_bad)?;
-                }
-                LossConfig::Ber { ber } => check_prob(&format!("{f}.ber"), ber)?,
-            }
+            l.validate(&format!("{name}.loss[{i}]"))?;
         }
         if let Some(r) = &self.reconfiguration {
             r.validate(&format!("{name}.reconfiguration"), self)?;
@@ -731,34 +206,14 @@ impl DirectionConfig {
         Ok(())
     }
 
-    /// The capacity model, and whether it limits the rate (reads a trace file).
+    /// The capacity model, gated by the reconfiguration's outages, and
+    /// whether it limits the rate (reads a trace file).
     fn capacity(
         &self,
         name: &str,
         phase_ns: u64,
     ) -> Result<(Box<dyn Capacity>, bool), ConfigError> {
-        let field = format!("{name}.rate");
-        let (cap, limited): (Box<dyn Capacity>, bool) = match &self.rate {
-            RateConfig::Unlimited => (Box::new(Unlimited), false),
-            RateConfig::Constant { bps } => (Box::new(Rate::constant(*bps)), true),
-            RateConfig::Schedule { .. } | RateConfig::LeoTrace { .. } => {
-                let s = self.rate_schedule(name, phase_ns)?;
-                (Box::new(Rate::scheduled(s)), true)
-            }
-            RateConfig::Trace {
-                opportunities_ms: Some(ms),
-                ..
-            } => (Box::new(inline_trace(&field, ms)?), true),
-            RateConfig::Trace {
-                path: Some(path), ..
-            } => (Box::new(trace_file(&field, path)?), true),
-            RateConfig::Trace { .. } => {
-                return err(
-                    field,
-                    "a trace needs exactly one of path and opportunities_ms",
-                )
-            }
-        };
+        let (cap, limited) = self.rate.capacity(&format!("{name}.rate"), phase_ns)?;
         let up = match &self.reconfiguration {
             Some(r) => r
                 .model()
@@ -772,100 +227,24 @@ impl DirectionConfig {
         })
     }
 
-    /// A rate that is a schedule (constant, scheduled, LEO trace) as one,
-    /// in bit/s (reads a LEO trace file).
     fn rate_schedule(&self, name: &str, phase_ns: u64) -> Result<Schedule, ConfigError> {
-        let field = format!("{name}.rate");
-        match &self.rate {
-            RateConfig::Constant { bps } => Ok(Schedule::constant(*bps)),
-            RateConfig::Schedule { points, period_s } => {
-                Ok(rate_schedule(&field, points, *period_s)?.with_phase(phase_ns))
-            }
-            RateConfig::LeoTrace { unit_bps, path, ms } => {
-                let s = access::leo_rate(&field, *unit_bps, path, ms, true)?.expect("read");
-                Ok(s.with_phase(phase_ns))
-            }
-            _ => err(field, "needs a constant, scheduled or LEO trace rate"),
-        }
+        self.rate.schedule(&format!("{name}.rate"), phase_ns)
     }
 
-    /// The long-run rate of a schedule-like rate (no file access: infinite
-    /// for a LEO trace file not yet read).
     fn rate_long_run(&self, name: &str) -> Result<f64, ConfigError> {
-        match &self.rate {
-            RateConfig::LeoTrace { path: Some(_), .. } => Ok(f64::INFINITY),
-            _ => Ok(self.rate_schedule(name, 0)?.mean()),
-        }
+        self.rate.long_run(&format!("{name}.rate"))
     }
 
-    /// The queue limit; a limit in ms is sized at `nominal_bps`, the
-    /// capacity's long-run rate.
     fn limit(&self, nominal_bps: Option<f64>) -> Limit {
-        match self.queue.limit {
-            LimitConfig::Unlimited => Limit::Unlimited,
-            LimitConfig::Packets { n } => Limit::Packets(n),
-            LimitConfig::Bytes { n } => Limit::Bytes(n),
-            LimitConfig::Ms { ms } => {
-                let bps = nominal_bps.expect("validated: finite rate");
-                Limit::Bytes(((bps / 8.0) * ms / 1e3).ceil().max(1500.0) as u64)
-            }
-        }
+        self.queue.limit(nominal_bps)
     }
 
-    /// A queue of the configured discipline.
     fn queue<T: Send + 'static>(&self, limit: Limit) -> Box<dyn Queue<T>> {
-        match self.queue.aqm {
-            AqmConfig::DropTail => Box::new(DropTail::new(limit)),
-            AqmConfig::Codel {
-                target_ms,
-                interval_ms,
-                ref ecn,
-            } => Box::new(
-                CoDel::new(
-                    limit,
-                    Duration::from_secs_f64(target_ms / 1e3),
-                    Duration::from_secs_f64(interval_ms / 1e3),
-                )
-                .with_ecn(ecn.marking()),
-            ),
-            AqmConfig::FqCodel {
-                target_ms,
-                interval_ms,
-                flows,
-                quantum,
-                ref ecn,
-            } => Box::new(FqCoDel::new(
-                limit,
-                flows as usize,
-                quantum,
-                Duration::from_secs_f64(target_ms / 1e3),
-                Duration::from_secs_f64(interval_ms / 1e3),
-                ecn.marking(),
-            )),
-        }
+        self.queue.build(limit)
     }
 
-    /// The base delay in seconds (reads a LEO trace file).
     fn base_delay(&self, name: &str, phase_ns: u64) -> Result<Schedule, ConfigError> {
-        Ok(match &self.delay {
-            DelayConfig::Constant { ms } => Schedule::constant(ms / 1e3),
-            DelayConfig::Schedule { points, period_s } => {
-                delay_schedule(&format!("{name}.delay"), points, *period_s)?.with_phase(phase_ns)
-            }
-            DelayConfig::LeoTrace {
-                interval_ms,
-                path,
-                values_ms,
-            } => access::leo_delay(
-                &format!("{name}.delay"),
-                *interval_ms,
-                path,
-                values_ms,
-                true,
-            )?
-            .expect("read")
-            .with_phase(phase_ns),
-        })
+        self.delay.schedule(&format!("{name}.delay"), phase_ns)
     }
 
     /// The reconfiguration's extra delay in seconds, if any.
@@ -879,23 +258,11 @@ impl DirectionConfig {
             .map(|s| s.with_phase(phase_ns)))
     }
 
+    /// Every loss model, the reconfiguration's loss bursts last.
     fn losses(&self, name: &str, phase_ns: u64) -> Result<Vec<Box<dyn Loss>>, ConfigError> {
-        let mut losses: Vec<Box<dyn Loss>> = Vec::new();
+        let mut losses = Vec::new();
         for (i, l) in self.loss.iter().enumerate() {
-            losses.push(match l {
-                LossConfig::Bernoulli { p } => Box::new(Bernoulli::new(*p)),
-                LossConfig::Schedule { points, period_s } => Box::new(Bernoulli::scheduled(
-                    loss_schedule(&format!("{name}.loss[{i}]"), points, *period_s)?
-                        .with_phase(phase_ns),
-                )),
-                LossConfig::Gilbert {
-                    p,
-                    r,
-                    loss_good,
-                    loss_bad,
-                } => Box::new(GilbertElliott::new(*p, *r, *loss_good, *loss_bad)),
-                LossConfig::Ber { ber } => Box::new(BitErrorRate::new(*ber)),
-            });
+            losses.push(l.build(&format!("{name}.loss[{i}]"), phase_ns)?);
         }
         if let Some(r) = &self.reconfiguration {
             let burst = r
@@ -911,12 +278,7 @@ impl DirectionConfig {
 
     /// The propagation delay with its jitter and reconfiguration step.
     fn delay(&self, name: &str, phase_ns: u64) -> Result<Delay, ConfigError> {
-        let jitter = match self.jitter {
-            JitterConfig::None => Jitter::None,
-            JitterConfig::Uniform { ms } => Jitter::Uniform(Duration::from_secs_f64(ms / 1e3)),
-            JitterConfig::Normal { ms } => Jitter::Normal(Duration::from_secs_f64(ms / 1e3)),
-        };
-        let delay = Delay::scheduled(self.base_delay(name, phase_ns)?, jitter);
+        let delay = Delay::scheduled(self.base_delay(name, phase_ns)?, self.jitter.model());
         Ok(match self.extra_delay(name, phase_ns)? {
             Some(extra) => delay.with_extra(extra),
             None => delay,
@@ -1010,53 +372,10 @@ impl DirectionConfig {
         })
     }
 
-    /// Read a trace file, if any, and hold its offsets inline instead.
+    /// Read trace files, if any, and hold their contents inline instead.
     fn inline_trace(&mut self, name: &str) -> Result<(), ConfigError> {
-        if let RateConfig::Trace {
-            path: Some(path),
-            opportunities_ms: None,
-        } = &self.rate
-        {
-            let t = trace_file(&format!("{name}.rate"), path)?;
-            self.rate = RateConfig::Trace {
-                path: None,
-                opportunities_ms: Some(t.opportunities().to_vec()),
-            };
-        }
-        if let RateConfig::LeoTrace {
-            unit_bps,
-            path: Some(path),
-            ms: None,
-        } = &self.rate
-        {
-            let f = format!("{name}.rate.path");
-            let text = std::fs::read_to_string(path)
-                .or_else(|e| err(&f, format!("cannot read {path}: {e}")))?;
-            let ms =
-                crate::leo::parse_bandwidth(&text).or_else(|e| err(&f, format!("{path}: {e}")))?;
-            self.rate = RateConfig::LeoTrace {
-                unit_bps: *unit_bps,
-                path: None,
-                ms: Some(ms),
-            };
-        }
-        if let DelayConfig::LeoTrace {
-            interval_ms,
-            path: Some(path),
-            values_ms: None,
-        } = &self.delay
-        {
-            let f = format!("{name}.delay.path");
-            let text = std::fs::read_to_string(path)
-                .or_else(|e| err(&f, format!("cannot read {path}: {e}")))?;
-            let v = crate::leo::parse_delays(&text).or_else(|e| err(&f, format!("{path}: {e}")))?;
-            self.delay = DelayConfig::LeoTrace {
-                interval_ms: *interval_ms,
-                path: None,
-                values_ms: Some(v),
-            };
-        }
-        Ok(())
+        self.rate.inline(&format!("{name}.rate"))?;
+        self.delay.inline(&format!("{name}.delay"))
     }
 }
 
