@@ -26,8 +26,9 @@
 //! for a minute each.
 
 use crate::files::{is_upload, Body, Resolved, Root};
+use crate::http::Shared;
 use crate::log::JsonLines;
-use crate::tcp::{handle, http_builder, Shared};
+use crate::tcp::{handle, http_builder};
 use crate::Options;
 use fuzzkit::Config;
 use hyper_util::rt::TokioIo;
@@ -223,7 +224,7 @@ async fn exchange(sh: Arc<Shared>, input: &[u8], seen: Seen) -> Vec<u8> {
                 .path_and_query()
                 .map(|p| p.as_str().to_string())
                 .unwrap_or_else(|| "/".into());
-            let conn_use = Arc::new(crate::tcp::ConnUse::default());
+            let conn_use = Arc::new(crate::http::ConnUse::default());
             let r = handle(req, sh, "f1".into(), false, "cubic".into(), conn_use).await;
             if let Ok(resp) = &r {
                 seen.lock().unwrap().push((m, t, resp.status().as_u16()));

@@ -267,7 +267,7 @@ fn main() {
         .or(https.as_ref())
         .and_then(|l| tcpinfo::congestion(std::os::fd::AsRawFd::as_raw_fd(l)));
     let (shutdown, _) = tokio::sync::watch::channel(false);
-    let shared = Arc::new(tcp::Shared {
+    let shared = Arc::new(http::Shared {
         root,
         opts: opts.clone(),
         access,

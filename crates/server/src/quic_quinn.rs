@@ -256,7 +256,7 @@ struct Shared {
     opts: Options,
     root: Arc<Site>,
     /// The real-time sessions and rooms, shared with the TCP server (`--webtransport`).
-    realtime: Arc<crate::rt_serve::RtState>,
+    realtime: Arc<crate::rt_state::RtState>,
     access: JsonLines,
     quic_info: JsonLines,
     crypto: Arc<quinn::crypto::rustls::QuicServerConfig>,
@@ -316,7 +316,7 @@ impl Server {
         root: Arc<Site>,
         access: JsonLines,
         quic_info: JsonLines,
-        realtime: Arc<crate::rt_serve::RtState>,
+        realtime: Arc<crate::rt_state::RtState>,
     ) -> Result<Server, QuinnError> {
         let addr: SocketAddr = format!("{}:{}", opts.bind, opts.https_port)
             .parse()
@@ -642,18 +642,19 @@ async fn serve(
                     tokio::spawn(respond(sh, state, id, resolver, wt));
                 }
                 Err((req, stream)) => {
+                    // The CONNECT's record as this stack writes every request's; the session adds its own.
                     let cc = sh.opts.cc_name();
-                    let cc = (cc_family(cc), cc_impl(cc).to_string());
-                    crate::rt_wt::serve(
-                        sh.access.clone(),
-                        &sh.realtime,
-                        id.clone(),
-                        cc,
-                        req,
-                        stream,
-                        h3,
-                    )
-                    .await;
+                    let family = (cc_family(cc), cc_impl(cc).to_string());
+                    let path = req
+                        .uri()
+                        .path_and_query()
+                        .map(|p| p.as_str().to_string())
+                        .unwrap_or_default();
+                    let mut rec =
+                        RequestRecord::new(&id, "h3", true, family, "CONNECT", &path, unix_ns());
+                    rec.quic_stack = Some(Server::NAME);
+                    crate::rt_wt::serve(sh.access.clone(), &sh.realtime, rec, req, stream, h3)
+                        .await;
                     break;
                 }
             }

@@ -15,10 +15,12 @@
 //! `seq`, `t_write_unix_ns`). Event streams are neither compressed nor
 //! buffered: each message is its own write.
 
+use crate::http::{FileBody, Shared};
 use crate::log::{unix_ns, JsonLines};
-use crate::realtime::{message, Params, Relay, Room, RoomError, Scenario, Schedule, Upstream};
+use crate::realtime::{message, Params, Relay, RoomError, Scenario, Schedule, Upstream};
 use crate::record::RequestRecord;
-use crate::tcp::{FileBody, Shared};
+use crate::rt_state::until;
+pub use crate::rt_state::RtState;
 use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
 use http_body_util::BodyExt;
@@ -28,78 +30,6 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio_tungstenite::tungstenite::protocol::{Message, Role};
 use tokio_tungstenite::WebSocketStream;
-
-/// The real-time endpoints' state: long-polling sessions (when each
-/// opened) and chat rooms, by name; `changed` wakes every member waiting
-/// on a room whenever one changes.
-#[derive(Default)]
-pub struct RtState {
-    sessions: std::sync::Mutex<std::collections::HashMap<String, u64>>,
-    rooms: std::sync::Mutex<std::collections::HashMap<String, Room>>,
-    changed: tokio::sync::Notify,
-}
-
-impl RtState {
-    /// Join `p`'s room and wait until it starts (every member in), at
-    /// most until `deadline` (unix ns). The room's start.
-    async fn join(&self, p: &Params, deadline: u64) -> Result<u64, String> {
-        loop {
-            let changed = self.changed.notified();
-            {
-                let mut rooms = self.rooms.lock().expect("rooms");
-                let room = rooms.entry(p.room.clone()).or_insert_with(|| Room::new(p));
-                let started = room.join(p, unix_ns()).map_err(|e| e.to_string())?;
-                if let Some(t0) = started {
-                    drop(rooms);
-                    self.changed.notify_waiters();
-                    return Ok(t0);
-                }
-            }
-            if unix_ns() >= deadline {
-                return Err("the room never filled".into());
-            }
-            tokio::select! {
-                _ = changed => {}
-                _ = until(deadline) => {}
-            }
-        }
-    }
-
-    /// Relay a member's message to the rest of its room.
-    fn post(&self, p: &Params, up: &Upstream, body: Bytes) -> Result<(), RoomError> {
-        let mut rooms = self.rooms.lock().expect("rooms");
-        let room = rooms.get_mut(&p.room).ok_or(RoomError::NotMember)?;
-        room.post(&p.session, up.seq, body)?;
-        drop(rooms);
-        self.changed.notify_waiters();
-        Ok(())
-    }
-
-    /// The next relays for a member from position `from`, waiting for one
-    /// until `deadline`: empty once it has had all (or at the deadline).
-    async fn relays(
-        &self,
-        p: &Params,
-        from: usize,
-        deadline: u64,
-    ) -> Result<Vec<Relay>, RoomError> {
-        loop {
-            let changed = self.changed.notified();
-            {
-                let rooms = self.rooms.lock().expect("rooms");
-                let room = rooms.get(&p.room).ok_or(RoomError::NotMember)?;
-                let got = room.pending(&p.session, from)?;
-                if !got.is_empty() || from >= p.relays() || unix_ns() >= deadline {
-                    return Ok(got.to_vec());
-                }
-            }
-            tokio::select! {
-                _ = changed => {}
-                _ = until(deadline) => {}
-            }
-        }
-    }
-}
 
 /// When a scenario's streams give up: its schedule's length and two minutes more.
 fn deadline(p: &Params, t0: u64) -> u64 {
@@ -146,7 +76,7 @@ pub struct Req {
     pub authority: Option<String>,
     pub t_request: u64,
     /// What the real-time streams hold of their connection.
-    pub conn_use: Arc<crate::tcp::ConnUse>,
+    pub conn_use: Arc<crate::http::ConnUse>,
 }
 
 /// Whether a request path is one of the real-time endpoints.
@@ -288,14 +218,6 @@ fn log_up(access: &JsonLines, mech: &str, session: &str, conn: &str, up: &Upstre
         "type": "message", "mech": mech, "session": session, "conn": conn, "dir": "up", "seq": up.seq,
         "t_send_ms": up.t_ms, "t_recv_unix_ns": unix_ns(), "bytes": bytes,
     }));
-}
-
-/// Sleep until `t_unix_ns` (no-op if past).
-async fn until(t_unix_ns: u64) {
-    let now = unix_ns();
-    if t_unix_ns > now {
-        tokio::time::sleep(Duration::from_nanos(t_unix_ns - now)).await;
-    }
 }
 
 /// Server-Sent Events: a `hello` event at once (the stream's start, from

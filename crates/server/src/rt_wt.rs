@@ -31,20 +31,11 @@ pub fn is_connect(req: &hyper::http::Request<()>) -> bool {
 pub async fn serve(
     access: JsonLines,
     rt: &RtState,
-    id: String,
-    cc: (&'static str, String),
+    mut rec: RequestRecord,
     req: hyper::http::Request<()>,
     mut stream: Stream,
     conn: Conn,
 ) {
-    let t_request = unix_ns();
-    let path = req
-        .uri()
-        .path_and_query()
-        .map(|p| p.as_str().to_string())
-        .unwrap_or_default();
-    let mut rec = RequestRecord::new(&id, "h3", true, cc, "CONNECT", &path, t_request);
-    rec.quic_stack = Some(<crate::quic_quinn::Server as crate::h3stack::H3Stack>::NAME);
     rec.authority = req.uri().authority().map(|a| a.as_str().to_string());
     rec.extra.insert("realtime".into(), "wt".into());
     rec.extra
@@ -103,7 +94,7 @@ pub async fn serve(
     let (tx, rx) = Framed::new(bidi, LinesCodec::new_with_max_length(MAX_SIZE + 4096)).split();
     let mut tx = tx.sink_map_err(|e| e.to_string());
     let mut rx = rx.map(|r| r.map_err(|e| e.to_string()));
-    let conn: Arc<str> = id.into();
+    let conn: Arc<str> = rec.conn.as_str().into();
     if params.scenario == Scenario::Room {
         run_channel_room(&mut tx, &mut rx, "wt", params, rt, access, conn).await;
     } else {
