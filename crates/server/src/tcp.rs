@@ -371,12 +371,28 @@ impl<T: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for Tracked<T> {
 async fn idle_watch(last: Arc<AtomicU64>, idle: Duration, streams: Arc<AtomicUsize>) {
     let idle_ms = idle.as_millis() as u64;
     loop {
-        let quiet = now_ms().saturating_sub(last.load(Ordering::Relaxed));
-        if quiet >= idle_ms && streams.load(Ordering::Relaxed) == 0 {
-            return;
+        let (now, last, open) = (
+            now_ms(),
+            last.load(Ordering::Relaxed),
+            streams.load(Ordering::Relaxed),
+        );
+        match idle_check(now, last, idle_ms, open) {
+            None => return,
+            Some(wait) => tokio::time::sleep(wait).await,
         }
-        tokio::time::sleep(Duration::from_millis(idle_ms.saturating_sub(quiet).max(10))).await;
     }
+}
+
+/// Whether a connection quiet since `last_ms` (at `now_ms`) is to be closed
+/// for `--idle-timeout` (None), or how long to wait before looking again: a
+/// connection with a real-time stream open is never idle, and the watch
+/// wakes at least every 10 ms apart.
+fn idle_check(now_ms: u64, last_ms: u64, idle_ms: u64, streams_open: usize) -> Option<Duration> {
+    let quiet = now_ms.saturating_sub(last_ms);
+    if quiet >= idle_ms && streams_open == 0 {
+        return None;
+    }
+    Some(Duration::from_millis(idle_ms.saturating_sub(quiet).max(10)))
 }
 
 /// Sample TCP_INFO every 10 ms until `stop` (or the server's shutdown), and
@@ -653,4 +669,28 @@ pub fn tls_config(
         c.send_tls13_tickets = 0;
     }
     Ok(c)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_quiet_connection_closes_at_the_idle_timeout_unless_a_stream_holds_it() {
+        assert_eq!(idle_check(1_000, 0, 1_000, 0), None);
+        assert_eq!(
+            idle_check(1_000, 200, 1_000, 0),
+            Some(Duration::from_millis(200))
+        );
+        // An event stream or a held poll keeps a connection, however quiet.
+        assert_eq!(
+            idle_check(9_000, 0, 1_000, 1),
+            Some(Duration::from_millis(10))
+        );
+        // A clock that went back (last after now) counts as no quiet at all.
+        assert_eq!(
+            idle_check(0, 5, 1_000, 0),
+            Some(Duration::from_millis(1_000))
+        );
+    }
 }
