@@ -243,6 +243,16 @@ pub struct Profile {
     pub base: Option<PathBuf>,
 }
 
+/// Which profile key made each part of a direction's configuration (`rate` -> `rate_mbps`).
+#[derive(Default)]
+struct MadeBy(Vec<(String, String)>);
+
+impl MadeBy {
+    fn add(&mut self, path: &str, key: &str) {
+        self.0.push((path.to_string(), key.to_string()));
+    }
+}
+
 /// One terminal's settings as given, and where.
 pub type Terminal = (Map<String, Value>, Origin);
 
@@ -404,6 +414,228 @@ fn float(f: f64) -> Value {
     serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number)
 }
 
+/// Where a direction's keys were given, to name them in errors.
+struct Table<'a> {
+    name: &'static str,
+    file: &'a str,
+    text: &'a str,
+    /// Keys an override gave, with the override's text.
+    located: &'a [(String, String)],
+}
+
+impl Table<'_> {
+    fn origin(&self, key: &str) -> Origin {
+        if let Some((_, o)) = self.located.iter().rev().find(|(k, _)| k == key) {
+            return Origin {
+                file: o.clone(),
+                line: None,
+            };
+        }
+        let line = line_of(self.text, Some(self.name), key)
+            .or_else(|| header_line(self.text, &format!("{}.{key}", self.name)));
+        Origin {
+            file: self.file.to_string(),
+            line,
+        }
+    }
+
+    fn fail(&self, key: &str, msg: impl Into<String>) -> ProfileError {
+        self.origin(key).error(format!("{}.{key}", self.name), msg)
+    }
+
+    /// Every key known; where each was given.
+    fn known(&self, raw: &toml::Table) -> Result<Vec<(String, Origin)>, ProfileError> {
+        let known = keys();
+        raw.keys()
+            .map(|k| match known.contains(&k.as_str()) {
+                true => Ok((k.clone(), self.origin(k))),
+                false => Err(self.fail(k, format!("unknown key (known: {})", known.join(", ")))),
+            })
+            .collect()
+    }
+
+    /// Numbers finite (as floats); queue sizes whole (as integers).
+    fn numbers(&self, raw: &toml::Table, p: &mut Map<String, Value>) -> Result<(), ProfileError> {
+        for k in NUMBER_KEYS {
+            let Some(v) = raw.get(k) else { continue };
+            match number(v) {
+                Some(f) if f.is_finite() => p.insert(k.into(), float(f)),
+                _ => {
+                    return Err(
+                        self.fail(k, format!("must be a finite number, got {}", repr_toml(v)))
+                    )
+                }
+            };
+        }
+        for k in ["queue_packets", "queue_bytes"] {
+            if let Some(f) = p.get(k).and_then(Value::as_f64) {
+                if f != f.trunc() {
+                    return Err(self.fail(k, format!("must be a whole number, got {}", fmt_g(f))));
+                }
+                p.insert(k.into(), whole(f));
+            }
+        }
+        Ok(())
+    }
+
+    /// At most one key of each group; a queue in ms with something to size it by.
+    fn groups(&self, p: &Map<String, Value>) -> Result<(), ProfileError> {
+        for g in GROUPS {
+            let present: Vec<&str> = g.iter().copied().filter(|k| p.contains_key(*k)).collect();
+            if present.len() > 1 {
+                let msg = format!(
+                    "conflicts with {}; give only one of {}",
+                    present[0],
+                    g.join(", ")
+                );
+                return Err(self.fail(present[1], msg));
+            }
+        }
+        let sized = ["rate_mbps", "rate_schedule", "trace", "leo_trace", "access"];
+        if p.contains_key("queue_ms") && !sized.iter().any(|k| p.contains_key(*k)) {
+            return Err(self.fail(
+                "queue_ms",
+                "a queue in milliseconds needs a rate, a rate schedule, a trace or an access",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Tables where tables go, and each choice one of its words.
+    fn choices(&self, raw: &toml::Table, p: &Map<String, Value>) -> Result<(), ProfileError> {
+        for k in TABLE_KEYS {
+            if let Some(v) = raw.get(k).filter(|v| !v.is_table()) {
+                return Err(self.fail(k, format!("must be a table, got {}", repr_toml(v))));
+            }
+        }
+        let word = |k: &str, allowed: &[&str], said: &str| -> Result<(), ProfileError> {
+            match p.get(k) {
+                Some(v) if !v.as_str().is_some_and(|w| allowed.contains(&w)) => {
+                    Err(self.fail(k, format!("must be {said}, got {}", repr(v))))
+                }
+                _ => Ok(()),
+            }
+        };
+        word(
+            "jitter",
+            &["uniform", "normal"],
+            "\"uniform\" or \"normal\"",
+        )?;
+        word(
+            "aqm",
+            &["droptail", "codel", "fq_codel"],
+            "\"droptail\", \"codel\" or \"fq_codel\"",
+        )?;
+        word(
+            "ce_threshold_selector",
+            &["all", "ect1"],
+            "\"all\" or \"ect1\"",
+        )?;
+        for k in ["ecn", "reorder"] {
+            if let Some(v) = p.get(k).filter(|v| !v.is_boolean()) {
+                return Err(self.fail(k, format!("must be true or false, got {}", repr(v))));
+            }
+        }
+        Ok(())
+    }
+
+    /// CoDel's keys only with CoDel, FQ-CoDel's only with it; its counts
+    /// whole numbers the emulator can read (their ranges are its own).
+    fn aqm(&self, p: &Map<String, Value>) -> Result<(), ProfileError> {
+        let aqm = p.get("aqm").and_then(Value::as_str);
+        for (k, _) in AQM_KEYS.iter().filter(|(k, _)| p.contains_key(*k)) {
+            if !matches!(aqm, Some("codel" | "fq_codel")) {
+                return Err(self.fail(
+                    k,
+                    "shapes a CoDel queue: set aqm = \"codel\" or \"fq_codel\"",
+                ));
+            }
+            if k.starts_with("fq_") && aqm != Some("fq_codel") {
+                return Err(self.fail(k, "is FQ-CoDel's: set aqm = \"fq_codel\""));
+            }
+        }
+        for k in ["fq_flows", "fq_quantum"] {
+            if let Some(f) = p.get(k).and_then(Value::as_f64) {
+                if f != f.trunc() || !(0.0..4_294_967_296.0).contains(&f) {
+                    let msg = format!(
+                        "must be a whole number from 0 to 4294967295, got {}",
+                        fmt_g(f)
+                    );
+                    return Err(self.fail(k, msg));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Schedules as non-empty lists of [seconds, value] pairs of finite numbers (as floats).
+    fn schedules(&self, raw: &toml::Table, p: &mut Map<String, Value>) -> Result<(), ProfileError> {
+        for k in SCHEDULE_KEYS {
+            let Some(v) = raw.get(k) else { continue };
+            let pts = match v {
+                toml::Value::Array(a) if !a.is_empty() => a,
+                _ => return Err(self.fail(k, "must be a non-empty list of [seconds, value] pairs")),
+            };
+            let mut clean = Vec::new();
+            for (i, pt) in pts.iter().enumerate() {
+                let pair = pt
+                    .as_array()
+                    .filter(|a| a.len() == 2)
+                    .and_then(|a| a.iter().map(number).collect::<Option<Vec<f64>>>())
+                    .filter(|x| x.iter().all(|f| f.is_finite()));
+                let Some(x) = pair else {
+                    let msg = format!(
+                        "point {i} must be [seconds, value] with finite numbers, got {}",
+                        repr_toml(pt)
+                    );
+                    return Err(self.fail(k, msg));
+                };
+                clean.push(json!([float(x[0]), float(x[1])]));
+            }
+            p.insert(k.into(), Value::Array(clean));
+        }
+        Ok(())
+    }
+
+    /// Gilbert-Elliott's table: p and r, and finite numbers only.
+    fn gilbert(&self, raw: &toml::Table) -> Result<(), ProfileError> {
+        let Some(g) = raw.get("gilbert") else {
+            return Ok(());
+        };
+        let t = match g {
+            toml::Value::Table(t) if t.contains_key("p") && t.contains_key("r") => t,
+            _ => {
+                return Err(self.fail(
+                    "gilbert",
+                    "must be a table with p and r (and optional loss_good, loss_bad)",
+                ))
+            }
+        };
+        for (gk, gv) in t {
+            if !["p", "r", "loss_good", "loss_bad"].contains(&gk.as_str()) {
+                return Err(self.fail("gilbert", format!("unknown key '{gk}'")));
+            }
+            if !number(gv).is_some_and(f64::is_finite) {
+                return Err(self.fail(
+                    "gilbert",
+                    format!("{gk} must be a finite number, got {}", repr_toml(gv)),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// File names as strings.
+    fn files(&self, p: &Map<String, Value>) -> Result<(), ProfileError> {
+        for k in FILE_KEYS {
+            if let Some(v) = p.get(k).filter(|v| !v.is_string()) {
+                return Err(self.fail(k, format!("must be a file name, got {}", repr(v))));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Check one direction table's form; errors name the file, line and field.
 fn check_direction(
     raw: Option<&toml::Value>,
@@ -425,219 +657,21 @@ fn check_direction(
             ))
         }
     };
-    let origin = |key: &str| -> Origin {
-        if let Some((_, o)) = located.iter().rev().find(|(k, _)| k == key) {
-            return Origin {
-                file: o.clone(),
-                line: None,
-            };
-        }
-        let line =
-            line_of(text, Some(name), key).or_else(|| header_line(text, &format!("{name}.{key}")));
-        Origin {
-            file: file.to_string(),
-            line,
-        }
+    let at = Table {
+        name,
+        file,
+        text,
+        located,
     };
-    let fail = |key: &str, msg: String| origin(key).error(format!("{name}.{key}"), msg);
-    let known = keys();
-    let mut origins = Vec::new();
-    for k in raw.keys() {
-        if !known.contains(&k.as_str()) {
-            return Err(fail(
-                k,
-                format!("unknown key (known: {})", known.join(", ")),
-            ));
-        }
-        origins.push((k.clone(), origin(k)));
-    }
-    let mut p = Map::new();
-    for (k, v) in raw {
-        p.insert(k.clone(), to_json(v));
-    }
-    for k in NUMBER_KEYS {
-        let Some(v) = raw.get(k) else { continue };
-        match number(v) {
-            Some(f) if f.is_finite() => {
-                p.insert(k.into(), float(f));
-            }
-            _ => {
-                return Err(fail(
-                    k,
-                    format!("must be a finite number, got {}", repr_toml(v)),
-                ))
-            }
-        }
-    }
-    for k in ["queue_packets", "queue_bytes"] {
-        if let Some(f) = p.get(k).and_then(Value::as_f64) {
-            if f != f.trunc() {
-                return Err(fail(k, format!("must be a whole number, got {}", fmt_g(f))));
-            }
-            p.insert(k.into(), whole(f));
-        }
-    }
-    for g in GROUPS {
-        let present: Vec<&str> = g.iter().copied().filter(|k| p.contains_key(*k)).collect();
-        if present.len() > 1 {
-            return Err(fail(
-                present[1],
-                format!(
-                    "conflicts with {}; give only one of {}",
-                    present[0],
-                    g.join(", ")
-                ),
-            ));
-        }
-    }
-    let has = |k: &str| p.contains_key(k);
-    if has("queue_ms")
-        && !["rate_mbps", "rate_schedule", "trace", "leo_trace", "access"]
-            .iter()
-            .any(|k| has(k))
-    {
-        return Err(fail(
-            "queue_ms",
-            "a queue in milliseconds needs a rate, a rate schedule, a trace or an access".into(),
-        ));
-    }
-    for k in TABLE_KEYS {
-        if let Some(v) = raw.get(k) {
-            if !v.is_table() {
-                return Err(fail(k, format!("must be a table, got {}", repr_toml(v))));
-            }
-        }
-    }
-    let str_of = |k: &str| p.get(k).and_then(Value::as_str);
-    if has("jitter") && !matches!(str_of("jitter"), Some("uniform" | "normal")) {
-        return Err(fail(
-            "jitter",
-            format!(
-                "must be \"uniform\" or \"normal\", got {}",
-                repr(&p["jitter"])
-            ),
-        ));
-    }
-    if has("aqm") && !matches!(str_of("aqm"), Some("droptail" | "codel" | "fq_codel")) {
-        return Err(fail(
-            "aqm",
-            format!(
-                "must be \"droptail\", \"codel\" or \"fq_codel\", got {}",
-                repr(&p["aqm"])
-            ),
-        ));
-    }
-    let codel = matches!(str_of("aqm"), Some("codel" | "fq_codel"));
-    for (k, _) in AQM_KEYS {
-        if !has(k) {
-            continue;
-        }
-        if !codel {
-            return Err(fail(
-                k,
-                "shapes a CoDel queue: set aqm = \"codel\" or \"fq_codel\"".into(),
-            ));
-        }
-        if k.starts_with("fq_") && str_of("aqm") != Some("fq_codel") {
-            return Err(fail(k, "is FQ-CoDel's: set aqm = \"fq_codel\"".into()));
-        }
-    }
-    for k in ["ecn", "reorder"] {
-        if has(k) && !p[k].is_boolean() {
-            return Err(fail(
-                k,
-                format!("must be true or false, got {}", repr(&p[k])),
-            ));
-        }
-    }
-    if has("ce_threshold_selector")
-        && !matches!(str_of("ce_threshold_selector"), Some("all" | "ect1"))
-    {
-        return Err(fail(
-            "ce_threshold_selector",
-            format!(
-                "must be \"all\" or \"ect1\", got {}",
-                repr(&p["ce_threshold_selector"])
-            ),
-        ));
-    }
-    for k in ["fq_flows", "fq_quantum"] {
-        if let Some(f) = p.get(k).and_then(Value::as_f64) {
-            // A whole number the emulator can read (its range is its own to check and name).
-            if f != f.trunc() || !(0.0..4_294_967_296.0).contains(&f) {
-                return Err(fail(
-                    k,
-                    format!(
-                        "must be a whole number from 0 to 4294967295, got {}",
-                        fmt_g(f)
-                    ),
-                ));
-            }
-        }
-    }
-    for k in SCHEDULE_KEYS {
-        let Some(v) = raw.get(k) else { continue };
-        let pts = match v {
-            toml::Value::Array(a) if !a.is_empty() => a,
-            _ => {
-                return Err(fail(
-                    k,
-                    "must be a non-empty list of [seconds, value] pairs".into(),
-                ))
-            }
-        };
-        let mut clean = Vec::new();
-        for (i, pt) in pts.iter().enumerate() {
-            let pair = match pt {
-                toml::Value::Array(a) if a.len() == 2 => a
-                    .iter()
-                    .map(number)
-                    .collect::<Option<Vec<f64>>>()
-                    .filter(|x| x.iter().all(|f| f.is_finite())),
-                _ => None,
-            };
-            match pair {
-                Some(x) => clean.push(json!([float(x[0]), float(x[1])])),
-                None => {
-                    return Err(fail(
-                        k,
-                        format!(
-                            "point {i} must be [seconds, value] with finite numbers, got {}",
-                            repr_toml(pt)
-                        ),
-                    ))
-                }
-            }
-        }
-        p.insert(k.into(), Value::Array(clean));
-    }
-    if let Some(g) = raw.get("gilbert") {
-        let t = match g {
-            toml::Value::Table(t) if t.contains_key("p") && t.contains_key("r") => t,
-            _ => {
-                return Err(fail(
-                    "gilbert",
-                    "must be a table with p and r (and optional loss_good, loss_bad)".into(),
-                ))
-            }
-        };
-        for (gk, gv) in t {
-            if !["p", "r", "loss_good", "loss_bad"].contains(&gk.as_str()) {
-                return Err(fail("gilbert", format!("unknown key '{gk}'")));
-            }
-            if !number(gv).is_some_and(f64::is_finite) {
-                return Err(fail(
-                    "gilbert",
-                    format!("{gk} must be a finite number, got {}", repr_toml(gv)),
-                ));
-            }
-        }
-    }
-    for k in FILE_KEYS {
-        if p.get(k).is_some_and(|v| !v.is_string()) {
-            return Err(fail(k, format!("must be a file name, got {}", repr(&p[k]))));
-        }
-    }
+    let origins = at.known(raw)?;
+    let mut p: Map<String, Value> = raw.iter().map(|(k, v)| (k.clone(), to_json(v))).collect();
+    at.numbers(raw, &mut p)?;
+    at.groups(&p)?;
+    at.choices(raw, &p)?;
+    at.aqm(&p)?;
+    at.schedules(raw, &mut p)?;
+    at.gilbert(raw)?;
+    at.files(&p)?;
     Ok(Direction {
         name,
         params: p,
@@ -954,69 +988,12 @@ impl Direction {
     /// This direction's part of the emulator's configuration, and for each
     /// part of it the profile key that made it (`rate` -> `rate_mbps`).
     fn config(&self, base: Option<&Path>) -> (Value, Vec<(String, String)>) {
-        let p = &self.params;
+        let mut made = MadeBy::default();
         let mut d = Map::new();
-        let mut made: Vec<(String, String)> = Vec::new();
-        let mut mk = |path: &str, key: &str| made.push((path.to_string(), key.to_string()));
-        let points = |k: &str, scale: f64| -> Value {
-            let pts = p[k].as_array().expect("checked").iter().map(|pt| {
-                let a = pt.as_array().expect("checked");
-                json!([a[0], float(a[1].as_f64().expect("checked") * scale)])
-            });
-            Value::Array(pts.collect())
-        };
-        if p.contains_key("rate_mbps") {
-            d.insert(
-                "rate".into(),
-                json!({"kind": "constant", "bps": float(self.f("rate_mbps", 0.0) * 1e6)}),
-            );
-            mk("rate", "rate_mbps");
-        } else if p.contains_key("rate_schedule") {
-            d.insert(
-                "rate".into(),
-                json!({"kind": "schedule", "points": points("rate_schedule", 1e6),
-                       "period_s": float(self.f("rate_period_s", 0.0))}),
-            );
-            mk("rate", "rate_schedule");
-            mk("rate.period_s", "rate_period_s");
-        } else if let Some(t) = self.get("trace").and_then(Value::as_str) {
-            d.insert(
-                "rate".into(),
-                json!({"kind": "trace", "path": resolve_path(base, t)}),
-            );
-            mk("rate", "trace");
-        } else if let Some(t) = self.get("leo_trace").and_then(Value::as_str) {
-            d.insert(
-                "rate".into(),
-                json!({"kind": "leo_trace", "unit_bps": float(self.f("leo_unit_mbps", 12.0) * 1e6),
-                       "path": resolve_path(base, t)}),
-            );
-            mk("rate", "leo_trace");
-            mk("rate.unit_bps", "leo_unit_mbps");
+        if let Some(rate) = self.rate(base, &mut made) {
+            d.insert("rate".into(), rate);
         }
-        if p.contains_key("delay_schedule") {
-            d.insert(
-                "delay".into(),
-                json!({"kind": "schedule", "points": points("delay_schedule", 1.0),
-                       "period_s": float(self.f("delay_period_s", 0.0))}),
-            );
-            mk("delay", "delay_schedule");
-            mk("delay.period_s", "delay_period_s");
-        } else if let Some(t) = self.get("delay_trace").and_then(Value::as_str) {
-            d.insert(
-                "delay".into(),
-                json!({"kind": "leo_trace", "interval_ms": float(self.f("delay_trace_interval_ms", 10.0)),
-                       "path": resolve_path(base, t)}),
-            );
-            mk("delay", "delay_trace");
-            mk("delay.interval_ms", "delay_trace_interval_ms");
-        } else {
-            d.insert(
-                "delay".into(),
-                json!({"kind": "constant", "ms": float(self.f("delay_ms", 0.0))}),
-            );
-            mk("delay", "delay_ms");
-        }
+        d.insert("delay".into(), self.delay(base, &mut made));
         if self.f("jitter_ms", 0.0) != 0.0 {
             let kind = self
                 .get("jitter")
@@ -1026,16 +1003,79 @@ impl Direction {
                 "jitter".into(),
                 json!({"kind": kind, "ms": float(self.f("jitter_ms", 0.0))}),
             );
-            mk("jitter", "jitter_ms");
+            made.add("jitter", "jitter_ms");
         }
-        d.insert(
-            "reorder".into(),
-            Value::Bool(
-                self.get("reorder")
-                    .and_then(Value::as_bool)
-                    .unwrap_or(false),
-            ),
-        );
+        let reorder = self
+            .get("reorder")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        d.insert("reorder".into(), Value::Bool(reorder));
+        d.insert("queue".into(), self.queue(&mut made));
+        d.insert("loss".into(), self.losses(&mut made));
+        for key in TABLE_KEYS {
+            if let Some(v) = self.get(key) {
+                d.insert(key.into(), v.clone());
+                made.add(key, key);
+            }
+        }
+        (Value::Object(d), made.0)
+    }
+
+    /// A schedule's points, values times `scale`.
+    fn points(&self, k: &str, scale: f64) -> Value {
+        let pts = self.params[k]
+            .as_array()
+            .expect("checked")
+            .iter()
+            .map(|pt| {
+                let a = pt.as_array().expect("checked");
+                json!([a[0], float(a[1].as_f64().expect("checked") * scale)])
+            });
+        Value::Array(pts.collect())
+    }
+
+    fn rate(&self, base: Option<&Path>, made: &mut MadeBy) -> Option<Value> {
+        if self.get("rate_mbps").is_some() {
+            made.add("rate", "rate_mbps");
+            return Some(json!({"kind": "constant", "bps": float(self.f("rate_mbps", 0.0) * 1e6)}));
+        }
+        if self.get("rate_schedule").is_some() {
+            made.add("rate", "rate_schedule");
+            made.add("rate.period_s", "rate_period_s");
+            let period = float(self.f("rate_period_s", 0.0));
+            return Some(
+                json!({"kind": "schedule", "points": self.points("rate_schedule", 1e6), "period_s": period}),
+            );
+        }
+        if let Some(t) = self.get("trace").and_then(Value::as_str) {
+            made.add("rate", "trace");
+            return Some(json!({"kind": "trace", "path": resolve_path(base, t)}));
+        }
+        let t = self.get("leo_trace").and_then(Value::as_str)?;
+        made.add("rate", "leo_trace");
+        made.add("rate.unit_bps", "leo_unit_mbps");
+        let unit = float(self.f("leo_unit_mbps", 12.0) * 1e6);
+        Some(json!({"kind": "leo_trace", "unit_bps": unit, "path": resolve_path(base, t)}))
+    }
+
+    fn delay(&self, base: Option<&Path>, made: &mut MadeBy) -> Value {
+        if self.get("delay_schedule").is_some() {
+            made.add("delay", "delay_schedule");
+            made.add("delay.period_s", "delay_period_s");
+            let period = float(self.f("delay_period_s", 0.0));
+            return json!({"kind": "schedule", "points": self.points("delay_schedule", 1.0), "period_s": period});
+        }
+        if let Some(t) = self.get("delay_trace").and_then(Value::as_str) {
+            made.add("delay", "delay_trace");
+            made.add("delay.interval_ms", "delay_trace_interval_ms");
+            let interval = float(self.f("delay_trace_interval_ms", 10.0));
+            return json!({"kind": "leo_trace", "interval_ms": interval, "path": resolve_path(base, t)});
+        }
+        made.add("delay", "delay_ms");
+        json!({"kind": "constant", "ms": float(self.f("delay_ms", 0.0))})
+    }
+
+    fn queue(&self, made: &mut MadeBy) -> Value {
         let mut limit = json!({"kind": "unlimited"});
         for (key, kind, field) in [
             ("queue_packets", "packets", "n"),
@@ -1044,54 +1084,54 @@ impl Direction {
         ] {
             if let Some(v) = self.get(key) {
                 limit = json!({"kind": kind, field: v});
-                mk("queue.limit", key);
+                made.add("queue.limit", key);
             }
         }
         let mut aqm = json!({"kind": "drop_tail"});
         if let Some(kind @ ("codel" | "fq_codel")) = self.get("aqm").and_then(Value::as_str) {
             aqm = json!({"kind": kind, "target_ms": float(self.f("codel_target_ms", 5.0)),
                          "interval_ms": float(self.f("codel_interval_ms", 100.0))});
-            mk("queue.aqm", "aqm");
-            mk("queue.aqm.kind", "aqm");
+            made.add("queue.aqm", "aqm");
+            made.add("queue.aqm.kind", "aqm");
             for (key, name) in AQM_KEYS {
-                if let Some(v) = self.get(key) {
-                    aqm[name] = if key.starts_with("fq_") {
-                        whole(v.as_f64().expect("checked"))
-                    } else {
-                        v.clone()
-                    };
-                    mk(&format!("queue.aqm.{name}"), key);
-                } else {
-                    mk(&format!("queue.aqm.{name}"), "aqm");
+                match self.get(key) {
+                    Some(v) => {
+                        aqm[name] = if key.starts_with("fq_") {
+                            whole(v.as_f64().expect("checked"))
+                        } else {
+                            v.clone()
+                        };
+                        made.add(&format!("queue.aqm.{name}"), key);
+                    }
+                    None => made.add(&format!("queue.aqm.{name}"), "aqm"),
                 }
             }
         }
-        d.insert("queue".into(), json!({"limit": limit, "aqm": aqm}));
+        json!({"limit": limit, "aqm": aqm})
+    }
+
+    /// The loss models in order: Bernoulli, bit errors, Gilbert-Elliott, the
+    /// schedule. A zero loss adds no model (a profile that says `ber = 0` is
+    /// the same link as one that says nothing).
+    fn losses(&self, made: &mut MadeBy) -> Value {
         let mut loss: Vec<Value> = Vec::new();
-        let mut add = |key: &str, entry: Value, made: &mut Vec<(String, String)>| {
-            made.push((format!("loss[{}]", loss.len()), key.to_string()));
+        let mut add = |key: &str, entry: Value| {
+            made.add(&format!("loss[{}]", loss.len()), key);
             if key == "loss_schedule" {
-                made.push((
-                    format!("loss[{}].period_s", loss.len()),
-                    "loss_period_s".into(),
-                ));
+                made.add(&format!("loss[{}].period_s", loss.len()), "loss_period_s");
             }
             loss.push(entry);
         };
-        // A zero loss adds no model (a profile that says `ber = 0` is the
-        // same link as one that says nothing).
         if self.f("loss", 0.0) != 0.0 {
             add(
                 "loss",
                 json!({"kind": "bernoulli", "p": float(self.f("loss", 0.0))}),
-                &mut made,
             );
         }
         if self.f("ber", 0.0) != 0.0 {
             add(
                 "ber",
                 json!({"kind": "ber", "ber": float(self.f("ber", 0.0))}),
-                &mut made,
             );
         }
         if let Some(g) = self.get("gilbert") {
@@ -1099,25 +1139,17 @@ impl Direction {
             add(
                 "gilbert",
                 json!({"kind": "gilbert", "p": g["p"], "r": g["r"], "loss_good": n("loss_good", 0.0),
-                       "loss_bad": n("loss_bad", 1.0)}),
-                &mut made,
+                                  "loss_bad": n("loss_bad", 1.0)}),
             );
         }
-        if p.contains_key("loss_schedule") {
+        if self.get("loss_schedule").is_some() {
+            let period = float(self.f("loss_period_s", 0.0));
             add(
                 "loss_schedule",
-                json!({"kind": "schedule", "points": p["loss_schedule"], "period_s": float(self.f("loss_period_s", 0.0))}),
-                &mut made,
+                json!({"kind": "schedule", "points": self.params["loss_schedule"], "period_s": period}),
             );
         }
-        d.insert("loss".into(), Value::Array(loss));
-        for key in TABLE_KEYS {
-            if let Some(v) = self.get(key) {
-                d.insert(key.into(), v.clone());
-                made.push((key.into(), key.into()));
-            }
-        }
-        (Value::Object(d), made)
+        Value::Array(loss)
     }
 
     fn origin(&self, key: &str, default: &Origin) -> Origin {
