@@ -737,82 +737,7 @@ impl AccessConfig {
                 modcod(&format!("{f}.modcod"), m)?;
             }
             AccessConfig::Dama { .. } => {
-                let v = self.values().expect("dama");
-                check_range(
-                    &format!("{f}.superframe_ms"),
-                    "superframe (ms)",
-                    v.superframe_ms,
-                    MIN_SUPERFRAME_MS,
-                    MAX_SUPERFRAME_MS,
-                )?;
-                check_range(
-                    &format!("{f}.sync_period_ms"),
-                    "sync period (ms)",
-                    v.sync_period_ms,
-                    v.superframe_ms,
-                    MAX_SYNC_PERIOD_MS,
-                )?;
-                if v.msl_frames > MAX_MSL_FRAMES {
-                    return range_err(
-                        &format!("{f}.msl_frames"),
-                        format!(
-                            "superframes must be within 0 and {MAX_MSL_FRAMES}, got {}",
-                            v.msl_frames
-                        ),
-                        0.0,
-                        MAX_MSL_FRAMES as f64,
-                        v.msl_frames as f64,
-                    );
-                }
-                check_positive(
-                    &format!("{f}.rtt_estimate_ms"),
-                    "RTT estimate (ms)",
-                    v.rtt_estimate_ms,
-                    MAX_RTT_ESTIMATE_MS,
-                )?;
-                check_range(
-                    &format!("{f}.overestimation"),
-                    "over-estimation factor",
-                    v.overestimation,
-                    1.0,
-                    MAX_OVERESTIMATION,
-                )?;
-                check_range(
-                    &format!("{f}.rbdc_timeout_ms"),
-                    "RBDC timeout (ms)",
-                    v.rbdc_timeout_ms,
-                    v.superframe_ms,
-                    MAX_RBDC_TIMEOUT_MS,
-                )?;
-                if !(MIN_SLOT_BYTES..=MAX_SLOT_BYTES).contains(&v.slot_bytes) {
-                    return range_err(
-                        &format!("{f}.slot_bytes"),
-                        format!(
-                            "bytes must be within {MIN_SLOT_BYTES} and {MAX_SLOT_BYTES}, got {}",
-                            v.slot_bytes
-                        ),
-                        MIN_SLOT_BYTES as f64,
-                        MAX_SLOT_BYTES as f64,
-                        v.slot_bytes as f64,
-                    );
-                }
-                // The carrier is the direction's rate: a rate, at least one slot.
-                let rate = format!("{name}.rate");
-                let peak = match &dir.rate {
-                    RateConfig::Constant { bps } => *bps,
-                    RateConfig::Schedule { points, .. } => points.iter().map(|p| p.1).fold(0.0, f64::max),
-                    RateConfig::LeoTrace { .. } => MAX_RATE_BPS,
-                    RateConfig::Unlimited | RateConfig::Trace { .. } => {
-                        return err(rate, "the return carrier of bandwidth on demand needs a constant, scheduled or LEO trace rate")
-                    }
-                };
-                let slot_bps = v.slot_bytes as f64 * 8.0 / (v.superframe_ms / 1e3);
-                if peak < slot_bps {
-                    return err(
-                        rate,
-                        format!("the carrier must hold at least one {}-byte slot per {} ms superframe ({slot_bps} bit/s)", v.slot_bytes, v.superframe_ms),
-                    );
-                }
+                Self::validate_dama(&f, name, dir, &self.values().expect("dama"))?
             }
         }
         if forward && !matches!(dir.rate, RateConfig::Unlimited) {
@@ -821,6 +746,96 @@ impl AccessConfig {
                 "must be unlimited with a forward access: the carrier's rate follows its MODCODs",
             );
         }
+        self.validate_encapsulation(&f, forward)
+    }
+
+    /// Bandwidth on demand's values, and a return rate that carries at least one slot.
+    fn validate_dama(
+        f: &str,
+        name: &str,
+        dir: &DirectionConfig,
+        v: &DamaValues,
+    ) -> Result<(), ConfigError> {
+        check_range(
+            &format!("{f}.superframe_ms"),
+            "superframe (ms)",
+            v.superframe_ms,
+            MIN_SUPERFRAME_MS,
+            MAX_SUPERFRAME_MS,
+        )?;
+        check_range(
+            &format!("{f}.sync_period_ms"),
+            "sync period (ms)",
+            v.sync_period_ms,
+            v.superframe_ms,
+            MAX_SYNC_PERIOD_MS,
+        )?;
+        if v.msl_frames > MAX_MSL_FRAMES {
+            return range_err(
+                &format!("{f}.msl_frames"),
+                format!(
+                    "superframes must be within 0 and {MAX_MSL_FRAMES}, got {}",
+                    v.msl_frames
+                ),
+                0.0,
+                MAX_MSL_FRAMES as f64,
+                v.msl_frames as f64,
+            );
+        }
+        check_positive(
+            &format!("{f}.rtt_estimate_ms"),
+            "RTT estimate (ms)",
+            v.rtt_estimate_ms,
+            MAX_RTT_ESTIMATE_MS,
+        )?;
+        check_range(
+            &format!("{f}.overestimation"),
+            "over-estimation factor",
+            v.overestimation,
+            1.0,
+            MAX_OVERESTIMATION,
+        )?;
+        check_range(
+            &format!("{f}.rbdc_timeout_ms"),
+            "RBDC timeout (ms)",
+            v.rbdc_timeout_ms,
+            v.superframe_ms,
+            MAX_RBDC_TIMEOUT_MS,
+        )?;
+        if !(MIN_SLOT_BYTES..=MAX_SLOT_BYTES).contains(&v.slot_bytes) {
+            return range_err(
+                &format!("{f}.slot_bytes"),
+                format!(
+                    "bytes must be within {MIN_SLOT_BYTES} and {MAX_SLOT_BYTES}, got {}",
+                    v.slot_bytes
+                ),
+                MIN_SLOT_BYTES as f64,
+                MAX_SLOT_BYTES as f64,
+                v.slot_bytes as f64,
+            );
+        }
+        // The carrier is the direction's rate: a rate, at least one slot.
+        let rate = format!("{name}.rate");
+        let peak = match &dir.rate {
+            RateConfig::Constant { bps } => *bps,
+            RateConfig::Schedule { points, .. } => points.iter().map(|p| p.1).fold(0.0, f64::max),
+            RateConfig::LeoTrace { .. } => MAX_RATE_BPS,
+            RateConfig::Unlimited | RateConfig::Trace { .. } => {
+                return err(rate, "the return carrier of bandwidth on demand needs a constant, scheduled or LEO trace rate")
+            }
+        };
+        let slot_bps = v.slot_bytes as f64 * 8.0 / (v.superframe_ms / 1e3);
+        if peak < slot_bps {
+            return err(
+                rate,
+                format!("the carrier must hold at least one {}-byte slot per {} ms superframe ({slot_bps} bit/s)", v.slot_bytes, v.superframe_ms),
+            );
+        }
+        Ok(())
+    }
+
+    /// The encapsulation of the direction's side.
+    fn validate_encapsulation(&self, f: &str, forward: bool) -> Result<(), ConfigError> {
         match (self.encapsulation(), forward) {
             (EncapsulationConfig::Gse { label_bytes }, true) => {
                 if ![0, 3, 6].contains(&label_bytes) {
@@ -1252,97 +1267,121 @@ impl LinkConfig {
         };
         let encap = access.encapsulation().build();
         let rt = self.round_trip(0)?;
-        if forward {
-            let (symbol_rate, roll_off, pilots) = match access {
-                AccessConfig::Acm {
-                    symbol_rate_baud,
-                    roll_off,
-                    pilots,
-                    ..
-                }
-                | AccessConfig::Ccm {
-                    symbol_rate_baud,
-                    roll_off,
-                    pilots,
-                    ..
-                } => (*symbol_rate_baud, *roll_off, *pilots),
-                AccessConfig::Dama { .. } => unreachable!("validated"),
-            };
-            let mut terminals = Vec::new();
-            for ch in self.channels()? {
-                let (clear, clear_bps) = self.clear_sky(access, &ch);
-                let worst_cn = ch.worst_cn_db();
-                let worst = match access {
-                    AccessConfig::Acm {
-                        margin_db,
-                        hysteresis_db,
-                        modcods,
-                        ..
-                    } => {
-                        let allowed = modcods.iter().filter_map(|m| by_name(m)).collect();
-                        ModcodRule::new(allowed, *margin_db, *hysteresis_db).choose_fresh(worst_cn)
-                    }
-                    _ => clear,
-                };
-                let wm = &MODCODS[worst];
-                let eff = efficiency(
-                    encap.as_ref(),
-                    DERIVED_PACKET_BYTES,
-                    MODCODS[clear].data_field_bytes(),
-                );
-                terminals.push(DerivedForwardTerminal {
-                    clear_sky_cn_db: ch.clear_sky_cn_db,
-                    worst_cn_db: worst_cn,
-                    max_attenuation_db: ch.fade.max_db(),
-                    clear_sky_modcod: MODCODS[clear].name,
-                    clear_sky_bps: clear_bps,
-                    encapsulation_efficiency_1500: eff,
-                    clear_sky_ip_bps_1500: clear_bps * eff,
-                    worst_modcod: wm.name,
-                    worst_bps: if worst_cn < wm.es_n0_db {
-                        0.0
-                    } else {
-                        wm.bps(symbol_rate, pilots)
-                    },
-                });
+        let derived = if forward {
+            self.forward_derived(access, encap.as_ref(), &rt)?
+        } else {
+            self.return_derived(d, access, encap.as_ref(), &rt)?
+        };
+        Ok(Some(derived))
+    }
+
+    /// The forward carrier's numbers: each terminal's clear-sky and worst
+    /// MODCOD and rate, the carrier's long-run rate (its fastest terminal's)
+    /// and peak (a frame's data field at once).
+    fn forward_derived(
+        &self,
+        access: &AccessConfig,
+        encap: &dyn Encapsulation,
+        rt: &RoundTrip,
+    ) -> Result<(DerivedAccess, f64, Peak), ConfigError> {
+        let (symbol_rate, roll_off, pilots) = match access {
+            AccessConfig::Acm {
+                symbol_rate_baud,
+                roll_off,
+                pilots,
+                ..
             }
-            let mean = terminals
-                .iter()
-                .map(|t| t.clear_sky_bps)
-                .fold(0.0, f64::max);
-            // Fades only lower a terminal's C/N: its clear-sky MODCOD is its
-            // best. A frame's packets arrive when the frame ends: at most one
-            // frame's data field at once.
-            let frame = terminals
-                .iter()
-                .filter_map(|t| by_name(t.clear_sky_modcod))
-                .map(|m| MODCODS[m].data_field_bytes() as u64)
-                .max()
-                .unwrap_or(0);
-            let peak = Peak {
-                bps: mean,
-                burst_bytes: frame,
-            };
-            let loop_delay_max_ms = match access {
-                AccessConfig::Acm { refresh_ms, .. } => {
-                    Some(refresh_ms + rt.max().as_secs_f64() * 1e3)
+            | AccessConfig::Ccm {
+                symbol_rate_baud,
+                roll_off,
+                pilots,
+                ..
+            } => (*symbol_rate_baud, *roll_off, *pilots),
+            AccessConfig::Dama { .. } => unreachable!("validated"),
+        };
+        let mut terminals = Vec::new();
+        for ch in self.channels()? {
+            let (clear, clear_bps) = self.clear_sky(access, &ch);
+            let worst_cn = ch.worst_cn_db();
+            let worst = match access {
+                AccessConfig::Acm {
+                    margin_db,
+                    hysteresis_db,
+                    modcods,
+                    ..
+                } => {
+                    let allowed = modcods.iter().filter_map(|m| by_name(m)).collect();
+                    ModcodRule::new(allowed, *margin_db, *hysteresis_db).choose_fresh(worst_cn)
                 }
-                _ => None,
+                _ => clear,
             };
-            let f = DerivedForward {
-                symbol_rate_baud: symbol_rate,
-                occupied_bandwidth_hz: symbol_rate * (1.0 + roll_off),
-                frame_header_bytes: crate::modcod::BBHEADER_BYTES,
-                loop_delay_max_ms,
-                terminals,
-            };
-            let kind = if matches!(access, AccessConfig::Acm { .. }) {
-                DerivedAccess::Acm(f)
-            } else {
-                DerivedAccess::Ccm(f)
-            };
-            return Ok(Some((kind, mean, peak)));
+            let wm = &MODCODS[worst];
+            let eff = efficiency(
+                encap,
+                DERIVED_PACKET_BYTES,
+                MODCODS[clear].data_field_bytes(),
+            );
+            terminals.push(DerivedForwardTerminal {
+                clear_sky_cn_db: ch.clear_sky_cn_db,
+                worst_cn_db: worst_cn,
+                max_attenuation_db: ch.fade.max_db(),
+                clear_sky_modcod: MODCODS[clear].name,
+                clear_sky_bps: clear_bps,
+                encapsulation_efficiency_1500: eff,
+                clear_sky_ip_bps_1500: clear_bps * eff,
+                worst_modcod: wm.name,
+                worst_bps: if worst_cn < wm.es_n0_db {
+                    0.0
+                } else {
+                    wm.bps(symbol_rate, pilots)
+                },
+            });
         }
+        let mean = terminals
+            .iter()
+            .map(|t| t.clear_sky_bps)
+            .fold(0.0, f64::max);
+        // Fades only lower a terminal's C/N: its clear-sky MODCOD is its
+        // best. A frame's packets arrive when the frame ends: at most one
+        // frame's data field at once.
+        let frame = terminals
+            .iter()
+            .filter_map(|t| by_name(t.clear_sky_modcod))
+            .map(|m| MODCODS[m].data_field_bytes() as u64)
+            .max()
+            .unwrap_or(0);
+        let peak = Peak {
+            bps: mean,
+            burst_bytes: frame,
+        };
+        let loop_delay_max_ms = match access {
+            AccessConfig::Acm { refresh_ms, .. } => Some(refresh_ms + rt.max().as_secs_f64() * 1e3),
+            _ => None,
+        };
+        let f = DerivedForward {
+            symbol_rate_baud: symbol_rate,
+            occupied_bandwidth_hz: symbol_rate * (1.0 + roll_off),
+            frame_header_bytes: crate::modcod::BBHEADER_BYTES,
+            loop_delay_max_ms,
+            terminals,
+        };
+        let kind = if matches!(access, AccessConfig::Acm { .. }) {
+            DerivedAccess::Acm(f)
+        } else {
+            DerivedAccess::Ccm(f)
+        };
+        Ok((kind, mean, peak))
+    }
+
+    /// The return carrier's numbers: its slots, the request-to-grant time,
+    /// each terminal's guaranteed and highest rate.
+    fn return_derived(
+        &self,
+        d: &DirectionConfig,
+        access: &AccessConfig,
+        encap: &dyn Encapsulation,
+        rt: &RoundTrip,
+    ) -> Result<(DerivedAccess, f64, Peak), ConfigError> {
         let p = access.dama_params().expect("dama");
         let schedule = d.rate_schedule("return", 0)?;
         let carrier = schedule.mean();
@@ -1373,14 +1412,10 @@ impl LinkConfig {
             sync_period_frames: p.sync_frames,
             request_to_grant_ms: lat_min * sf_ms,
             first_packet_wait_max_ms: (p.sync_frames as f64 + lat_max + 1.0) * sf_ms,
-            encapsulation_efficiency_1500: efficiency(
-                encap.as_ref(),
-                DERIVED_PACKET_BYTES,
-                p.slot_bytes,
-            ),
+            encapsulation_efficiency_1500: efficiency(encap, DERIVED_PACKET_BYTES, p.slot_bytes),
             terminals,
         };
-        Ok(Some((DerivedAccess::Dama(r), carrier, peak)))
+        Ok((DerivedAccess::Dama(r), carrier, peak))
     }
 
     /// Read fade files and hold their points inline instead.
