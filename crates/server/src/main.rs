@@ -226,9 +226,7 @@ fn main() {
         tokio_rustls::TlsAcceptor::from(Arc::new(cfg))
     });
     let bind = |port: u16| -> std::net::TcpListener {
-        let addr = format!("{}:{port}", opts.bind)
-            .parse()
-            .unwrap_or_else(|_| usage(&format!("--bind: not an IPv4 address: {}", opts.bind)));
+        let addr = std::net::SocketAddr::new(opts.bind, port);
         tcp::listener(addr, &opts).unwrap_or_else(|e| {
             eprintln!("satbench-server: {e}");
             std::process::exit(1)
@@ -361,7 +359,7 @@ mod tests {
     #[test]
     fn quic_stack_windows_and_bind() {
         let o = parse(["--root", "/srv"]).unwrap();
-        assert_eq!(o.bind, "127.0.0.1");
+        assert_eq!(o.bind.to_string(), "127.0.0.1");
         assert_eq!(o.quic_stack, QuicStack::Quiche);
         assert_eq!(
             (o.max_data(), o.max_stream_data(), o.initcwnd()),
@@ -388,8 +386,20 @@ mod tests {
         assert_eq!(o.quic_stack, QuicStack::Quinn);
         assert_eq!((o.max_data(), o.max_stream_data()), (1_000_000, 500_000));
         assert_eq!(
-            (o.quic_info.as_deref(), o.initcwnd(), o.bind.as_str()),
-            (Some("q.jsonl"), 32, "0.0.0.0")
+            (o.quic_info.as_deref(), o.initcwnd(), o.bind.to_string()),
+            (Some("q.jsonl"), 32, "0.0.0.0".to_string())
+        );
+        // IPv6, and both families on one socket each.
+        assert_eq!(
+            parse(["--root", "/", "--bind", "::"])
+                .unwrap()
+                .bind
+                .to_string(),
+            "::"
+        );
+        assert_eq!(
+            err(&["--root", "/", "--bind", "server.test"]),
+            "--bind: not an IPv4 or IPv6 address: \"server.test\""
         );
         let o = parse(["--root", "/", "--quic-stack", "quiche", "--no-pacing"]).unwrap();
         assert!(!o.pacing);

@@ -37,7 +37,9 @@ pub struct Options {
     pub cert: Option<String>,
     pub key: Option<String>,
     pub cc: Option<String>,
-    pub bind: String,
+    /// The address every server listens on: IPv4, IPv6, or `::` for both
+    /// families on one socket each (dual stack).
+    pub bind: std::net::IpAddr,
     pub http_port: u16,
     pub https_port: u16,
     pub h3: bool,
@@ -109,7 +111,7 @@ impl Default for Options {
             cert: None,
             key: None,
             cc: None,
-            bind: "127.0.0.1".into(),
+            bind: std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
             http_port: 80,
             https_port: 443,
             h3: true,
@@ -222,6 +224,9 @@ pub enum ArgError {
     /// A numeric option whose value does not parse.
     #[error("{flag}: not a valid number: {value:?}")]
     NotANumber { flag: &'static str, value: String },
+    /// `--bind` that is no IP address.
+    #[error("--bind: not an IPv4 or IPv6 address: {0:?}")]
+    BadBind(String),
     /// `--cc` other than cubic, bbr or reno.
     #[error("--cc: must be cubic, bbr or reno, got {0:?}")]
     BadCc(String),
@@ -323,7 +328,10 @@ where
                 }
                 o.cc = Some(v);
             }
-            Long("bind") => o.bind = p.value()?.string()?,
+            Long("bind") => {
+                let v = p.value()?.string()?;
+                o.bind = v.parse().map_err(|_| ArgError::BadBind(v))?;
+            }
             Long("http-port") => o.http_port = ranged("--http-port", &mut p)?,
             Long("https-port") => o.https_port = ranged("--https-port", &mut p)?,
             Long("no-h3") => {

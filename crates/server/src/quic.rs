@@ -118,9 +118,6 @@ pub struct Server {
 /// Why the HTTP/3 server could not start; printed as `satbench-server: <message>`, exit 2.
 #[derive(Debug, thiserror::Error)]
 pub enum QuicError {
-    /// `--bind` and `--https-port` make no socket address.
-    #[error("{0}")]
-    Address(std::net::AddrParseError),
     /// bind(2) of the UDP socket failed.
     #[error("bind udp {addr}: {source}")]
     Bind {
@@ -182,9 +179,7 @@ impl Server {
         access: JsonLines,
         quic_info: JsonLines,
     ) -> Result<Server, QuicError> {
-        let addr: SocketAddr = format!("{}:{}", opts.bind, opts.https_port)
-            .parse()
-            .map_err(QuicError::Address)?;
+        let addr = SocketAddr::new(opts.bind, opts.https_port);
         let sock = UdpSocket::bind(addr).map_err(|source| QuicError::Bind { addr, source })?;
         sock.set_nonblocking(true).map_err(QuicError::Nonblocking)?;
         let fd = sock.as_raw_fd();

@@ -66,9 +66,6 @@ pub fn cc_impl(cc: &str) -> &'static str {
 /// `satbench-server: <message>`, exit 2.
 #[derive(Debug, thiserror::Error)]
 pub enum QuinnError {
-    /// `--bind` and `--https-port` make no socket address.
-    #[error("{0}")]
-    Address(std::net::AddrParseError),
     /// bind(2) of the UDP socket failed.
     #[error("bind udp {addr}: {source}")]
     Bind {
@@ -318,9 +315,7 @@ impl Server {
         quic_info: JsonLines,
         realtime: Arc<crate::rt_state::RtState>,
     ) -> Result<Server, QuinnError> {
-        let addr: SocketAddr = format!("{}:{}", opts.bind, opts.https_port)
-            .parse()
-            .map_err(QuinnError::Address)?;
+        let addr = SocketAddr::new(opts.bind, opts.https_port);
         let sock =
             std::net::UdpSocket::bind(addr).map_err(|source| QuinnError::Bind { addr, source })?;
         let fd = sock.as_raw_fd();

@@ -148,9 +148,6 @@ pub enum ListenError {
     /// socket(2), setsockopt(2) or listen(2) failed.
     #[error(transparent)]
     Sock(#[from] SockError),
-    /// The address is IPv6.
-    #[error("IPv4 only")]
-    NotIpv4,
     /// bind(2) failed (port in use, no such address).
     #[error("bind {addr}: {source}")]
     Bind {
@@ -167,10 +164,14 @@ pub fn listener(
     addr: std::net::SocketAddr,
     opts: &Options,
 ) -> Result<std::net::TcpListener, ListenError> {
+    let (family, name) = match addr {
+        std::net::SocketAddr::V4(_) => (libc::AF_INET, "AF_INET, SOCK_STREAM"),
+        std::net::SocketAddr::V6(_) => (libc::AF_INET6, "AF_INET6, SOCK_STREAM"),
+    };
     // SAFETY: plain socket(2) call; the fd is owned right after.
-    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
+    let fd = unsafe { libc::socket(family, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
     if fd < 0 {
-        return Err(SockError::last("socket", "AF_INET, SOCK_STREAM").into());
+        return Err(SockError::last("socket", name).into());
     }
     // SAFETY: fd is a fresh socket owned by no one else.
     let sock = unsafe { OwnedFd::from_raw_fd(fd) };
@@ -206,29 +207,7 @@ pub fn listener(
             "SO_RCVBUF",
         )?;
     }
-    let std::net::SocketAddr::V4(v4) = addr else {
-        return Err(ListenError::NotIpv4);
-    };
-    let sa = libc::sockaddr_in {
-        sin_family: libc::AF_INET as libc::sa_family_t,
-        sin_port: v4.port().to_be(),
-        sin_addr: libc::in_addr {
-            s_addr: u32::from_ne_bytes(v4.ip().octets()),
-        },
-        sin_zero: [0; 8],
-    };
-    // SAFETY: sa is a valid sockaddr_in.
-    if unsafe {
-        libc::bind(
-            raw,
-            &sa as *const libc::sockaddr_in as *const libc::sockaddr,
-            std::mem::size_of::<libc::sockaddr_in>() as u32,
-        )
-    } != 0
-    {
-        let source = std::io::Error::last_os_error();
-        return Err(ListenError::Bind { addr, source });
-    }
+    bind(raw, addr)?;
     // SAFETY: plain listen(2).
     if unsafe { libc::listen(raw, 1024) } != 0 {
         return Err(SockError::last("listen", addr.to_string()).into());
@@ -236,6 +215,63 @@ pub fn listener(
     let l = std::net::TcpListener::from(sock);
     l.set_nonblocking(true).map_err(ListenError::Nonblocking)?;
     Ok(l)
+}
+
+/// bind(2) to an IPv4 or IPv6 address; `::` takes both families (IPv4
+/// clients then appear as `::ffff:a.b.c.d`), any other IPv6 address only its own.
+fn bind(raw: std::os::fd::RawFd, addr: std::net::SocketAddr) -> Result<(), ListenError> {
+    let rc = match addr {
+        std::net::SocketAddr::V4(v4) => {
+            let sa = libc::sockaddr_in {
+                sin_family: libc::AF_INET as libc::sa_family_t,
+                sin_port: v4.port().to_be(),
+                sin_addr: libc::in_addr {
+                    s_addr: u32::from_ne_bytes(v4.ip().octets()),
+                },
+                sin_zero: [0; 8],
+            };
+            // SAFETY: sa is a valid sockaddr_in of the size given.
+            unsafe {
+                libc::bind(
+                    raw,
+                    &sa as *const libc::sockaddr_in as *const libc::sockaddr,
+                    std::mem::size_of::<libc::sockaddr_in>() as u32,
+                )
+            }
+        }
+        std::net::SocketAddr::V6(v6) => {
+            let only = i32::from(!v6.ip().is_unspecified());
+            tcpinfo::set_int(
+                raw,
+                libc::IPPROTO_IPV6,
+                libc::IPV6_V6ONLY,
+                only,
+                "IPV6_V6ONLY",
+            )?;
+            let sa = libc::sockaddr_in6 {
+                sin6_family: libc::AF_INET6 as libc::sa_family_t,
+                sin6_port: v6.port().to_be(),
+                sin6_flowinfo: 0,
+                sin6_addr: libc::in6_addr {
+                    s6_addr: v6.ip().octets(),
+                },
+                sin6_scope_id: v6.scope_id(),
+            };
+            // SAFETY: sa is a valid sockaddr_in6 of the size given.
+            unsafe {
+                libc::bind(
+                    raw,
+                    &sa as *const libc::sockaddr_in6 as *const libc::sockaddr,
+                    std::mem::size_of::<libc::sockaddr_in6>() as u32,
+                )
+            }
+        }
+    };
+    if rc != 0 {
+        let source = std::io::Error::last_os_error();
+        return Err(ListenError::Bind { addr, source });
+    }
+    Ok(())
 }
 
 /// The request head limit of HTTP/1.1: larger heads are refused (431), as

@@ -187,3 +187,57 @@ fn sorted(v: serde_json::Value) -> serde_json::Value {
         other => other,
     }
 }
+
+/// `--bind ::` serves both families: one request over IPv6 loopback and one
+/// over IPv4 loopback reach the same listener, and the access log names
+/// each peer as it came (IPv4 as `::ffff:127.0.0.1`); the QUIC socket binds
+/// the same way (the server is ready only once both listen).
+#[test]
+fn bound_to_both_families_it_answers_each() {
+    use std::io::{Read, Write};
+    let dir = std::env::temp_dir().join(format!("satbench-dual-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("www")).unwrap();
+    std::fs::write(dir.join("www/index.html"), "<p>both</p>\n").unwrap();
+    let (http, https) = (free_port(), free_port());
+    let log = dir.join("access.jsonl");
+    let mut cmd = Command::new(BIN);
+    cmd.arg("--root")
+        .arg(dir.join("www"))
+        .args(["--bind", "::", "--http-port", &http.to_string()])
+        .args(["--https-port", &https.to_string()])
+        .arg("--cert")
+        .arg(certs().join("cert.pem"))
+        .arg("--key")
+        .arg(certs().join("key.pem"))
+        .arg("--access-log")
+        .arg(&log);
+    let (mut child, line) = start(&mut cmd);
+    assert!(line.contains("\"ready\":true"), "{line}");
+    for host in ["::1", "127.0.0.1"] {
+        let addr: std::net::IpAddr = host.parse().unwrap();
+        let mut s = std::net::TcpStream::connect((addr, http)).unwrap();
+        s.write_all(b"GET /index.html HTTP/1.1\r\nHost: server.test\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        let mut answer = String::new();
+        s.read_to_string(&mut answer).unwrap();
+        assert!(answer.starts_with("HTTP/1.1 200"), "{host}: {answer}");
+    }
+    // SAFETY: kill(2) with our child's pid and a valid signal.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    child.wait().unwrap();
+    let peers: Vec<String> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|v| v["type"] == "connection")
+        .map(|v| v["peer"].as_str().unwrap().to_string())
+        .collect();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(peers.len(), 2, "{peers:?}");
+    assert!(peers.iter().any(|p| p.starts_with("[::1]:")), "{peers:?}");
+    assert!(
+        peers.iter().any(|p| p.starts_with("[::ffff:127.0.0.1]:")),
+        "{peers:?}"
+    );
+}
