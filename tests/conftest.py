@@ -8,7 +8,8 @@
   has both), marked ``e2e``.
 
 The host namespace's state is captured when the session starts, before any
-test runs, and compared with its state at the end (the last test). What a
+test runs (with ``$SATBENCH_HOST_STATE_FILE``, when the first of several
+sessions starts), and compared with its state at the end (the last test). What a
 killed earlier run left (testbeds whose owner process is gone) is removed
 first, as every new testbed would remove it, so that the comparison is about
 this session's testbeds only.
@@ -16,6 +17,7 @@ this session's testbeds only.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -36,13 +38,22 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    if os.geteuid() == 0:
+    # Under pytest-xdist only the controller does this (its workers would race on stale testbeds).
+    if os.geteuid() == 0 and not os.environ.get("PYTEST_XDIST_WORKER"):
         from satbench.testbed.cleanup import cleanup
 
         stale = cleanup()
         if stale:
             print(f"removed what {len(stale)} testbed(s) of a killed earlier run left: {', '.join(stale)}")
-        _INITIAL.update(host_state())
+        # The test command runs pytest twice (unit and harness, then e2e): the state before the first
+        # run is the one the last test compares with ($SATBENCH_HOST_STATE_FILE carries it across).
+        carried = Path(os.environ.get("SATBENCH_HOST_STATE_FILE", ""))
+        if carried.name and carried.is_file():
+            _INITIAL.update(json.loads(carried.read_text()))
+        else:
+            _INITIAL.update(host_state())
+            if carried.name:
+                carried.write_text(json.dumps(_INITIAL))
 
 
 def initial_host_state() -> dict[str, str]:

@@ -507,6 +507,9 @@ impl Table<'_> {
             if let Some(v) = raw.get(k).filter(|v| !v.is_table()) {
                 return Err(self.fail(k, format!("must be a table, got {}", repr_toml(v))));
             }
+            if raw.get(k).is_some_and(|v| !all_finite(v)) {
+                return Err(self.fail(k, "a value is not a finite number"));
+            }
         }
         let word = |k: &str, allowed: &[&str], said: &str| -> Result<(), ProfileError> {
             match p.get(k) {
@@ -681,10 +684,21 @@ fn check_direction(
 
 /// A whole number as JSON: an integer where it fits, else the float.
 fn whole(f: f64) -> Value {
-    if f.abs() < 9.0e15 {
+    if f.abs() < 9.2e18 {
         json!(f as i64)
     } else {
         float(f)
+    }
+}
+
+/// Whether every number in a value is finite (TOML has `nan` and `inf`;
+/// JSON, and so the emulator, has neither).
+fn all_finite(v: &toml::Value) -> bool {
+    match v {
+        toml::Value::Float(f) => f.is_finite(),
+        toml::Value::Array(a) => a.iter().all(all_finite),
+        toml::Value::Table(t) => t.values().all(all_finite),
+        _ => true,
     }
 }
 
@@ -910,7 +924,9 @@ fn check_terminals(
                             || x.as_array().is_some_and(|pts| {
                                 pts.iter().all(|pt| {
                                     pt.as_array().is_some_and(|p| {
-                                        p.len() == 2 && p.iter().all(|n| number(n).is_some())
+                                        p.len() == 2
+                                            && p.iter()
+                                                .all(|n| number(n).is_some_and(f64::is_finite))
                                     })
                                 })
                             });
@@ -1601,6 +1617,22 @@ mod tests {
             (Some("values"), Some(3))
         );
         assert_eq!(a["profile"]["name"], "x");
+    }
+
+    #[test]
+    fn a_value_that_is_not_finite_is_refused_wherever_it_is() {
+        // TOML has nan and inf, JSON neither: a table passed to the emulator would lose them.
+        let e = err("name = \"x\"\n[return]\nrate_mbps = 2\n[return.access]\nkind = \"dama\"\nsuperframe_ms = nan\n", &[]);
+        assert_eq!(
+            (e.line, e.field.as_deref()),
+            (Some(4), Some("return.access"))
+        );
+        assert!(e.message.contains("not a finite number"), "{e}");
+        let e = err(
+            "name = \"x\"\n[[terminals]]\nforward = { fade = [[0, inf]] }\n",
+            &[],
+        );
+        assert_eq!(e.field.as_deref(), Some("terminals[0].forward.fade"));
     }
 
     #[test]

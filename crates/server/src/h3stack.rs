@@ -64,7 +64,8 @@ pub trait H3Stack: Sized + Send + 'static {
 
 /// The access log's record of a QUIC connection, written once at its close
 /// (or when it is evicted). Python reads it in `endpoints/satbench_server.py`;
-/// `tests/fixtures/golden/server-quic-connection.json` is its golden form.
+/// `tests/fixtures/golden/server-quic-connections.jsonl` is its golden form
+/// (written by the crate root's test `golden_quic_connection_records`).
 #[derive(Debug, Clone, Serialize)]
 pub struct ConnectionRecord {
     #[serde(rename = "type")]

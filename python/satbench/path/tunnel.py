@@ -111,8 +111,8 @@ class Tunnel(PathElement):
                 stack.enter_context(self._pair(i, client, vpn, binary, opts))
             yield
             # Before the ends stop, what is still crossing the satellite lands, so both ends count the same
-            # packets (the emulator's longest one-way delay, queueing aside, on either direction).
-            time.sleep(max(tb.link.forward.max_delay_ms, tb.link.ret.max_delay_ms) / 1000 + 0.05)
+            # packets (the emulator's longest one-way delay, queueing aside, on either direction; at most 2 s).
+            time.sleep(min(2.0, max(tb.link.forward.max_delay_ms, tb.link.ret.max_delay_ms) / 1000 + 0.05))
 
     @contextmanager
     def _pair(self, i: int, client: "Host", vpn: "Host", binary: Path, opts: dict[str, Any]) -> Iterator[None]:
