@@ -46,7 +46,14 @@ from .model import DEFAULT_QUIC_STACK, QUIC_STACKS, CongestionControl, Protocol,
 from .path import PathElement, element_class
 from .testbed.cleanup import cleanup
 from .testbed.shell import format_counters, run_shell
-from .testbed.testbed import MAX_TERMINALS, Testbed, TestbedSpec, check_namespace_default_cc, terminal_subnets
+from .testbed.testbed import (
+    IP_FAMILIES,
+    MAX_TERMINALS,
+    Testbed,
+    TestbedSpec,
+    check_namespace_default_cc,
+    terminal_subnets,
+)
 
 DEFAULT_DB = "results/satbench.sqlite"
 Handler = Callable[[argparse.Namespace, list[str]], int]
@@ -195,6 +202,9 @@ def _shell_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--default-cc", choices=choices(CongestionControl),
                    help="default TCP congestion control in every host namespace")
     p.add_argument("--pcap", metavar="DIR", help="write a pcap of each side of the link into DIR")
+    p.add_argument("--ip", choices=IP_FAMILIES, default="v4",
+                   help="the address family of the hosts' names: v4, v6 (every host also gets an IPv6 address and "
+                        "names resolve to it alone) or dual (names resolve to both)")
     p.add_argument("--dns", action="store_true",
                    help="clients resolve names through a DNS server on the server host (lookups cross the link)")
     p.add_argument("--serve", metavar="DIR", help="start satbench-server on the server host, serving DIR")
@@ -250,7 +260,7 @@ def _shell(a: argparse.Namespace, rest: list[str]) -> int:
         raise InputError("--shards needs --serve (the shards are satbench servers)")
     spec = TestbedSpec(link=link, clients=a.clients, servers=max(a.servers, a.shards), access=access, seed=a.seed,
                        tcp_cc=a.default_cc, pcap_dir=pcap_dir, dns=a.dns, terminals=a.terminals,
-                       terrestrial=terrestrial)
+                       terrestrial=terrestrial, ip=a.ip)
     if a.cc and not (a.serve or a.site):
         raise InputError("--cc sets the congestion control of the server started by --serve; "
                          "use --default-cc for the namespaces' default")

@@ -395,6 +395,9 @@ class ServerSummary:
     tcp_cc_route: str | None = None
     #: Connections by transport (tcp, quic), as the server logged them at close.
     transports: dict[str, int] | None = None
+    #: Connections by the address family the client came from (ipv4, ipv6), from each
+    #: connection's peer address (an IPv4 client of a dual-stack socket is ::ffff:a.b.c.d).
+    families: dict[str, int] | None = None
     #: Per origin named in requests (``:authority`` or ``Host``, without the
     #: port): the connections by transport that carried requests for it, and
     #: the requests. A connection serving two names counts under both.
@@ -439,7 +442,7 @@ class ServerSummary:
             out.tcp_min_rtt_ms = min(xs)
         if xs := vals("connections_limited"):
             out.connections_limited = [c for v in xs for c in v]
-        for name in ("limited_ms", "transports", "replay"):
+        for name in ("limited_ms", "transports", "replay", "families"):
             if xs := vals(name):
                 total: dict[str, Any] = {}
                 for v in xs:
@@ -472,6 +475,9 @@ class ServerSummary:
             "origins_requested": len(self.origins) if self.origins is not None else None,
             "coalesced_connections": self.coalesced_connections,
             "unused_connections": self.unused_connections}
+        if self.families is not None:  # the address family each connection came over (the ``ip`` factor)
+            out["conns_ipv4"] = self.families.get("ipv4", 0)
+            out["conns_ipv6"] = self.families.get("ipv6", 0)
         # What returning clients got back, where a server said.
         if self.resumed_connections is not None:
             out["server_resumed_connections"] = self.resumed_connections
@@ -492,7 +498,8 @@ class ServerSummary:
         out: dict[str, Any] = {"kind": self.kind.value}
         for k in ("connections", "requests", "protocols", "cc", "cc_impl", "bytes_served", "tcp_total_retrans",
                   "tcp_max_cwnd", "tcp_min_rtt_ms", "qlogs", "quic_stacks", "limited_ms", "connections_limited",
-                  "transports", "origins", "coalesced_connections", "unused_connections", "nodelay", "tls", "replay",
+                  "transports", "families", "origins", "coalesced_connections", "unused_connections", "nodelay",
+                  "tls", "replay",
                   "tcp_ecn_connections", "resumed_connections", "early_data_requests", "tfo_connections"):
             v = getattr(self, k)
             if v is not None:

@@ -42,7 +42,7 @@ class SatbenchServer(Server):
     kind = ServerKind.SATBENCH
 
     def __init__(self, root: Path, log_dir: Path, options: ServerOptions | None = None, *, host: Host | None = None,
-                 cc: CongestionControl | str | None = None, bind: str = "0.0.0.0", http_port: int = 80,
+                 cc: CongestionControl | str | None = None, bind: str | None = None, http_port: int = 80,
                  https_port: int = 443, tls: bool = True, idle_timeout_s: int = 30, telemetry: bool = True,
                  extra: list[str] | None = None, cert: tuple[Path, Path] | None = None,
                  replay: Path | None = None):
@@ -65,6 +65,8 @@ class SatbenchServer(Server):
             if host is None:
                 raise InputError("--tcp-initcwnd needs a testbed server host (satbench changes no host route)")
             host.set_route_metrics(initcwnd=o.tcp_initcwnd)
+        if bind is None:  # every address of the host: both families where it has an IPv6 one (ip = v6, dual)
+            bind = "::" if host is not None and host.addr6 else "0.0.0.0"
         argv = [str(b), "--root", str(self.root.resolve()), "--bind", bind, "--http-port", str(http_port),
                 "--https-port", str(https_port), "--access-log", str(self.log_dir / "access.jsonl"),
                 "--idle-timeout-s", str(o.idle_timeout_s or idle_timeout_s)]
@@ -181,6 +183,14 @@ def _origins(out: ServerSummary, conns: list[dict[str, Any]], reqs: list[dict[st
     out.unused_connections = sum(1 for conn in transport if conn not in named)
 
 
+def family_of(peer: str) -> str:
+    """The address family of a peer as the server logs it: ``1.2.3.4:5``, ``[2001:db8::1]:5``, or an
+    IPv4 client of a dual-stack socket, ``[::ffff:1.2.3.4]:5`` (IPv4)."""
+    if not peer.startswith("["):
+        return "ipv4"
+    return "ipv4" if peer.lower().startswith("[::ffff:") and "." in peer else "ipv6"
+
+
 def summarise(log_dir: Path) -> ServerSummary:
     """Connections, protocols and congestion controls the server really
     used, and TCP_INFO extremes, from its logs."""
@@ -205,6 +215,10 @@ def summarise(log_dir: Path) -> ServerSummary:
     out.cc_impl = sorted({str(r.get("cc_impl") or r["cc"]) for r in reqs if r.get("cc")})
     out.bytes_served = sum(int(r.get("body_bytes") or 0) for r in reqs)
     out.quic_stacks = sorted({str(c["quic_stack"]) for c in conns if c.get("quic_stack")}) or None
+    peers = [str(c["peer"]) for c in conns if c.get("peer")]
+    if peers:
+        fam = [family_of(p) for p in peers]
+        out.families = {f: fam.count(f) for f in ("ipv4", "ipv6")}
     if any(r.get("replay") for r in reqs):
         # A browser asks for /favicon.ico of its own accord: not a request of the page's.
         page = [r for r in reqs if not (r.get("replay") == "miss" and str(r.get("path")) == "/favicon.ico")]

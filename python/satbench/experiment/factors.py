@@ -25,6 +25,7 @@ from ..link.profile import KEYS as LINK_KEYS
 from ..model import DEFAULT_QUIC_STACK, QUIC_STACKS, ClientKind, CongestionControl, Protocol, ServerKind, choices
 from ..path import ELEMENTS, element_class
 from ..testbed import knobs
+from ..testbed.testbed import IP_FAMILIES
 from . import population
 
 Check = Callable[[Any], "str | None"]
@@ -119,6 +120,10 @@ CORE: tuple[Factor, ...] = (
            "real-time messages at a constant interval or as a Poisson process of that mean", keyed=False),
     Factor("nodelay", lambda v: None if isinstance(v, bool) else f"must be true or false, got {v!r}", True,
            "TCP_NODELAY on the satbench server's connections (false: Nagle's algorithm on)", keyed=False),
+    Factor("ip", one_of(IP_FAMILIES), "v4",
+           "the address family of the trial's traffic: v4, v6 (every host also has an IPv6 address, and names "
+           "resolve to it alone), or dual (names resolve to both; the client chooses, as Happy Eyeballs does); "
+           "the family each connection used is stored (conns_ipv4, conns_ipv6)", keyed=False),
     Factor("dns", one_of(("local", "link")), "local",
            "how clients look names up: from their own hosts file (local), or from a DNS server on the server host, "
            "each lookup a round trip across the link (link), as study E's curl did", keyed=False),

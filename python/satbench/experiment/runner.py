@@ -344,7 +344,7 @@ class Runner:
     def _testbed_spec(self, t: Trial, seed: int, art: Path) -> TestbedSpec:
         """The trial's testbed, before its path elements shape it."""
         spec = TestbedSpec(link=t.link, seed=seed, clients=t.spec.hosts_needed, servers=t.spec.shards,
-                           terminals=t.spec.terminals, dns=t.spec.dns_over_link,
+                           terminals=t.spec.terminals, dns=t.spec.dns_over_link, ip=t.spec.ip,
                            pcap_dir=art / "pcap" if "pcap" in self.exp.artefacts else None)
         workload_of(t.spec).configure(t.spec, spec)
         return spec

@@ -561,10 +561,24 @@ def _combination_problem(ts: TrialSpec) -> tuple[str, str] | None:
                         if (p := client_class(g.kind).check(replace(g, n=1)))), None)
     problem = (problem or workload_of(ts).problem(ts) or server_class(ts.server).check(ts) or shards_problem(ts)
                or emulation_problem(ts) or view_problem(ts) or schedule_problem(ts))
+    if not problem and ts.ip != "v4":
+        problem = ip_problem(ts)
     if not problem and ts.terminals > 1 and (ts.population is None or ts.hosts != "each"):
         problem = ("terminals", "several terminals need a population of clients on hosts of their own "
                                 "(clients = { h2 = 4 }, hosts = \"each\"): clients are dealt to terminals")
     return problem
+
+
+def ip_problem(ts: TrialSpec) -> tuple[str, str] | None:
+    """Why a trial cannot run over IPv6 (ip = v6 or dual) yet: only the satbench server listens on both
+    families, and the testbed gives IPv6 addresses to one terminal's path with no other element."""
+    if ts.server is not ServerKind.SATBENCH:
+        return "ip", f"ip = {ts.ip} needs the satbench server: {ts.server.value} listens on IPv4 only here"
+    if ts.terminals > 1:
+        return "ip", f"ip = {ts.ip} is not supported with several terminals yet"
+    if ts.path:
+        return "ip", f"ip = {ts.ip} is not supported with the {next(iter(ts.path))} element yet: it carries IPv4 only"
+    return None
 
 
 def _resolve_links(ts: TrialSpec, links: _Links, blame: Callable[[str, str], ExperimentError],

@@ -84,6 +84,8 @@ class TrialSpec:
     nodelay: bool
     #: ``local`` (hosts files) or ``link`` (a DNS server across the link).
     dns: str
+    #: The address family of the trial's traffic: ``v4``, ``v6`` or ``dual``.
+    ip: str
     quic_stack: str
     #: A browser's CPU throttling (1: none) and emulated device.
     cpu_slowdown: float
@@ -127,7 +129,8 @@ class TrialSpec:
             population=tuple(groups) if groups is not None else None, clients=size,
             connections=int(f["connections"]), server=ServerKind(str(f["server"])), hosts=str(f["hosts"]),
             terminals=int(f["terminals"]), shards=int(f["shards"]), realtime=rt, nodelay=bool(f["nodelay"]),
-            dns=str(f["dns"]), quic_stack=str(f["quic_stack"]), quic_window=_quic_window(f["quic_window"]),
+            dns=str(f["dns"]), ip=str(f["ip"]), quic_stack=str(f["quic_stack"]),
+            quic_window=_quic_window(f["quic_window"]),
             cpu_slowdown=float(f["cpu_slowdown"]), device=str(f["device"]), view=str(f["view"]),
             cache=str(f["cache"]), schedule=None if f["schedule"] == "discover" else str(f["schedule"]),
             server_options={k[7:]: v for k, v in f.items() if k.startswith("server.") and k[7:] in names},

@@ -26,6 +26,8 @@ class Host:
     ns: str
     addr: str
     names: list[str] = field(default_factory=list)
+    #: Its IPv6 address, when the testbed gives its hosts one (``ip`` = v6 or dual).
+    addr6: str | None = None
 
     @property
     def name(self) -> str:
@@ -73,14 +75,18 @@ class Host:
         metrics = {k: str(v) for k, v in (("congctl", congctl), ("initcwnd", initcwnd)) if v is not None}
         if not self.change_routes(metrics, lambda f: f[0] == "198.18.0.0/15" and "via" in f):
             raise TestbedError(f"no testbed route on {self.role}")
+        # With IPv6 (ip = v6 or dual), its default route carries the trial's traffic just as well.
+        if self.addr6 and not self.change_routes(metrics, lambda f: f[0] == "default" and "via" in f, family=6):
+            raise TestbedError(f"no IPv6 testbed route on {self.role}")
 
-    def change_routes(self, metrics: dict[str, str], select: Callable[[list[str]], bool]) -> list[str]:
+    def change_routes(self, metrics: dict[str, str], select: Callable[[list[str]], bool],
+                      family: int = 4) -> list[str]:
         """Set route metrics (``congctl``, ``initcwnd``, ``initrwnd``...) on
         the main table's unicast routes that ``select`` picks (given the
         route's words as ``ip -o route`` shows them), keeping everything else
         they have; returns the routes as set."""
-        shown = self.run(["ip", "-o", "-4", "route", "show", "table", "main"], capture_output=True, text=True,
-                         check=True)
+        shown = self.run(["ip", "-o", f"-{family}", "route", "show", "table", "main"], capture_output=True,
+                         text=True, check=True)
         out = []
         for line in shown.stdout.splitlines():
             f = line.split()
@@ -96,7 +102,7 @@ class Host:
                 elif w != "linkdown":
                     kept.append(w)
             route = [*kept, *(x for kv in metrics.items() for x in kv)]
-            p = self.run(["ip", "route", "change", *route], capture_output=True, text=True)
+            p = self.run(["ip", f"-{family}", "route", "change", *route], capture_output=True, text=True)
             if p.returncode != 0:
                 raise TestbedError(f"route metrics on {self.role}: ip route change {' '.join(route)}: "
                                    f"{p.stderr.strip()}")

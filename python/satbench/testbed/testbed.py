@@ -65,6 +65,20 @@ def _allowed_as_default(cc: str) -> bool:
         return False
 
 
+#: The address families a testbed gives the trial's traffic (TestbedSpec.ip).
+IP_FAMILIES = ("v4", "v6", "dual")
+
+
+def v6_of(addr4: str) -> str:
+    """A testbed host's IPv6 address beside its IPv4 one: 198.18.C.D -> 2001:db8:5b:C::D (the
+    documentation prefix: global scope, so that address selection (RFC 6724) ranks it above IPv4,
+    as an ISP's IPv6 is; a ULA would rank below)."""
+    a, b, c, d = addr4.split(".")
+    if (a, b) != ("198", "18"):
+        raise TestbedError(f"no IPv6 twin for {addr4}: the testbed's addresses are 198.18.0.0/16")
+    return f"2001:db8:5b:{c}::{d}"
+
+
 #: The most terminals a testbed builds.
 MAX_TERMINALS = 50
 
@@ -138,6 +152,10 @@ class TestbedSpec:
     #: Hosts for other users' traffic sharing the link (the cross-traffic element): ``xclient`` on the
     #: clients' LAN (198.18.1.250), ``xserver`` on the servers' (198.18.3.250).
     cross: bool = False
+    #: The address family of the trial's traffic: ``v4``; ``v6`` (every host also gets an IPv6
+    #: address, 2001:db8:5b:C::D beside 198.18.C.D, and names resolve to it alone); ``dual`` (names
+    #: resolve to both). The testbed's own plumbing (its DNS server's address aside) stays on IPv4.
+    ip: str = "v4"
 
 
 class Testbed:
@@ -158,6 +176,14 @@ class Testbed:
                 raise TestbedError(f"a server host's name is no host name: {name!r}")
         if spec.tcp_cc is not None:
             check_namespace_default_cc(spec.tcp_cc)
+        if spec.ip not in IP_FAMILIES:
+            raise TestbedError(f"ip must be one of {', '.join(IP_FAMILIES)}, got {spec.ip!r}")
+        if spec.ip != "v4":
+            others = [what for what, on in (("several terminals", spec.terminals > 1), ("an access link", spec.access),
+                                            ("a terrestrial link", spec.terrestrial), ("a VPN", spec.vpn),
+                                            ("cross traffic", spec.cross)) if on]
+            if others:
+                raise TestbedError(f"ip = {spec.ip} is not supported with {others[0]} yet: IPv4 only there")
         if not 1 <= spec.terminals <= MAX_TERMINALS:
             raise TestbedError(f"terminals must be between 1 and {MAX_TERMINALS}, got {spec.terminals}")
         self.spec = spec
@@ -205,6 +231,9 @@ class Testbed:
         self.servers = [Host(f"s{j}", p + f"s{j}", f"198.18.3.{9 + j}",
                              spec.server_names[j - 1] if j <= len(spec.server_names) else
                              (["server.test"] if j == 1 else []) + [f"s{j}.test"]) for j in range(1, spec.servers + 1)]
+        if spec.ip != "v4":
+            for h in [*self.clients, *self.terminals, self.gateway, *self.servers]:
+                h.addr6 = v6_of(h.addr)
         self.emulators: dict[str, Emulator] = {}
         self.link_stats: dict[str, Any] | None = None
         self.effective_tcp_cc: str | None = None
@@ -274,11 +303,16 @@ class Testbed:
         tmp.replace(self.run_dir / "owner.json")
 
     def _hosts_file(self, only: Host | None = None) -> str:
-        """Every host's names, or with ``only``, just that host's own."""
-        lines = ["127.0.0.1\tlocalhost", "# satbench testbed " + self.id]
+        """Every host's names, or with ``only``, just that host's own: with ``ip = v6`` at its IPv6
+        address alone, with ``dual`` at both."""
+        lines = ["127.0.0.1\tlocalhost", "::1\tlocalhost", "# satbench testbed " + self.id]
         for h in [only] if only else self.hosts:
-            if h.names:
+            if not h.names:
+                continue
+            if self.spec.ip != "v6" or h.addr6 is None:
                 lines.append(f"{h.addr}\t{' '.join(h.names)}")
+            if h.addr6 is not None:
+                lines.append(f"{h.addr6}\t{' '.join(h.names)}")
         return "\n".join(lines) + "\n"
 
     def build(self) -> None:
@@ -295,7 +329,8 @@ class Testbed:
             if h.ns in dns_clients:
                 # Names of other hosts come from the DNS server across the link.
                 (d / "hosts").write_text(self._hosts_file(only=h))
-                (d / "resolv.conf").write_text(f"# satbench: the testbed's DNS server\nnameserver {self.server.addr}\n"
+                ns_addr = self.server.addr6 if self.spec.ip == "v6" and self.server.addr6 else self.server.addr
+                (d / "resolv.conf").write_text(f"# satbench: the testbed's DNS server\nnameserver {ns_addr}\n"
                                                "options timeout:5 attempts:2\n")
             else:
                 (d / "hosts").write_text(hosts)
@@ -306,6 +341,10 @@ class Testbed:
         for ns in self.namespaces:
             self._sysctls(ns, router=ns in routers)
         self._configure()
+        if self.spec.ip != "v4":
+            for ns in sorted(routers):
+                run_checked(["ip", "netns", "exec", ns, "sysctl", "-q", "-w", "net.ipv6.conf.all.forwarding=1"],
+                            what=f"IPv6 forwarding in {ns}")
         if self.spec.dns:
             self._start_dns(hosts)
         near_side = (self.access_point.ns, "acc0") if self.access_point else None
@@ -332,7 +371,9 @@ class Testbed:
         log = self.run_dir / "dnsmasq.log"
         self.dns_proc = self.server.popen(
             [dnsmasq, "--keep-in-foreground", "--no-resolv", "--no-hosts", f"--addn-hosts={f}",
-             f"--listen-address={self.server.addr}", "--bind-interfaces", "--port=53", "--local=/test/",
+             f"--listen-address={self.server.addr}",
+             *([f"--listen-address={self.server.addr6}"] if self.server.addr6 else []),
+             "--bind-interfaces", "--port=53", "--local=/test/",
              "--domain-needed", "--cache-size=0", "--log-queries", f"--log-facility={log}", "--user=root",
              "--pid-file="], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         end = time.monotonic() + 5
@@ -346,9 +387,17 @@ class Testbed:
         raise TestbedError(f"dnsmasq did not start on {self.server.role}")
 
     def _sysctls(self, ns: str, *, router: bool) -> None:
-        s = ["net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1",
-             "net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf.default.rp_filter=0",
-             f"net.ipv4.ip_forward={1 if router else 0}"]
+        if self.spec.ip == "v4":
+            s = ["net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1"]
+        else:
+            # IPv6 on, and nothing the kernel would send of its own accord (duplicate address detection,
+            # router solicitations) crossing the link; forwarding is turned on once the devices are
+            # configured (_forward_ipv6), so that no TUN device joins the routers' multicast groups.
+            s = [f"net.ipv6.conf.{c}.{k}" for c in ("all", "default")
+                 for k in ("disable_ipv6=0", "accept_dad=0", "dad_transmits=0", "accept_ra=0",
+                           "router_solicitations=0")]
+        s += ["net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf.default.rp_filter=0",
+              f"net.ipv4.ip_forward={1 if router else 0}"]
         if self.spec.tcp_cc and _allowed_as_default(self.spec.tcp_cc):
             s.append(f"net.ipv4.tcp_congestion_control={self.spec.tcp_cc}")
         run_checked(["ip", "netns", "exec", ns, "sysctl", "-q", "-w", *s], what=f"sysctl in {ns}")
@@ -363,13 +412,28 @@ class Testbed:
             lines = [line + cc if congctl and line.startswith("route add") else line for line in lines]
             run_checked(["ip", "-n", ns, "-batch", "-"], input="\n".join(lines) + "\n", what=f"configuring {ns}")
 
+        v6 = self.spec.ip != "v4"
+
         def tun(dev: str, local: str, peer: str) -> list[str]:
-            return [f"tuntap add dev {dev} mode tun vnet_hdr", f"link set {dev} up",
-                    f"addr add {local} peer {peer} dev {dev}"]
+            lines = [f"tuntap add dev {dev} mode tun vnet_hdr"]
+            if v6:  # no multicast group, no link-local address: not one packet of the kernel's own on the link
+                lines += [f"link set {dev} multicast off", f"link set {dev} addrgenmode none"]
+            lines += [f"link set {dev} up", f"addr add {local} peer {peer} dev {dev}"]
+            if v6:
+                lines += [f"addr add {v6_of(local)} peer {v6_of(peer)} dev {dev} nodad"]
+            return lines
+
+        def route6(prefix4: str, via: str) -> list[str]:
+            """The IPv6 twin of an IPv4 route (198.18.C.0/24 -> 2001:db8:5b:C::/64)."""
+            if not v6:
+                return []
+            net = prefix4.split("/")[0].rsplit(".", 1)[0] + ".0"
+            return [f"route add {v6_of(net)}/64 {via}"]
 
         def lan(hosts: list[Host], gw_addr: str) -> list[str]:
             lines = ["link set lo up", "link add lan0 type bridge", "link set lan0 up",
                      f"addr add {gw_addr}/24 dev lan0"]
+            lines += [f"addr add {v6_of(gw_addr)}/64 dev lan0 nodad"] if v6 else []
             for h in hosts:
                 lines += [f"link add {h.role} type veth peer name eth0 netns {h.ns}",
                           f"link set {h.role} master lan0", f"link set {h.role} up"]
@@ -396,6 +460,7 @@ class Testbed:
         term = [] if self.access_point else client_lan
         if not self.access_point:
             term += tun("sat0", "198.18.2.1", "198.18.2.2") + ["route add 198.18.3.0/24 dev sat0"]
+            term += route6("198.18.3.0/24", "dev sat0")
         else:
             term += ["link set lo up"] + tun("sat0", "198.18.2.1", "198.18.2.2")
             term += ["route add 198.18.3.0/24 dev sat0"]
@@ -413,12 +478,14 @@ class Testbed:
         else:
             gw = lan(self._server_lan, "198.18.3.1") + tun("sat0", "198.18.2.2", "198.18.2.1")
         gw += ["route add 198.18.1.0/24 dev sat0", "route add 198.18.4.0/24 dev sat0"]
+        gw += route6("198.18.1.0/24", "dev sat0")
         batch(self.gateway.ns, gw)
         cross = {h.ns for h in (self.cross_client, self.cross_server) if h is not None}
         for h, via in [(c, "198.18.1.1") for c in self._client_lan] + [(s, "198.18.3.1") for s in self._server_lan]:
             # Other users' flows choose their own congestion control: no route of theirs imposes the trial's.
+            six = [f"addr add {h.addr6}/64 dev eth0 nodad", f"route add ::/0 via {v6_of(via)}"] if h.addr6 else []
             batch(h.ns, ["link set lo up", f"addr add {h.addr}/24 dev eth0", "link set eth0 up",
-                         f"route add 198.18.0.0/15 via {via}"], congctl=h.ns not in cross)
+                         f"route add 198.18.0.0/15 via {via}", *six], congctl=h.ns not in cross)
 
     # -- running ------------------------------------------------------------
 
