@@ -137,7 +137,8 @@ def test_plan_prints_trials_and_estimate_without_running(tmp_path: Path) -> None
     assert all(t["estimate_s"] > 0 and not t["done"] for t in d["trials"])
 
 
-@pytest.mark.parametrize("name", ["demo.toml", "geo-study-a.toml", "study-e-timing.toml", "study-d-tuning.toml"])
+@pytest.mark.parametrize("name", ["demo.toml", "geo-study-a.toml", "study-e-timing.toml", "study-d-tuning.toml",
+                                  "shared-beam.toml", "ipv6-check.toml"])
 def test_presets_are_valid(name: str) -> None:
     e = spec.load(REPO / "experiments" / name)
     assert e.trials and Plan(e, e.run_order(), frozenset()).estimate_s() > 0
