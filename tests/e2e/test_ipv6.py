@@ -73,3 +73,24 @@ def test_what_ipv6_cannot_run_with_yet_is_refused(tmp_path: Path) -> None:
                    'client = "loader"\nip = "v6"\npep = "both"\n')
     p = run_cli("run", str(exp), "--db", str(tmp_path / "bad.sqlite"))
     assert p.returncode == 2 and "ip = v6 is not supported with the pep element yet" in p.stderr, p.stderr
+
+
+def test_a_browser_falls_back_to_ipv4_when_ipv6_is_dropped(tmp_path: Path) -> None:
+    # Dual stack with IPv6 broken beyond the satellite (the gateway drops it): Chromium tries the
+    # IPv6 address first, and opens IPv4 300 ms later (Happy Eyeballs); every connection the server
+    # sees is then IPv4, and the load pays the wait.
+    exp = tmp_path / "drop.toml"
+    exp.write_text('[experiment]\nname = "drop"\nseed = 1\ntimeout_s = 60\norder = "sequential"\n[factors]\n'
+                   'link = "lan"\nprotocol = "h2"\npage = "uniform-100k"\nclient = "chromium"\nip = "dual"\n'
+                   'ip_drop = ["none", "v6"]\n')
+    db = tmp_path / "drop.sqlite"
+    p = run_cli("run", str(exp), "--db", str(db), timeout=300)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    by = {f["ip_drop"]: (status, reason, m) for f, status, reason, m in _trials(db)}
+    assert set(by) == {"none", "v6"}
+    for status, reason, _ in by.values():
+        assert status == "valid", reason
+    ok, broken = by["none"][2], by["v6"][2]
+    assert ok["conns_ipv6"] == ok["server_connections"] and ok["conns_ipv4"] == 0, ok
+    assert broken["conns_ipv4"] == broken["server_connections"] >= 1 and broken["conns_ipv6"] == 0, broken
+    assert broken["plt_ms"] - ok["plt_ms"] >= 250, (broken["plt_ms"], ok["plt_ms"])

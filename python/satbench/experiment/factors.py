@@ -124,6 +124,10 @@ CORE: tuple[Factor, ...] = (
            "the address family of the trial's traffic: v4, v6 (every host also has an IPv6 address, and names "
            "resolve to it alone), or dual (names resolve to both; the client chooses, as Happy Eyeballs does); "
            "the family each connection used is stored (conns_ipv4, conns_ipv6)", keyed=False),
+    Factor("ip_drop", one_of(("none", "v6", "v4")), "none",
+           "a broken family: the gateway drops every packet of it (with ip = \"dual\", in a browser), so that "
+           "the browser's fallback to the other family shows (Happy Eyeballs: Chromium starts IPv4 300 ms after "
+           "an unanswered IPv6 attempt)", keyed=False),
     Factor("dns", one_of(("local", "link")), "local",
            "how clients look names up: from their own hosts file (local), or from a DNS server on the server host, "
            "each lookup a round trip across the link (link), as study E's curl did", keyed=False),

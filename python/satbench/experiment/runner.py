@@ -345,6 +345,7 @@ class Runner:
         """The trial's testbed, before its path elements shape it."""
         spec = TestbedSpec(link=t.link, seed=seed, clients=t.spec.hosts_needed, servers=t.spec.shards,
                            terminals=t.spec.terminals, dns=t.spec.dns_over_link, ip=t.spec.ip,
+                           ip_drop=t.spec.ip_drop,
                            pcap_dir=art / "pcap" if "pcap" in self.exp.artefacts else None)
         workload_of(t.spec).configure(t.spec, spec)
         return spec

@@ -563,6 +563,12 @@ def _combination_problem(ts: TrialSpec) -> tuple[str, str] | None:
                or emulation_problem(ts) or view_problem(ts) or schedule_problem(ts))
     if not problem and ts.ip != "v4":
         problem = ip_problem(ts)
+    if not problem and ts.ip_drop is not None:
+        if ts.ip != "dual":
+            problem = ("ip_drop", f"dropping {ts.ip_drop} leaves another family only with ip = \"dual\"")
+        elif not all(k.browser for k in ts.kinds):
+            problem = ("ip_drop", "the loader and curl take the first address a name resolves to (no Happy "
+                                  "Eyeballs): a dropped family stalls them; ip_drop shows a browser's fallback")
     if not problem and ts.terminals > 1 and (ts.population is None or ts.hosts != "each"):
         problem = ("terminals", "several terminals need a population of clients on hosts of their own "
                                 "(clients = { h2 = 4 }, hosts = \"each\"): clients are dealt to terminals")

@@ -86,6 +86,8 @@ class TrialSpec:
     dns: str
     #: The address family of the trial's traffic: ``v4``, ``v6`` or ``dual``.
     ip: str
+    #: A family the gateway drops (``v6``, ``v4``), or None.
+    ip_drop: str | None
     quic_stack: str
     #: A browser's CPU throttling (1: none) and emulated device.
     cpu_slowdown: float
@@ -129,7 +131,8 @@ class TrialSpec:
             population=tuple(groups) if groups is not None else None, clients=size,
             connections=int(f["connections"]), server=ServerKind(str(f["server"])), hosts=str(f["hosts"]),
             terminals=int(f["terminals"]), shards=int(f["shards"]), realtime=rt, nodelay=bool(f["nodelay"]),
-            dns=str(f["dns"]), ip=str(f["ip"]), quic_stack=str(f["quic_stack"]),
+            dns=str(f["dns"]), ip=str(f["ip"]), ip_drop=None if f["ip_drop"] == "none" else str(f["ip_drop"]),
+            quic_stack=str(f["quic_stack"]),
             quic_window=_quic_window(f["quic_window"]),
             cpu_slowdown=float(f["cpu_slowdown"]), device=str(f["device"]), view=str(f["view"]),
             cache=str(f["cache"]), schedule=None if f["schedule"] == "discover" else str(f["schedule"]),

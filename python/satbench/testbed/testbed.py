@@ -156,6 +156,9 @@ class TestbedSpec:
     #: address, 2001:db8:5b:C::D beside 198.18.C.D, and names resolve to it alone); ``dual`` (names
     #: resolve to both). The testbed's own plumbing (its DNS server's address aside) stays on IPv4.
     ip: str = "v4"
+    #: A broken family (``v6`` or ``v4``): the gateway drops every packet of it it would forward,
+    #: after the satellite link (with ``ip = "dual"``, what a client's fallback costs shows).
+    ip_drop: str | None = None
 
 
 class Testbed:
@@ -178,6 +181,10 @@ class Testbed:
             check_namespace_default_cc(spec.tcp_cc)
         if spec.ip not in IP_FAMILIES:
             raise TestbedError(f"ip must be one of {', '.join(IP_FAMILIES)}, got {spec.ip!r}")
+        if spec.ip_drop not in (None, "v4", "v6"):
+            raise TestbedError(f"ip_drop must be v4 or v6, got {spec.ip_drop!r}")
+        if spec.ip_drop is not None and spec.ip != "dual":
+            raise TestbedError("ip_drop needs ip = dual (the other family must remain)")
         if spec.ip != "v4":
             others = [what for what, on in (("several terminals", spec.terminals > 1), ("an access link", spec.access),
                                             ("a terrestrial link", spec.terrestrial), ("a VPN", spec.vpn),
@@ -345,6 +352,12 @@ class Testbed:
             for ns in sorted(routers):
                 run_checked(["ip", "netns", "exec", ns, "sysctl", "-q", "-w", "net.ipv6.conf.all.forwarding=1"],
                             what=f"IPv6 forwarding in {ns}")
+        if self.spec.ip_drop is not None:
+            family = {"v6": "ipv6", "v4": "ipv4"}[self.spec.ip_drop]
+            rules = ("table inet satbench_drop {\n  chain forward {\n    type filter hook forward priority 0;\n"
+                     f"    meta nfproto {family} counter drop\n  }}\n}}\n")
+            run_checked(["ip", "netns", "exec", self.gateway.ns, "nft", "-f", "-"], input=rules,
+                        what=f"dropping {family} at the gateway")
         if self.spec.dns:
             self._start_dns(hosts)
         near_side = (self.access_point.ns, "acc0") if self.access_point else None
