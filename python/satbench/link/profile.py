@@ -172,24 +172,30 @@ def parse_profile(text: str, *, file: str = "<profile>", overrides: list[str] | 
 def _ask(text: str, file: str, overrides: list[str], source: Path | None,
          subnets: list[list[str]] | None) -> dict[str, Any]:
     """``satbench-link --check --profile -``'s answer for a profile's text."""
+    args = ["--profile", "-", "--profile-name", file]
+    if source is not None:
+        args += ["--base", str(source.parent)]
+    if overrides:
+        args += ["--sets", json.dumps(overrides)]  # JSON: an override may hold what no argument can (NUL)
+    if subnets is not None:
+        args += ["--subnets", json.dumps(subnets)]
+    return ask_emulator(args, text, file=file)
+
+
+def ask_emulator(args: list[str], text: str, *, file: str | None = None, field: str | None = None) -> dict[str, Any]:
+    """``satbench-link --check ARGS`` with ``text`` on its standard input: its one-line JSON answer
+    (``ok`` and what it says); a missing binary or no answer is raised, naming ``file`` or ``field``."""
     binary = prereq.link_binary()
     if not binary.is_file():
         raise PrerequisiteError([f"no emulator binary at {binary}: run 'cargo build --release' (scripts/setup does)"])
-    argv = [str(binary), "--check", "--profile", "-", "--profile-name", file]
-    if source is not None:
-        argv += ["--base", str(source.parent)]
-    if overrides:
-        argv += ["--sets", json.dumps(overrides)]  # JSON: an override may hold what no argument can (NUL)
-    if subnets is not None:
-        argv += ["--subnets", json.dumps(subnets)]
-    p = subprocess.run(argv, input=text, capture_output=True, text=True, timeout=60)
+    p = subprocess.run([str(binary), "--check", *args], input=text, capture_output=True, text=True, timeout=60)
     try:
         answer = json.loads(p.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
         raise ProfileError(f"the emulator's check failed ({p.returncode}): {p.stderr.strip()[-300:]}",
-                           file=file) from None
+                           file=file, field=field) from None
     if not isinstance(answer, dict) or "ok" not in answer:
-        raise ProfileError(f"the emulator's check gave no answer: {p.stdout[-300:]!r}", file=file)
+        raise ProfileError(f"the emulator's check gave no answer: {p.stdout[-300:]!r}", file=file, field=field)
     return answer
 
 

@@ -17,13 +17,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import subprocess
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import prereq
-from ..errors import PrerequisiteError, ProfileError
-from .profile import LinkProfile
+from ..errors import ProfileError
+from .profile import LinkProfile, ask_emulator
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -120,23 +118,11 @@ def check(config: dict[str, Any]) -> dict[str, Any]:
     """``satbench-link --check`` on a configuration: its answer as JSON
     (``ok`` with ``config`` and ``derived``, or ``ok: false`` with ``field``
     and ``message``)."""
-    binary = prereq.link_binary()
-    if not binary.is_file():
-        raise PrerequisiteError([f"no emulator binary at {binary}: run 'cargo build --release' (scripts/setup does)"])
     try:
         blob = json.dumps(config, allow_nan=False)
     except ValueError:
         raise ProfileError("a value is not a finite number", field="config") from None
-    p = subprocess.run([str(binary), "--check", "--config", "-"], input=blob, capture_output=True, text=True,
-                       timeout=60)
-    try:
-        answer = json.loads(p.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        raise ProfileError(f"the emulator's check failed ({p.returncode}): {p.stderr.strip()[-300:]}",
-                           field="config") from None
-    if not isinstance(answer, dict) or "ok" not in answer:
-        raise ProfileError(f"the emulator's check gave no answer: {p.stdout[-300:]!r}", field="config")
-    return answer
+    return ask_emulator(["--config", "-"], blob, field="config")
 
 
 def resolve(profile: LinkProfile, subnets: list[list[str]] | None = None) -> LinkSpec:
