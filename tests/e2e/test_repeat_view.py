@@ -5,7 +5,7 @@ requests at once) the repeat view's first byte comes at least one round trip
 sooner and the server says the session was resumed and the request came as
 early data; over HTTP/2 the server says the TLS session was resumed; with
 the server's files cacheable, a warm repeat view fetches almost nothing and
-a cold one all again. Options that act only on a returning client may be
+a cold one all again; the repeat view's frames are its own. Options that act only on a returning client may be
 varied once every trial is a repeat view, and are refused otherwise."""
 
 from __future__ import annotations
@@ -32,7 +32,8 @@ def _trials(db: Path) -> list[dict]:
 def test_a_repeat_view_resumes_sends_early_and_uses_its_cache(tmp_path: Path) -> None:
     exp = tmp_path / "repeat.toml"
     exp.write_text(
-        '[experiment]\nname = "repeat"\nseed = 1\ntimeout_s = 90\n[factors]\nlink = "geo"\nclient = "chromium"\n'
+        '[experiment]\nname = "repeat"\nseed = 1\ntimeout_s = 90\nartefacts = ["frames"]\n'
+        '[factors]\nlink = "geo"\nclient = "chromium"\n'
         'page = "uniform-100k"\nview = "repeat"\ncc = "bbr"\n'
         '[[trial]]\nprotocol = "h3"\nquic_stack = "quiche"\n'
         '[[trial]]\nprotocol = "h3"\nquic_stack = "quinn"\n'
@@ -64,6 +65,10 @@ def test_a_repeat_view_resumes_sends_early_and_uses_its_cache(tmp_path: Path) ->
     assert cold["responses_cached"] == 0 and cold["bytes_received"] > 0.9 * cold["first_bytes_received"], cold
     for m in by.values():
         assert m["first_plt_ms"] > 0 and m["plt_ms"] > 0
+    # The frames are the repeat view's: from the warm cache the screen is complete within a round
+    # trip (a first view's would take several); fetched again, it is not.
+    assert warm["visually_complete_ms"] < RTT_MS and warm["speed_index_ms"] <= warm["visually_complete_ms"], warm
+    assert cold["visually_complete_ms"] > RTT_MS and quiche["first_visual_change_ms"] > 0, (cold, quiche)
 
 
 def test_options_for_a_returning_client_need_repeat_views(tmp_path: Path) -> None:
@@ -98,10 +103,16 @@ def test_the_loaders_repeat_view_resumes_and_saves_a_round_trip_with_fast_open_o
     # HTTP/3 over quiche: the loader kept its session ticket and sent its requests as 0-RTT data.
     (h3,) = [t["m"] for t in ts if t["f"]["protocol"] == "h3"]
     assert h3["server_resumed_connections"] >= 1 and h3["server_early_data_requests"] >= 1, h3
+    # ...and its own connection records say so too.
+    assert h3["client_resumed_connections"] >= 1 and h3["client_early_data_connections"] >= 1, h3
     assert h3["ttfb_ms"] <= h3["first_ttfb_ms"] - 0.9 * RTT_MS, h3
     by = {bool(t["f"].get("server.tfo")): t["m"] for t in ts if t["f"]["protocol"] == "h2"}
     for tfo, m in by.items():
         assert m["server_resumed_connections"] >= 1, (tfo, m)
+        # The loader's side of it: every connection of the repeat resumed its TLS session, and its
+        # SYNs carried data exactly when Fast Open was on.
+        assert m["client_resumed_connections"] == m["connections_opened"] >= 1, (tfo, m)
+        assert m["client_fast_open_connections"] == (m["connections_opened"] if tfo else 0), (tfo, m)
         assert m["first_plt_ms"] > 0 and m["first_ttfb_ms"] > 0
     assert by[True]["server_tfo_connections"] >= 1, by[True]
     assert by[True]["ttfb_ms"] <= by[True]["first_ttfb_ms"] - 0.9 * RTT_MS, by[True]

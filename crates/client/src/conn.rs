@@ -14,6 +14,7 @@ use hyper::Request;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
 use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
@@ -268,10 +269,16 @@ impl Fetcher {
             .map(|p| String::from_utf8_lossy(p).into_owned());
         let tls_s = self.now();
         let proto = negotiated.clone().unwrap_or_else(|| "http/1.1".into());
+        let resumed = tls.get_ref().1.handshake_kind() == Some(rustls::HandshakeKind::Resumed);
+        // The SYN's data (the ClientHello, with Fast Open) is acknowledged by now.
+        let fast_open = satbench_common::tcpinfo::tcp_info(tls.get_ref().0.as_raw_fd())
+            .map(|i| i.options & TCPI_OPT_SYN_DATA != 0);
         self.update_conn(id, |c| {
             c.connect_s = connect_s;
             c.tls_s = Some(tls_s);
             c.protocol = proto.clone();
+            c.resumed = Some(resumed);
+            c.fast_open = fast_open;
         });
         if negotiated
             .as_deref()
@@ -489,6 +496,9 @@ fn request(url: &Url, absolute: bool, upload: Option<u64>) -> Result<Request<Pay
         .body(Payload::new(upload.unwrap_or(0)))
         .map_err(|e| FetchError::BadRequest(Arc::new(e)))
 }
+
+/// `tcpi_options`' bit for a SYN whose data was acknowledged (include/uapi/linux/tcp.h).
+const TCPI_OPT_SYN_DATA: u8 = 32;
 
 /// A TCP connection to `addr`; with `tfo`, by TCP Fast Open
 /// (TCP_FASTOPEN_CONNECT: connect returns at once, and the first write goes

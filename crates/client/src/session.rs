@@ -88,10 +88,15 @@ pub struct ConnInfo {
     /// The transport parameters the server sent (QUIC over quiche; quinn
     /// does not expose them): the windows and limits in effect, as received.
     pub peer_params: Option<serde_json::Value>,
-    /// The QUIC session was resumed, and requests went as 0-RTT early data
-    /// (quiche; None where the stack does not say).
+    /// The TLS session was resumed (TCP: rustls's handshake kind; QUIC:
+    /// quiche's), and requests went as 0-RTT early data (quiche); None where
+    /// the stack does not say or there is no TLS.
     pub resumed: Option<bool>,
     pub early_data: Option<bool>,
+    /// TCP: the SYN carried data the server took (Fast Open; TCP_INFO's
+    /// TCPI_OPT_SYN_DATA once the TLS handshake is done); None for QUIC and
+    /// cleartext connections, whose first write may come later.
+    pub fast_open: Option<bool>,
 }
 
 impl ConnInfo {
@@ -99,7 +104,8 @@ impl ConnInfo {
         serde_json::json!({"id": self.id, "origin": self.origin, "protocol": self.protocol,
             "peer": self.peer, "start_ms": ms(self.start_s), "dns_ms": self.dns_s.map(ms),
             "connect_ms": self.connect_s.map(ms), "tls_ms": self.tls_s.map(ms),
-            "peer_params": self.peer_params, "resumed": self.resumed, "early_data": self.early_data})
+            "peer_params": self.peer_params, "resumed": self.resumed, "early_data": self.early_data,
+            "fast_open": self.fast_open})
     }
 }
 

@@ -262,6 +262,13 @@ def outcome(d: dict[str, Any], single: bool) -> ClientOutcome:
         out.metrics.update({f"first_{k}": med(k) for k in ("plt_ms", "fcp_ms", "lcp_ms", "ttfb_ms")})
         out.metrics["first_bytes_received"] = sum(f["bytes"] for f in firsts)
         out.metrics["first_connections_opened"] = sum(len(f["connections"]) for f in firsts)
+        # What the returning clients carried over, as they saw it on the repeat's connections (TCP:
+        # rustls's handshake kind and TCP_INFO's SYN data; HTTP/3 over quiche: resumed and 0-RTT).
+        for key, name in (("resumed", "client_resumed_connections"), ("fast_open", "client_fast_open_connections"),
+                          ("early_data", "client_early_data_connections")):
+            said = [conn[key] for c in cs for conn in c["connections"] if conn.get(key) is not None]
+            if said:
+                out.metrics[name] = sum(map(bool, said))
         if bad_first := [f for f in firsts if not f["valid"]]:
             out.status = TrialStatus.INVALID
             out.reason = f"client {bad_first[0]['client']}'s first view: {bad_first[0]['invalid_reason']}"
