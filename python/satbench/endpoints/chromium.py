@@ -167,6 +167,7 @@ class Browser:
                 def on_response(ev: dict[str, Any]) -> None:
                     r = ev["response"]
                     responses[ev["requestId"]] = {"url": r["url"], "status": r.get("status"),
+                                                  "requested": (r.get("timing") or {}).get("requestTime"),
                                                   "protocol": r.get("protocol"), "connection": r.get("connectionId"),
                                                   "remote": r.get("remoteIPAddress"),
                                                   "cached": bool(r.get("fromDiskCache") or r.get("fromMemoryCache")
@@ -180,9 +181,9 @@ class Browser:
                 cdp.send("Network.enable")
                 # A first view has no cache to use; a repeat view's first load fills it for the second.
                 cdp.send("Network.setCacheDisabled", {"cacheDisabled": not opts.repeat_view})
-                if opts.frames:
+                def start_frames() -> None:
                     # Every frame the compositor produces, as it swaps it; each acknowledged, or the
-                    # screencast stops after the first few.
+                    # screencast stops after the first few. The first is the blank page before the load.
                     def on_frame(ev: dict[str, Any]) -> None:
                         shots.append((float(ev["metadata"].get("timestamp") or time.time()),
                                       base64.b64decode(ev["data"])))
@@ -192,6 +193,9 @@ class Browser:
                     size = shape["viewport"]
                     cdp.send("Page.startScreencast", {"format": "jpeg", "quality": 85, "everyNthFrame": 1,
                                                       "maxWidth": size["width"], "maxHeight": size["height"]})
+
+                if opts.frames and not opts.repeat_view:
+                    start_frames()
                 page.add_init_script(_OBSERVER)
 
                 def visit() -> tuple[str | None, dict[str, Any]]:
@@ -218,6 +222,8 @@ class Browser:
                     page.evaluate("chrome.benchmarking.closeConnections()")
                     if opts.cold_cache:
                         cdp.send("Network.clearBrowserCache")
+                    if opts.frames:
+                        start_frames()  # the repeat view's frames, from the blank page before it
                     page.wait_for_timeout(REPEAT_PAUSE_MS)
                     responses.clear()
                     finished.clear()
@@ -261,14 +267,10 @@ def _result(url: str, opts: BrowseOptions, want: str, t0: float, version: str, e
     # (A response from the cache crossed no connection.)
     res.connections = len({r["connection"] for r in http.values() if r["connection"] is not None and not r["cached"]})
     res.bytes_received = sum(finished.get(rid, 0) for rid in http)
-    timing = {r["name"]: r for r in data.get("resources", [])}
-    nav = data.get("nav") or {}
-    if nav and url not in timing:  # the document itself: the navigation's timing (no resource entry)
-        timing[url] = {"startTime": nav.get("startTime"), "responseStart": nav.get("responseStart"),
-                       "responseEnd": nav.get("responseEnd"), "transferSize": nav.get("transferSize"),
-                       "nextHopProtocol": nav.get("nextHopProtocol")}
+    timing = resource_timing_of(http, data.get("resources", []), url, data.get("nav") or {})
     for rid, r in http.items():
-        t = timing.get(r["url"], {})
+        t = timing.get(rid, {})
+        r = {k: v for k, v in r.items() if k != "requested"}
         res.resources.append({**r, "bytes": finished.get(rid), "failed": failed.get(rid),
                               "start_ms": t.get("startTime"), "response_start_ms": t.get("responseStart"),
                               "end_ms": t.get("responseEnd"), "transfer_size": t.get("transferSize"),
@@ -276,6 +278,27 @@ def _result(url: str, opts: BrowseOptions, want: str, t0: float, version: str, e
     judge(res, want, failed)
     return res
 
+
+
+def resource_timing_of(http: dict[str, dict[str, Any]], entries: list[dict[str, Any]], url: str,
+                       nav: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Each response's Resource Timing entry, by request id: a URL fetched more than once has an
+    entry per fetch, matched in order (the responses by when they were requested, the entries by
+    their start); the document's is the navigation's timing (it has no resource entry)."""
+    by_url: dict[str, list[dict[str, Any]]] = {}
+    for e in sorted(entries, key=lambda e: e.get("startTime") or 0.0):
+        by_url.setdefault(e["name"], []).append(e)
+    if nav and url not in by_url:
+        by_url[url] = [{"startTime": nav.get("startTime"), "responseStart": nav.get("responseStart"),
+                        "responseEnd": nav.get("responseEnd"), "transferSize": nav.get("transferSize"),
+                        "nextHopProtocol": nav.get("nextHopProtocol")}]
+    out: dict[str, dict[str, Any]] = {}
+    order = sorted(http.items(), key=lambda kv: (kv[1].get("requested") is None, kv[1].get("requested") or 0.0))
+    for rid, r in order:
+        queue = by_url.get(r["url"])
+        if queue:
+            out[rid] = queue.pop(0)
+    return out
 
 
 #: How long a load may outlive its own timeout before its browser is killed.

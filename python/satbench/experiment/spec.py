@@ -421,9 +421,6 @@ class _Parser:
         if "keylog" in artefacts and any(t.spec.server is not ServerKind.SATBENCH for t in trials):
             raise self.err("keylog: only the satbench server writes its TLS keys (nginx and caddy have no "
                            "SSLKEYLOGFILE)", "experiment", "artefacts", fld="experiment.artefacts")
-        if (asked := sorted({"frames", "video"} & set(artefacts))) and any(t.spec.view == "repeat" for t in trials):
-            raise self.err(f"{asked[0]}: a repeat view's frames are not captured yet (its first view would be in them)",
-                           "experiment", "artefacts", fld="experiment.artefacts")
         scenarios = len(self.doc.get("scenario", []))
         for k in varied:
             acts_on = needs_returning_client(k[7:]) if k.startswith("server.") else None
