@@ -771,6 +771,9 @@ def _validate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--db", default=VALIDATION_DB, help=f"results database (default {VALIDATION_DB}; resumes)")
     p.add_argument("-o", "--out", default="reports/validation", help="folder of validation.html")
     p.add_argument("--judge-only", action="store_true", help="run nothing: judge what the database holds")
+    p.add_argument("--repetitions", type=ranged(1, 1000), metavar="N",
+                   help="a smoke run: each set's first N repetitions of every cell (the verdicts say less; the same "
+                        "set run later without it resumes and adds the rest)")
 
 
 def _validate(a: argparse.Namespace, _: list[str]) -> int:
@@ -790,7 +793,7 @@ def _validate(a: argparse.Namespace, _: list[str]) -> int:
     def run_one(f: Path, db: Path) -> None:
         if a.judge_only:
             return
-        exp = experiment_spec.load(f)
+        exp = validate.load_set(f, a.repetitions)
         print(f"== {exp.name} ({f}): {len(exp.trials)} trials", flush=True)
         # As the set's file says: one testbed at a time, or its parallel ones.
         here = argparse.Namespace(scheduler=None, parallel=None, artefacts_on_workers=False)
@@ -802,11 +805,14 @@ def _validate(a: argparse.Namespace, _: list[str]) -> int:
 
     if not a.judge_only:
         prereq.require_testbed()
-    sets = validate.run_sets(files, db, run_one)
+    if a.repetitions is not None and a.judge_only:
+        raise InputError("--repetitions: a smoke run's, not --judge-only's (which judges what is stored)")
+    sets = validate.run_sets(files, db, run_one, a.repetitions)
     if not db.exists():
         raise InputError(f"--db {db}: no results yet (run without --judge-only)")
     v = validate.judge(db, chosen, claims, sets)
-    command = "satbench validate " + " ".join([*a.studies, *(["--quick"] if a.quick else [])])
+    command = "satbench validate " + " ".join([*a.studies, *(["--quick"] if a.quick else []),
+                                               *([f"--repetitions {a.repetitions}"] if a.repetitions else [])])
     print(f"\n{command.strip()}: claim by claim (measured: 95 % interval; n: trials)")
     print(v.table())
     page = validate.write_html(v, Path(a.out), command.strip())
@@ -844,12 +850,18 @@ def _report_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--db", default=DEFAULT_DB, help=f"results database (default {DEFAULT_DB})")
     p.add_argument("-o", "--out", default="report", help="output folder (default report/)")
     p.add_argument("--experiment", help="only this experiment (default: all in the database)")
+    p.add_argument("--trial", action="append", default=[], metavar="KEY",
+                   help="filmstrips and waterfalls of this trial (its key, a prefix of it, or its id; repeatable, "
+                        "shown side by side in the order given) instead of each combination's median one")
+    p.add_argument("--side-by-side", metavar="FACTOR",
+                   help="the filmstrips' and waterfalls' rows with this factor's levels next to each other")
 
 
 def _report(a: argparse.Namespace, _: list[str]) -> int:
-    from .results.report import write_report  # noqa: PLC0415 - matplotlib and pandas load on use
+    from .results.report import ViewChoice, write_report  # noqa: PLC0415 - matplotlib and pandas load on use
 
-    print(f"report: {write_report(Path(a.db), Path(a.out), experiment=a.experiment)}")
+    views = ViewChoice(trials=tuple(a.trial), side_by_side=a.side_by_side)
+    print(f"report: {write_report(Path(a.db), Path(a.out), experiment=a.experiment, views=views)}")
     return 0
 
 
@@ -897,7 +909,7 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
                    help="harness: testbeds at once in the interference check (default: one per core, up to 4)")
     p.add_argument("--client", choices=("chromium", "firefox"), help="capture: the browser (default chromium)")
     p.add_argument("--db", type=Path, metavar="DB",
-                   help="capture: the database its trials go to (resumed; default: a temporary one)")
+                   help="capture, returning: the database their trials go to (resumed; default: a temporary one)")
 
 
 def _bench(a: argparse.Namespace, _: list[str]) -> int:
@@ -905,13 +917,15 @@ def _bench(a: argparse.Namespace, _: list[str]) -> int:
         raise InputError("--trials: the soak's number of trials, from 1 to 1000000")
     if a.parallel is not None and (a.what != "harness" or not 1 <= a.parallel <= 256):
         raise InputError("--parallel: the harness's testbeds at once, from 1 to 256")
-    if (a.client is not None or a.db is not None) and a.what != "capture":
-        raise InputError("--client and --db are the capture benchmark's: satbench bench capture --client firefox")
+    if a.client is not None and a.what != "capture":
+        raise InputError("--client is the capture benchmark's: satbench bench capture --client firefox")
+    if a.db is not None and a.what not in ("capture", "returning"):
+        raise InputError("--db is the capture and returning benchmarks': satbench bench returning --db DB")
     prereq.require_testbed()
     mod = importlib.import_module(f"satbench.bench.{a.what}")
     extra: dict[str, Any] = ({"trials": a.trials} if a.what == "soak" else {"parallel": a.parallel}
                              if a.what == "harness" else {"client": a.client or "chromium", "db": a.db}
-                             if a.what == "capture" else {})
+                             if a.what == "capture" else {"db": a.db} if a.what == "returning" else {})
     r = mod.run(quick=a.quick, **extra)
     print(json.dumps(r, indent=1) if a.json else mod.format_report(r))
     return 0

@@ -117,6 +117,11 @@ CASES = [
          ["--format"]),
     Case("report of an experiment not there", ["report", "--db", str(FIXTURES / "v1-results.sqlite"), "-o",
                                                 "{d}/o", "--experiment", "nosuch"], ["nosuch", "found: v1"]),
+    Case("report of a trial not there", ["report", "--db", str(FIXTURES / "v1-results.sqlite"), "-o", "{d}/o",
+                                         "--trial", "zzzz"], ["--trial zzzz", "no valid trial"]),
+    Case("report side by side on a factor not varied", ["report", "--db", str(FIXTURES / "v1-results.sqlite"),
+                                                        "-o", "{d}/o", "--side-by-side", "nosuch"],
+         ["--side-by-side nosuch", "not a factor the experiment varies"]),
 ]
 
 

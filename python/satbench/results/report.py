@@ -68,7 +68,8 @@ FACTOR_METRICS = ("plt_ms", "last_object_ms", "fcp_ms", "first_object_ms", "lcp_
                   "speed_index_ms", "visually_complete_ms", "total_ms", "throughput_mbps", "upload_ms", "upload_mbps",
                   "jain_throughput", "server_connections")
 #: Metrics compared pairwise in the statistics table.
-COMPARED = ("plt_ms", "fcp_ms", "lcp_ms", "speed_index_ms", "total_ms", "throughput_mbps", "upload_ms")
+COMPARED = ("plt_ms", "fcp_ms", "lcp_ms", "speed_index_ms", "visually_complete_ms", "total_ms", "throughput_mbps",
+            "upload_ms")
 #: Metrics whose tail is tabled per combination (mean, median and 95th percentile, as study C reports PLT).
 TAILED = ("plt_ms", "fcp_ms", "total_ms", "upload_ms")
 #: Metrics drawn over their trials' lower bounds (bound.py).
@@ -557,7 +558,17 @@ table.film td{padding:2px;text-align:center;vertical-align:top}table.film td.bla
 table.film img{display:block;border:1px solid #ddd}"""
 
 
-def write_report(db: Path, out: Path, experiment: str | None = None) -> Path:
+@dataclass(frozen=True)
+class ViewChoice:
+    """Which trials the filmstrips and waterfalls show: by default each combination's median one; the
+    trials chosen (by key, a key's prefix, or id), in the order given; ``side_by_side`` a varied factor
+    whose levels sit in adjacent rows (the other factors' combinations then in turn)."""
+
+    trials: tuple[str, ...] = ()
+    side_by_side: str | None = None
+
+
+def write_report(db: Path, out: Path, experiment: str | None = None, views: ViewChoice = ViewChoice()) -> Path:
     """Write ``out/index.html`` and ``out/figures/*.svg``; return the HTML path."""
     r = Results(db)
     names = [experiment] if experiment else r.experiments()
@@ -565,6 +576,20 @@ def write_report(db: Path, out: Path, experiment: str | None = None) -> Path:
         raise InputError(f"{db}: no experiments in it yet")
     if experiment is not None and experiment not in r.experiments():
         raise InputError(f"{db}: no experiment named {experiment!r} (found: {', '.join(r.experiments())})")
+    if views.side_by_side is not None:
+        varied = {v for n in names for v in json.loads(r.db.execute("SELECT spec FROM experiments WHERE name = ?",
+                                                                     (n,)).fetchone()[0] or "{}").get("varied", [])}
+        if views.side_by_side not in varied:
+            raise InputError(f"--side-by-side {views.side_by_side}: not a factor the experiment varies (it varies "
+                             f"{', '.join(sorted(varied)) or 'nothing'})")
+    for t in views.trials:
+        hit = r.db.execute("SELECT count(*) FROM trials t JOIN experiments e ON e.id = t.experiment_id WHERE "
+                           "t.status = 'valid' AND (t.key LIKE ? OR CAST(t.id AS TEXT) = ?)"
+                           + (" AND e.name = ?" if experiment else ""),
+                           (t.replace("%", "") + "%", t, *([experiment] if experiment else []))).fetchone()[0]
+        if not hit:
+            raise InputError(f"--trial {t}: no valid trial in {db} has that key (or key prefix) or id"
+                             + (f" in experiment {experiment!r}" if experiment else ""))
     try:
         out.mkdir(parents=True, exist_ok=True)
         figs = Figures(out)
@@ -575,7 +600,7 @@ def write_report(db: Path, out: Path, experiment: str | None = None) -> Path:
              "medians percentile-bootstrap 95 % intervals (2000 resamples). Pairwise tests compare levels "
              "within each combination of the other varied factors.</p>"]
     for name in names:
-        parts.append(_experiment_section(r, name, figs))
+        parts.append(_experiment_section(r, name, figs, views))
     r.close()
     page = (f"<!doctype html><html><head><meta charset='utf-8'><title>satbench report</title>"
             f"<style>{CSS}</style></head><body>{''.join(parts)}</body></html>")
@@ -584,7 +609,7 @@ def write_report(db: Path, out: Path, experiment: str | None = None) -> Path:
     return path
 
 
-def _experiment_section(r: Results, name: str, figs: Figures) -> str:
+def _experiment_section(r: Results, name: str, figs: Figures, views: ViewChoice = ViewChoice()) -> str:
     figs.prefix = f"{name}-"
     df = r.trials(name)
     if "clients" in df.columns:  # a population's mix, as one label ("h1=7 h2=3")
@@ -668,8 +693,8 @@ def _experiment_section(r: Results, name: str, figs: Figures) -> str:
     for w in workloads():
         out.append(w.report(r, name, valid, varied, figs))
     out.append(_limits_section(valid, varied, figs))
-    out.append(_filmstrip_section(r, valid, varied))
-    out.append(_waterfall_section(r, name, valid, varied, figs))
+    out.append(_filmstrip_section(r, valid, varied, views))
+    out.append(_waterfall_section(r, name, valid, varied, figs, views))
     out.append(_access_section(valid, varied))
     out.append(_knobs_section(valid, varied, spec, metrics))
     # Summary table per cell.
@@ -709,12 +734,25 @@ def _experiment_section(r: Results, name: str, figs: Figures) -> str:
 VIEW_CELLS = 8
 
 
-def _representatives(valid: Any, varied: list[str], metric: str) -> list[tuple[str, Any]]:
-    """Per combination of the varied factors (at most VIEW_CELLS), its trial with the median of
-    ``metric`` (the lower middle one of an even count): (label, row)."""
+def _representatives(valid: Any, varied: list[str], metric: str,
+                     views: ViewChoice = ViewChoice()) -> list[tuple[str, Any]]:
+    """The trials to show, as (label, row): the chosen ones (``views.trials``, each matching key prefix
+    or id, in the order given); else per combination of the varied factors (at most VIEW_CELLS), its
+    trial with the median of ``metric`` (the lower middle one of an even count), the levels of
+    ``views.side_by_side`` in adjacent rows."""
     have = valid[valid[metric].notna()] if metric in valid.columns else valid.iloc[0:0]
     if have.empty:
         return []
+    if views.trials:
+        out = []
+        for want in views.trials:
+            hit = have[have["key"].astype(str).str.startswith(want) | (have["trial_id"].astype(str) == want)]
+            for _, row in hit.iterrows():
+                label = " ".join(f"{k}={row[k]}" for k in varied) or "all"
+                out.append((f"{label}, trial {row['key']}", row))
+        return out
+    if views.side_by_side in varied:  # grouped with it last: its levels change fastest
+        varied = [*[v for v in varied if v != views.side_by_side], views.side_by_side]
     groups = have.groupby(varied, dropna=False) if varied else [((), have)]
     out = []
     for cell, g in groups:
@@ -725,12 +763,12 @@ def _representatives(valid: Any, varied: list[str], metric: str) -> list[tuple[s
     return out[:VIEW_CELLS]
 
 
-def _filmstrip_section(r: Results, valid: Any, varied: list[str]) -> str:
-    """The frames of each combination's median-Speed-Index trial, side by side on one time axis (and
-    their videos, where the trials made them)."""
+def _filmstrip_section(r: Results, valid: Any, varied: list[str], views: ViewChoice = ViewChoice()) -> str:
+    """The frames of each combination's median-Speed-Index trial (or of the chosen trials), side by side
+    on one time axis (and their videos, where the trials made them)."""
     strips: list[Strip] = []
     videos: list[str] = []
-    for label, row in _representatives(valid, varied, "speed_index_ms"):
+    for label, row in _representatives(valid, varied, "speed_index_ms", views):
         art = Path(str(row.get("artefacts") or ""))
         if not art.is_absolute():  # stored as given: relative to where the study ran (its database's folder)
             art = r.path.parent / art if (r.path.parent / art).is_dir() else art
@@ -749,16 +787,21 @@ def _filmstrip_section(r: Results, valid: Any, varied: list[str]) -> str:
     film = filmstrip(strips) if strips else ""
     if not film:
         return ""
-    return ("<h3>Filmstrips</h3><p class='note'>What the browser showed, per combination: its trial with the "
-            "median Speed Index; each picture is the last frame painted by that time, with its visual progress "
-            "(the frames are the trial's artefacts, <code>frames/</code>).</p>" + film
+    which = ("the trials chosen (<code>--trial</code>)" if views.trials else
+             "per combination, its trial with the median Speed Index"
+             + (f", the levels of {html.escape(views.side_by_side)} side by side" if views.side_by_side else ""))
+    return ("<h3>Filmstrips</h3><p class='note'>What the browser showed, " + which + "; each picture is the last "
+            "frame painted by that time, with its visual progress (the frames are the trial's artefacts, "
+            "<code>frames/</code>).</p>" + film
             + (f"<p class='note'>Their videos (the load's time is the video's):</p><ul>{''.join(videos)}</ul>"
                if videos else ""))
 
 
-def _waterfall_section(r: Results, name: str, valid: Any, varied: list[str], figs: Figures) -> str:
-    """Each combination's median-PLT trial as a waterfall of its first client's objects."""
-    reps = _representatives(valid, varied, "plt_ms")
+def _waterfall_section(r: Results, name: str, valid: Any, varied: list[str], figs: Figures,
+                       views: ViewChoice = ViewChoice()) -> str:
+    """Each combination's median-PLT trial (or each chosen trial) as a waterfall of its first client's
+    objects."""
+    reps = _representatives(valid, varied, "plt_ms", views)
     if not reps:
         return ""
     objects = r.objects_of([int(row["trial_id"]) for _, row in reps], client=0)
@@ -771,11 +814,14 @@ def _waterfall_section(r: Results, name: str, valid: Any, varied: list[str], fig
             continue
         marks = {k: (float(row[k]) if k in row and row[k] == row[k] else None) for k, _, _ in MILESTONES}
         fig = waterfall(mine.to_dict("records"), marks, f"{label}: trial {row['key']}")
-        out.append(figs.add(fig, f"waterfall-{len(out) + 1}", f"Waterfall, {label} (its median-PLT trial, "
-                                                              f"{row['key']})"))
+        out.append(figs.add(fig, f"waterfall-{len(out) + 1}",
+                            f"Waterfall, {label}" if views.trials else
+                            f"Waterfall, {label} (its median-PLT trial, {row['key']})"))
     if not out:
         return ""
-    return ("<h3>Waterfalls</h3><p class='note'>Per combination, its trial with the median page load time: each "
+    return ("<h3>Waterfalls</h3><p class='note'>" + ("The trials chosen" if views.trials else
+                                                     "Per combination, its trial with the median page load time")
+            + ": each "
             "object from its request (pale) through its first byte to its end (solid), coloured by the connection "
             "that carried it, with the page's milestones.</p>" + "".join(out))
 
