@@ -37,11 +37,13 @@ def test_cpu_throttling_slows_a_load_and_a_phone_is_emulated(tmp_path: Path) -> 
 
 def test_emulation_is_refused_where_the_client_cannot_do_it(tmp_path: Path) -> None:
     exp = tmp_path / "bad.toml"
-    for client, factor, value in (("firefox", "cpu_slowdown", "4"), ("loader", "device", '"phone"'),
-                                  ("chromium", "cpu_slowdown", "0.5"), ("chromium", "device", '"watch"')):
+    for client, factor, value, why in (("firefox", "cpu_slowdown", "4", "no CPU throttling"),
+                                       ("firefox", "device", '"phone"', "no mobile layout"),
+                                       ("loader", "device", '"phone"', "render nothing"),
+                                       ("chromium", "cpu_slowdown", "0.5", ""), ("chromium", "device", '"watch"', "")):
         exp.write_text(f'[experiment]\nname = "bad"\n[factors]\nlink = "lan"\nprotocol = "h2"\npage = "shop"\n'
                        f'client = "{client}"\n{factor} = {value}\n')
         p = run_cli("plan", str(exp))
         assert p.returncode == 2, p.stdout + p.stderr
         [msg] = p.stderr.strip().splitlines()
-        assert re.search(rf"{re.escape(str(exp))}:8: (factors\.)?{factor}: ", msg), msg
+        assert re.search(rf"{re.escape(str(exp))}:8: (factors\.)?{factor}: ", msg) and why in msg, msg

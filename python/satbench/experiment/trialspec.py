@@ -255,8 +255,11 @@ def view_problem(t: TrialSpec) -> tuple[str, str] | None:
 def emulation_problem(t: TrialSpec) -> tuple[str, str] | None:
     """Why a trial cannot emulate what it asks (None if it can, or asks nothing): CPU throttling and
     device emulation are Chromium's, through the DevTools protocol."""
+    why = {"cpu_slowdown": "Firefox's remote protocol (WebDriver BiDi) has no CPU throttling",
+           "device": ("Firefox's remote protocol sets a viewport and pixel ratio but no mobile layout, user agent "
+                      "or touch per page (Playwright's phones are Chromium's too)")}
     for factor, asked in (("cpu_slowdown", t.cpu_slowdown != 1), ("device", t.device != "desktop")):
         if asked and any(k is not ClientKind.CHROMIUM for k in t.kinds):
-            return factor, ("Chromium's (the DevTools protocol's emulation): client = \"chromium\"; Firefox's "
-                            "remote protocol has no CPU throttling, and the loader and curl render nothing")
+            return factor, (f"Chromium's (the DevTools protocol's emulation): client = \"chromium\"; {why[factor]}, "
+                            "and the loader and curl render nothing")
     return None
