@@ -92,6 +92,9 @@ def test_a_recorded_site_replays_statuses_fills_queries_misses_and_think_times(a
         assert objs["missing.png"][0] == 404 and objs["style.css"][0] == 200, objs
         # The origins counted what the recording lacked, and what a closest query answered.
         assert m["site_not_found"] == 1, (f, srv.get("replay"))
+        # The import's fill (one body the archive lacked) is reported with the trial.
+        env = json.loads(con.execute("SELECT env FROM trials WHERE id = ?", (tid,)).fetchone()[0])
+        assert m["site_filled"] == 1 and env["site"]["filled"] == 1, (m, env.get("site"))
         volatile = f["page"].endswith("exact")
         assert m["site_fuzzy_matched"] == (0 if volatile else 1), (f, srv.get("replay"))
         assert srv["replay"]["exact"] >= 5, srv

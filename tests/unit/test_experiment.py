@@ -224,3 +224,30 @@ def test_plan_reads_a_v1_database_without_changing_it() -> None:
     assert len(d["trials"]) == 10 and all(t["done"] for t in d["trials"]), [t for t in d["trials"] if not t["done"]]
     assert d["estimate_s"] == 0
     assert hashlib.sha256(db.read_bytes()).hexdigest() == before
+
+
+def test_the_files_a_trial_names_are_part_of_its_key(tmp_path: Path) -> None:
+    # A request schedule or a replayed site edited between two runs is another trial (as an edited
+    # link profile is); a trial that names no file keeps the key it always had.
+    geo = resolve(profile.load("geo"))
+    plain = {"link": "geo", "protocol": "h2", "page": "uniform-100k", "client": "loader"}
+    t = design.Trial(TrialSpec.of(plain), 0, {"link": geo})
+    assert design.content_of(t.spec) == {}
+    assert t.key == design.trial_key(plain | dict(t.spec.factors), 0, {"link": geo.hash})
+    sched = tmp_path / "s.json"
+    sched.write_text('{"a": 1}\n')
+    f = {**plain, "schedule": str(sched)}
+    first = design.Trial(TrialSpec.of(f), 0, {"link": geo}).key
+    assert first != t.key and design.Trial(TrialSpec.of(f), 0, {"link": geo}).key == first
+    sched.write_text('{"a": 2}\n')
+    assert design.Trial(TrialSpec.of(f), 0, {"link": geo}).key != first
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "site.json").write_text('{"entries": []}')
+    page = {**plain, "page": f"site:{site}"}
+    a = design.content_of(TrialSpec.of(page))
+    (site / "site.json").write_text('{"entries": [1]}')
+    from satbench.workloads import site as site_workload
+
+    site_workload._identity.cache_clear()
+    assert set(a) == {"page"} and design.content_of(TrialSpec.of(page))["page"] != a["page"]

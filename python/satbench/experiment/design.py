@@ -18,6 +18,7 @@ import json
 import random
 import secrets
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from ..link.spec import LinkSpec
@@ -25,11 +26,33 @@ from .factors import FACTORS, REQUIRED, keyed
 from .trialspec import TrialSpec
 
 
-def trial_key(factors: dict[str, Any], rep: int, links: dict[str, LinkSpec] | dict[str, str]) -> str:
-    """The stable identity of a trial (16 hex digits)."""
+def trial_key(factors: dict[str, Any], rep: int, links: dict[str, LinkSpec] | dict[str, str],
+              content: dict[str, str] | None = None) -> str:
+    """The stable identity of a trial (16 hex digits); ``content``: the hashes of files its factors
+    name (:func:`content_of`), in the key only when there are any (other trials keep their keys)."""
     hashes = {role: (s.hash if isinstance(s, LinkSpec) else s) for role, s in links.items()}
-    blob = json.dumps({"f": keyed(factors), "r": rep, "l": hashes}, sort_keys=True, default=str)
+    doc: dict[str, Any] = {"f": keyed(factors), "r": rep, "l": hashes}
+    if content:
+        doc["c"] = content
+    blob = json.dumps(doc, sort_keys=True, default=str)
     return hashlib.sha1(blob.encode()).hexdigest()[:16]
+
+
+def content_of(spec: TrialSpec) -> dict[str, str]:
+    """The content of the files a trial's factors name, hashed (16 hex digits each): a replayed
+    site's manifest (its workload's identity) and a loader's request schedule. An edited file is a
+    different trial, as an edited link profile is."""
+    from ..workloads import workload_of  # noqa: PLC0415 - the workloads import the experiment's types
+
+    out: dict[str, str] = {}
+    if (page := workload_of(spec).identity(spec)) is not None:
+        out["page"] = page
+    if spec.schedule is not None:
+        try:
+            out["schedule"] = hashlib.sha256(Path(spec.schedule).read_bytes()).hexdigest()[:16]
+        except OSError:
+            pass  # refused with its reason where the trial is checked (schedule_problem)
+    return out
 
 
 def trial_key_v1(factors: dict[str, Any], rep: int) -> str:
@@ -49,7 +72,7 @@ class Trial:
 
     def __post_init__(self) -> None:
         if not self.key:
-            self.key = trial_key(dict(self.spec.factors), self.rep, self.links)
+            self.key = trial_key(dict(self.spec.factors), self.rep, self.links, content_of(self.spec))
 
     @property
     def factors(self) -> dict[str, Any]:

@@ -83,6 +83,12 @@ class Workload:
         return None
 
     @classmethod
+    def identity(cls, trial: TrialSpec) -> str | None:
+        """What the trial's page is beyond its factor's value (a file's content), hashed: an edited
+        file is another trial, never mixed under one key. None: the value says it all."""
+        return None
+
+    @classmethod
     def size(cls, trial: TrialSpec) -> tuple[int, int] | None:
         """The page's (bytes, objects) for the duration estimate (None: a generated page's)."""
         return None

@@ -71,6 +71,14 @@ def _doc(page: str) -> dict[str, Any]:
 
 
 @cache
+def _identity(page: str) -> str | None:
+    try:
+        return hashlib.sha256((_folder(page) / "site.json").read_bytes()).hexdigest()[:16]
+    except (OSError, SatbenchError):
+        return None  # no site there: refused with its reason where the trial is checked (problem)
+
+
+@cache
 def _folder(page: str) -> Path:
     if page.startswith(ARCHIVE):
         archive = Path(page[len(ARCHIVE):]).expanduser()
@@ -117,6 +125,11 @@ class ReplayedSite(Workload):
     meaning = "a recorded site (satbench pages import) replayed: one origin per recorded host"
     generated = False
     replays = True
+
+    @classmethod
+    def identity(cls, trial: TrialSpec) -> str | None:
+        # The imported site's manifest: every entry with its status, headers and body's sha256.
+        return _identity(trial.page)
 
     @classmethod
     def claims(cls, trial: TrialSpec) -> bool:
@@ -183,6 +196,7 @@ class ReplayedSite(Workload):
         hosts = {urlsplit(o.url).hostname for o in rec.objects}
         rec.metrics["site_origins_contacted"] = float(len(hosts))
         doc = _doc(trial.page)
+        rec.metrics["site_filled"] = float(doc.get("filled", 0))  # bodies the import made up (recorded sizes)
         site: dict[str, Any] = {"folder": str(folder(trial)), "page": doc["page"], "hosts": doc["hosts"],
                                 "filled": doc.get("filled", 0), "volatile": doc.get("volatile", [])}
         notes = _layout_notes(trial.page)
@@ -220,7 +234,11 @@ class ReplayedSite(Workload):
             cell = cell if isinstance(cell, tuple) else (cell,)
             got = [per_trial[int(t)] for t in g["trial_id"] if int(t) in per_trial]
             fuzzy = int(g["site_fuzzy_matched"].sum()) if "site_fuzzy_matched" in g.columns else "-"
-            rows.append([" ".join(f"{k}={v}" for k, v in zip(varied, cell)) or "all", len(g),
+            rows.append([" ".join(f"{k}={v}" for k, v in zip(varied, cell)) or "all",
+                         ", ".join(sorted({str(p).split(":", 1)[-1].rstrip("/").rsplit("/", 1)[-1]
+                                           for p in g["page"]})), len(g),
+                         int(g["site_filled"].max()) if "site_filled" in g.columns and g["site_filled"].notna().any()
+                         else "-",
                          statistics.median(g["site_origins_contacted"]),
                          statistics.median(c for c, _ in got) if got else "-",
                          statistics.median(m for _, m in got) if got else "-",
@@ -241,7 +259,8 @@ class ReplayedSite(Workload):
                 "origins a load contacted, the connections it opened (in all, and to its busiest origin; "
                 "medians over the trials), the requests the recording lacked (404s, the browser's favicon "
                 "aside) and those answered by the recorded request of the closest query (summed over the "
-                "trials). What the import filled and what the replay could not serve as recorded is in each "
-                "trial's <code>env.site</code>.</p>"
-                + table_html(rows, ["combination", "trials", "origins", "connections", "to the busiest origin",
-                                    "not recorded", "closest query"]) + per_origin)
+                "trials), and the bodies the import filled with the recorded number of incompressible bytes "
+                "(the archive had none). Which entries were filled and what the replay could not serve as "
+                "recorded is in each trial's <code>env.site</code>.</p>"
+                + table_html(rows, ["combination", "site", "trials", "filled", "origins", "connections",
+                                    "to the busiest origin", "not recorded", "closest query"]) + per_origin)
