@@ -1,4 +1,5 @@
-"""`satbench validate E --quick` end to end: study E's quick set runs over
+"""`satbench validate E --quick` end to end, as a smoke run (`--repetitions
+5`: the first 5 repetitions of every cell): study E's quick set runs over
 the LEO profile (curl and the loader, DNS across the link), and every check
 of E's claim and the physical checks print a verdict, in the terminal and
 on the page beside the report; run again, it resumes and runs nothing."""
@@ -10,14 +11,14 @@ import re
 import sqlite3
 from pathlib import Path
 
-from satbench.validate import load
+from satbench.validate import load, load_set
 
-from ..helpers import run_cli
+from ..helpers import REPO, run_cli
 
 
 def test_validate_study_e_quick(tmp_path: Path) -> None:
     db, out = tmp_path / "v.sqlite", tmp_path / "out"
-    p = run_cli("validate", "E", "--quick", "--db", str(db), "-o", str(out), timeout=1200)
+    p = run_cli("validate", "E", "--quick", "--repetitions", "5", "--db", str(db), "-o", str(out), timeout=1200)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     _, claims = load()
     checks = [(c.id, k.label) for c in claims if c.study in ("E", "P") for k in c.checks]
@@ -35,9 +36,13 @@ def test_validate_study_e_quick(tmp_path: Path) -> None:
     n, valid = con.execute("SELECT count(*), sum(status = 'valid') FROM trials").fetchone()
     dns = con.execute("SELECT count(*) FROM trials WHERE json_extract(factors, '$.dns') = 'link'").fetchone()[0]
     con.close()
-    assert n == valid == dns == 240
+    # The smoke run's trials: those of repetition 0 to 4, under the set's own keys.
+    (f,) = [s for s in load()[0] if s.study == "E"][0].quick
+    want = {t.key for t in load_set(REPO / "experiments" / f, 5).trials}
+    keys = {k for (k,) in sqlite3.connect(db).execute("SELECT key FROM trials")}
+    assert n == valid == dns == len(want) and keys == want and 20 <= n < 240, (n, valid, dns)
     page = html.unescape((out / "validation.html").read_text())
     assert all(label in page for _, label in checks)
     # Run again: everything is stored; the verdicts come back without a trial run.
-    again = run_cli("validate", "E", "--quick", "--db", str(db), "-o", str(out), timeout=600)
+    again = run_cli("validate", "E", "--quick", "--repetitions", "5", "--db", str(db), "-o", str(out), timeout=600)
     assert again.returncode == 0 and "0 trials run" in again.stdout, again.stdout[-2000:]

@@ -14,6 +14,7 @@ command exits non-zero.
 
 from __future__ import annotations
 
+import dataclasses
 import html
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,7 +28,7 @@ from ..results.read import Results
 from .claims import Claim, StudySets, load
 from .judge import VERDICTS, Result, evaluate
 
-__all__ = ["Claim", "Result", "StudySets", "Validation", "judge", "load", "run_sets", "write_html"]
+__all__ = ["Claim", "Result", "StudySets", "Validation", "judge", "load", "load_set", "run_sets", "write_html"]
 
 #: The physical checks' study: judged over every trial of the studies run.
 PHYSICAL = "P"
@@ -61,16 +62,27 @@ def sets_of(studies: list[StudySets], quick: bool) -> list[Path]:
 Set = tuple[str, str, frozenset[str]]
 
 
-def run_sets(files: list[Path], db: Path, run: Callable[[Path, Path], Any]) -> list[Set]:
-    """Run (resume) each set into ``db`` with ``run(file, db)``; what each set is."""
-    from ..experiment.spec import load as load_experiment  # noqa: PLC0415 - planning needs the emulator
-
+def run_sets(files: list[Path], db: Path, run: Callable[[Path, Path], Any], repetitions: int | None = None
+             ) -> list[Set]:
+    """Run (resume) each set into ``db`` with ``run(file, db)``; what each set is (with
+    ``repetitions``, its first that many repetitions of every cell: see :func:`load_set`)."""
     out = []
     for f in files:
-        exp = load_experiment(f)
+        exp = load_set(f, repetitions)
         run(f, db)
         out.append((exp.name, str(f.relative_to(prereq.REPO)), frozenset(t.key for t in exp.trials)))
     return out
+
+
+def load_set(f: Path, repetitions: int | None = None) -> Any:
+    """A set's experiment; with ``repetitions``, only its trials of repetition below it (the same keys
+    and name: a full run of the set later resumes and adds the rest)."""
+    from ..experiment.spec import load as load_experiment  # noqa: PLC0415 - planning needs the emulator
+
+    exp = load_experiment(f)
+    if repetitions is not None:
+        exp = dataclasses.replace(exp, trials=[t for t in exp.trials if t.rep < repetitions])
+    return exp
 
 
 def judge(db: Path, studies: list[StudySets], claims: list[Claim], sets: list[Set]) -> Validation:
