@@ -32,7 +32,7 @@ def test_realtime_clients_load_no_page() -> None:
 
 
 def test_the_capture_benchmark_gives_the_figures_docs_print() -> None:
-    """docs/results.md's table of what capture costs Chromium comes from
+    """docs/results.md's table of what capture costs Chromium and Firefox comes from
     ``satbench bench capture`` on the committed findings database."""
     repo = Path(__file__).resolve().parents[2]
     r = paired(repo / "docs" / "data" / "findings.sqlite", "visual-capture-on", "visual-capture-off")
@@ -44,3 +44,11 @@ def test_the_capture_benchmark_gives_the_figures_docs_print() -> None:
     assert "PLT -0.04 % [-0.11, +0.03] (4,702 against 4,705 ms)" in text, text
     assert "PLT +0.91 % [-0.92, +4.71] (487 against 475 ms)" in text, text
     assert "FCP +17.03 % [+6.72, +55.56] (126 against 96 ms)" in text, text
+    # Firefox's rows, from its own pair of experiments.
+    r = paired(repo / "docs" / "data" / "findings.sqlite", "visual-capture-firefox-on", "visual-capture-firefox-off")
+    assert {link: ms["plt_ms"]["pairs"] for link, ms in r.items()} == {"geo": 20, "lan": 20}
+    text = format_report({"client": "firefox", "runs": [], "links": r, "target_pct": 2.0})
+    for fig in ("+0.42 % [+0.01, +0.94] (4,795 against 4,768 ms)", "+1.27 % [-0.09, +6.12] (568 against 550 ms)"):
+        assert fig in doc
+    assert "PLT +0.42 % [+0.01, +0.94] (4,795 against 4,768 ms)" in text, text
+    assert "PLT +1.27 % [-0.09, +6.12] (568 against 550 ms)" in text, text
