@@ -8,7 +8,9 @@
 - :mod:`.soak`: a thousand trials in one run, and whether anything leaks;
 - :mod:`.pep`: the split-TCP PEP's relay throughput, CPU and set-up latency;
 - :mod:`.capture`: what capturing a browser load's frames costs its PLT, FCP and LCP;
-- :mod:`.shaped`: browser-shaped loader clients against Chromium: PLT agreement and CPU per client.
+- :mod:`.shaped`: browser-shaped loader clients against Chromium: PLT agreement and CPU per client;
+- :mod:`.returning`: what a returning visitor saves (TLS resumption, TCP Fast Open, 0-RTT), paired within
+  repeat-view trials.
 """
 
-BENCHES = ("link", "server", "loader", "harness", "soak", "pep", "capture", "shaped")
+BENCHES = ("link", "server", "loader", "harness", "soak", "pep", "capture", "shaped", "returning")
