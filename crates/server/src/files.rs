@@ -199,6 +199,15 @@ impl Site {
         match &self.replay {
             None => {
                 let mut p = self.root.plan(method, target);
+                if p.status == 200 {
+                    // The directory's files are public test content, as a CDN serves fonts and
+                    // scripts: a sharded page's stylesheet on another origin may load its font
+                    // (a CORS request, which fails without it).
+                    p.headers.push((
+                        "access-control-allow-origin".into(),
+                        ACCESS_CONTROL_ALLOW_ORIGIN.into(),
+                    ));
+                }
                 if let (200, Some(s)) = (p.status, self.max_age) {
                     p.headers
                         .push(("cache-control".into(), format!("max-age={s}")));
@@ -314,6 +323,9 @@ fn percent_decode(s: &str) -> Option<String> {
 /// origins (a sharded page's, a replayed site's) then carry their protocol and sizes, which is
 /// how Firefox's loads report each object's protocol (Chromium's come from its DevTools events).
 pub const TIMING_ALLOW_ORIGIN: &str = "*";
+
+/// `Access-Control-Allow-Origin` on a directory's files (a replayed origin sends what was recorded).
+pub const ACCESS_CONTROL_ALLOW_ORIGIN: &str = "*";
 
 pub fn content_type(p: &Path) -> &'static str {
     match p.extension().and_then(|e| e.to_str()).unwrap_or("") {
@@ -446,10 +458,9 @@ mod tests {
         assert_eq!((p.status, p.replay), (404, Some("miss")));
         // A directory's files with the cache lifetime asked for; a replay's keep their own headers.
         let dir = Site::new(Root::new(r.path()).unwrap(), None, false).with_max_age(Some(60));
-        assert!(dir
-            .plan("GET", "/")
-            .headers
-            .contains(&("cache-control".into(), "max-age=60".into())));
+        let h = dir.plan("GET", "/").headers;
+        assert!(h.contains(&("cache-control".into(), "max-age=60".into())));
+        assert!(h.contains(&("access-control-allow-origin".into(), "*".into())));
         assert!(dir.plan("GET", "/nope").headers.is_empty());
         // Without --replay-think, at once.
         let p = Site::new(Root::new(r.path()).unwrap(), archive(), false).plan("GET", "/a?x=1");
