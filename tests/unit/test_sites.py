@@ -74,12 +74,16 @@ def test_a_har_imports_with_what_was_filled_decoded_and_dropped(tmp_path: Path) 
     assert [e.body for e in again.entries] == [e.body for e in site.entries]
 
 
-def test_a_web_page_replay_archive_imports(tmp_path: Path) -> None:
+@pytest.mark.parametrize("encoding", ["gzip", "br"])
+def test_a_web_page_replay_archive_imports(tmp_path: Path, encoding: str) -> None:
+    # Web Page Replay keeps bodies as they crossed the wire: gzip or brotli, chunked; stored decoded.
+    import brotli
+
     body = b"<html><body>hello</body></html>" * 10
-    z = gzip.compress(body)
+    z = gzip.compress(body) if encoding == "gzip" else brotli.compress(body)
     chunked = f"{len(z):x}\r\n".encode() + z + b"\r\n0\r\n\r\n"
-    response = (b"HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\nContent-Encoding: gzip\r\n"
-                b"Transfer-Encoding: chunked\r\n\r\n" + chunked)
+    response = (b"HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\nContent-Encoding: "
+                + encoding.encode() + b"\r\nTransfer-Encoding: chunked\r\n\r\n" + chunked)
     request = b"GET /index.html HTTP/1.1\r\nHost: www.example.test\r\n\r\n"
     archive = {"Requests": {"www.example.test": {"https://www.example.test/index.html": [
         {"SerializedRequest": base64.b64encode(request).decode(),
@@ -88,9 +92,16 @@ def test_a_web_page_replay_archive_imports(tmp_path: Path) -> None:
     src.write_bytes(gzip.compress(json.dumps(archive).encode()))
     site = sites.import_archive(src, tmp_path / "out")
     (e,) = site.entries
-    assert e.status == 200 and e.mime == "text/html" and e.encoding == "gzip" and "decoded" in e.changed
+    assert e.status == 200 and e.mime == "text/html" and e.encoding == encoding and "decoded" in e.changed
     assert (tmp_path / "out" / "bodies" / e.body).read_bytes() == body
     assert e.body == hashlib.sha256(body).hexdigest() and "dropped transfer-encoding" in e.changed
+    # A body that is not what its header says is refused with its entry.
+    bad = response.replace(z, b"\x00" * len(z))
+    archive["Requests"]["www.example.test"]["https://www.example.test/index.html"][0]["SerializedResponse"] = (
+        base64.b64encode(bad).decode())
+    src.write_bytes(gzip.compress(json.dumps(archive).encode()))
+    with pytest.raises(InputError, match="index.html"):
+        sites.import_archive(src, tmp_path / "out2")
 
 
 @pytest.mark.parametrize("content, words", [

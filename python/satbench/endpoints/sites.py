@@ -143,7 +143,12 @@ def _decode(data: bytes, encoding: str | None) -> bytes:
         except zlib.error:
             return zlib.decompress(data, -15)  # raw deflate, as some servers send it
     if encoding == "br":
-        raise ValueError("a brotli body on the wire (satbench stores bodies decoded; no brotli decoder here)")
+        import brotli  # noqa: PLC0415 - only an archive of brotli bodies needs it
+
+        try:
+            return bytes(brotli.decompress(data))
+        except brotli.error as e:
+            raise ValueError(f"not brotli: {e}") from None
     raise ValueError(f"unknown content encoding {encoding!r}")
 
 
