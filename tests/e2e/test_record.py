@@ -1,7 +1,9 @@
 """A page recorded here: Chromium, run by `satbench record` inside a testbed
-(`satbench shell`), loads a page spread over four shard origins; its HAR is
-imported as a site whose every object is byte-exact the file its origin
-served, each under the host it came from; replayed, it opens as many
+(`satbench shell`), loads the shop page spread over four shard origins (its
+HTML, stylesheets, scripts, fonts and images); its HAR is imported as a site
+whose every object is byte-exact the file its origin served, each under the
+host it came from; replayed in both browsers over every version, every
+object arrives from the origin it was recorded from, and it opens as many
 connections to each origin as the recorded load did."""
 
 from __future__ import annotations
@@ -21,19 +23,26 @@ from satbench.results.report import write_report
 
 from ..helpers import run_cli
 
+PAGE = "shop"
+
 
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, str]:
-    """The uniform 500 KB page over four shard origins, recorded in Chromium inside a testbed:
+    """The shop page over four shard origins, recorded in Chromium inside a testbed:
     (the pages served, the imported site, the page's URL)."""
     tmp = tmp_path_factory.mktemp("record")
     www, out = tmp / "www", tmp / "site"
-    pages.generate(www, ["uniform-500k"])
-    url = pages.url_of("uniform-500k", shards=4)
+    pages.generate(www, [PAGE])
+    url = pages.url_of(PAGE, shards=4)
     p = run_cli("shell", "--link", "lan", "--serve", str(www), "--shards", "4", "--quiet", "--",
                 sys.executable, "-m", "satbench", "record", url, "--out", str(out), timeout=300)
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
     return www, out, url
+
+
+def _served(www: Path, entry: dict) -> bytes:
+    """The file the origins served for a recorded entry (the sharded index is written beside the page)."""
+    return (www / entry["path"].lstrip("/")).read_bytes()
 
 
 def test_a_multi_origin_page_is_recorded_and_imported_byte_exact(recorded: tuple[Path, Path, str]) -> None:
@@ -42,27 +51,43 @@ def test_a_multi_origin_page_is_recorded_and_imported_byte_exact(recorded: tuple
     assert site["page"] == url and site["filled"] == 0
     hosts = {e["host"] for e in site["entries"]}
     assert {"server.test", "s2.test", "s3.test", "s4.test"} <= hosts, hosts
-    files = {f.name: hashlib.sha256(f.read_bytes()).hexdigest() for f in (www / "uniform-500k").glob("img*.jpg")}
-    images = [e for e in site["entries"] if e["path"].endswith(".jpg")]
-    assert len(images) == 8 and {e["path"].rsplit("/", 1)[1] for e in images} == set(files)
-    for e in images:
+    mine = [e for e in site["entries"] if e["path"].startswith(f"/{PAGE}/")]
+    kinds = {e["mime"].split(";")[0] for e in mine}
+    assert len(mine) > 100 and {"text/html", "text/css", "image/jpeg"} <= kinds, (len(mine), kinds)
+    for e in mine:  # every object, whatever its type: the body the origin served, stored as its sha256
         body = (out / "bodies" / e["body"]).read_bytes()
-        assert hashlib.sha256(body).hexdigest() == files[e["path"].rsplit("/", 1)[1]] == e["body"], e["url"]
-        assert e["status"] == 200 and e["mime"] == "image/jpeg"
+        assert hashlib.sha256(body).hexdigest() == hashlib.sha256(_served(www, e)).hexdigest() == e["body"], e["url"]
+        assert e["status"] == 200
+
+
+def _origin_logs(art: Path) -> dict[tuple[str, str], list[tuple[str, int]]]:
+    """What each origin's server logged: (host asked for, path) -> [(the server's log folder, body bytes)]."""
+    out: dict[tuple[str, str], list[tuple[str, int]]] = {}
+    for log in (art / "server").rglob("access.jsonl"):
+        for line in log.read_text().splitlines():
+            r = json.loads(line)
+            if r.get("type") == "request" and r.get("status") == 200:
+                out.setdefault((r["authority"].split(":")[0], r["path"]), []).append(
+                    (str(log.parent.relative_to(art)), int(r["body_bytes"])))
+    return out
 
 
 def test_a_recorded_site_replays_from_its_own_origins_over_every_version(recorded: tuple[Path, Path, str],
                                                                         tmp_path: Path,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     # Replay the recorded four-origin page over the LAN in Chromium and Firefox over HTTP/1.1, HTTP/2 and
-    # HTTP/3: every image comes from the origin it was recorded from, byte-exact (the replay's HAR
+    # HTTP/3: every object comes from the origin it was recorded from (that origin's server logged it,
+    # no other did, at its recorded size), byte-exact where the browser keeps bodies (Chromium's HAR
     # against the recording), over the version asked for, and nothing is missing.
     _, out, _ = recorded
-    bodies = {e["url"]: e["body"] for e in json.loads((out / "site.json").read_text())["entries"]}
+    entries = json.loads((out / "site.json").read_text())["entries"]
+    bodies = {e["url"]: e["body"] for e in entries}
+    sizes = {(e["host"], e["path"]): e["bytes"] for e in entries if e["status"] == 200}
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     exp = tmp_path / "replay.toml"
-    exp.write_text('[experiment]\nname = "replay"\nseed = 1\ntimeout_s = 60\nartefacts = ["har"]\n[factors]\n'
-                   f'link = "lan"\nprotocol = ["h1", "h2", "h3"]\npage = "site:{out}"\nclient = ["chromium", "firefox"]\n'
+    exp.write_text('[experiment]\nname = "replay"\nseed = 1\ntimeout_s = 60\nartefacts = ["har", "server"]\n'
+                   f'[factors]\nlink = "lan"\nprotocol = ["h1", "h2", "h3"]\npage = "site:{out}"\n'
+                   'client = ["chromium", "firefox"]\n'
                    # the recording as it is: imported on first use (into XDG_CACHE_HOME), then replayed
                    f'[[trial]]\nprotocol = "h2"\npage = "har:{out}/recording.har"\nclient = "chromium"\n')
     db = tmp_path / "db.sqlite"
@@ -75,10 +100,27 @@ def test_a_recorded_site_replays_from_its_own_origins_over_every_version(recorde
     # the server's Timing-Allow-Origin: its trials are valid only if every origin sent it.
     assert len(ts) == 7 and all(t["status"] == "valid" for t in ts), [t["reason"] for t in ts]
     assert len(list((tmp_path / "cache" / "satbench" / "sites").glob("*/site.json"))) == 1
+    con = sqlite3.connect(db)
+    arts = dict(con.execute("SELECT id, artefacts FROM trials"))
     for t in ts:
         # Every recorded host name is an origin of its own (s1.test was the page host's alias when recorded).
         assert t["m"]["site_not_found"] == 0 and t["m"]["site_origins_contacted"] == 5, t["m"]
         assert t["protocols"] == {"h1": {"http/1.1"}, "h2": {"h2"}, "h3": {"h3"}}[t["f"]["protocol"]]
+        # Every recorded object was served, each by its own origin's server alone, at its recorded size.
+        (tid,) = [i for i, a in arts.items() if t["f"] == json.loads(con.execute(
+            "SELECT factors FROM trials WHERE id = ?", (i,)).fetchone()[0])]
+        logged = _origin_logs(Path(arts[tid]))
+        missing = [k for k in sizes if k[1].startswith(f"/{PAGE}/") and k not in logged]
+        assert not missing, (t["f"], missing[:5])
+        for (host, path), served in logged.items():
+            assert (host, path) in sizes, (t["f"], host, path)
+            assert {b for _, b in served} == {sizes[(host, path)]}, (t["f"], host, path, served)
+        by_folder: dict[str, set[str]] = {}
+        for (host, _), served in logged.items():
+            for folder, _ in served:
+                by_folder.setdefault(host, set()).add(folder)
+        assert all(len(f) == 1 for f in by_folder.values()) and len({min(f) for f in by_folder.values()}) == len(
+            by_folder), by_folder  # one server per origin, and no server for two origins
     # Connections per origin as in the recording (Chromium, HTTP/2): the same hosts, each with the
     # same number of connections (the recording's HAR names each entry's connection).
     rec = json.loads((out / "recording.har").read_text())["log"]["entries"]
@@ -87,7 +129,6 @@ def test_a_recorded_site_replays_from_its_own_origins_over_every_version(recorde
         if e.get("connection"):
             recorded_conns.setdefault(urlsplit(e["request"]["url"]).hostname or "", set()).add(str(e["connection"]))
     assert recorded_conns, "the recording names no connections"
-    con = sqlite3.connect(db)
     (tid,) = con.execute("SELECT id FROM trials WHERE json_extract(factors, '$.client') = 'chromium' AND "
                          "json_extract(factors, '$.protocol') = 'h2' AND json_extract(factors, '$.page') "
                          "LIKE 'site:%'").fetchone()
@@ -104,22 +145,28 @@ def test_a_recorded_site_replays_from_its_own_origins_over_every_version(recorde
     hars = sorted((tmp_path / "artefacts").rglob("page.har"))
     assert len(hars) == 4  # Chromium's: three versions of the site, and the archive given as it is
     for h in hars:
-        images = [e for e in json.loads(h.read_text())["log"]["entries"] if e["request"]["url"].endswith(".jpg")]
-        assert len(images) == 8
-        for e in images:
-            body = base64.b64decode(e["response"]["content"]["text"])
+        got = [e for e in json.loads(h.read_text())["log"]["entries"]
+               if urlsplit(e["request"]["url"]).path.startswith(f"/{PAGE}/") and e["response"]["status"] == 200]
+        assert len(got) > 100
+        for e in got:  # every object Chromium kept a body of, byte-exact
+            c = e["response"]["content"]
+            if "text" not in c:
+                continue
+            body = base64.b64decode(c["text"]) if c.get("encoding") == "base64" else c["text"].encode()
             assert hashlib.sha256(body).hexdigest() == bodies[e["request"]["url"]], e["request"]["url"]
 
 
 def test_the_shell_replays_a_site_from_its_origins(recorded: tuple[Path, Path, str], tmp_path: Path) -> None:
     # satbench shell --site: each recorded origin answers under its own name with its own certificate.
     www, out, _ = recorded
-    got = tmp_path / "img2.jpg"
+    image = next(e for e in json.loads((out / "site.json").read_text())["entries"]
+                 if e["host"] == "s2.test" and e["path"].endswith(".jpg"))  # an image recorded from s2.test
+    got = tmp_path / "image.jpg"
     p = run_cli("shell", "--link", "lan", "--site", str(out), "--quiet", "--", "curl", "-sS", "--fail",
                 "--cacert", str(ca.ensure().cert), "-o", str(got), "-w", "%{http_version} %{ssl_verify_result}",
-                "https://s2.test/uniform-500k/img2.jpg", timeout=120)
+                f"https://s2.test{image['path']}", timeout=120)
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
-    assert got.read_bytes() == (www / "uniform-500k" / "img2.jpg").read_bytes() and p.stdout.split() == ["2", "0"]
+    assert got.read_bytes() == _served(www, image) and p.stdout.split() == ["2", "0"]
 
 
 def test_a_folder_of_ones_own_files_is_a_page(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
