@@ -52,3 +52,29 @@ def test_the_capture_benchmark_gives_the_figures_docs_print() -> None:
         assert fig in doc
     assert "PLT +0.42 % [+0.01, +0.94] (4,795 against 4,768 ms)" in text, text
     assert "PLT +1.27 % [-0.09, +6.12] (568 against 550 ms)" in text, text
+
+
+def test_the_returning_benchmark_gives_the_figures_docs_print() -> None:
+    """docs/results.md's table of what a returning visitor saves comes from ``satbench bench returning``
+    on the committed findings database: each repeat paired with its own first view."""
+    from satbench.bench import returning
+
+    repo = Path(__file__).resolve().parents[2]
+    r = returning.paired(repo / "docs" / "data" / "findings.sqlite")
+    assert set(r) == {"geo", "leo"} and sum(c["trials"] for cells in r.values() for c in cells.values()) == 200
+    geo = r["geo"]
+    tfo = geo["loader h2 resumption=on tfo=on"]
+    assert (tfo["ttfb_ms"]["pairs"], round(tfo["ttfb_ms"]["saved"]), [round(x) for x in tfo["ttfb_ms"]["ci"]]) == (
+        10, 533, [532, 533])
+    assert tfo["said"]["server_tfo_connections"] == [10, 10] and tfo["said"]["client_fast_open_connections"] == [10, 10]
+    zero = geo["chromium h3 (quiche) zero_rtt=on"]
+    assert round(zero["ttfb_ms"]["saved"]) == 537 and round(zero["ttfb_ms"]["saved_rtt"], 2) == 1.01
+    assert "server_tfo_connections" not in zero["said"]  # nothing said of Fast Open over QUIC
+    assert r["leo"]["loader h3 (quiche) zero_rtt=on"]["ttfb_ms"]["saved_rtt"] is None  # LEO's RTT varies
+    doc = (repo / "docs" / "results.md").read_text()
+    text = returning.format_report({"experiment": "returning-visitors", "links": r,
+                                    "runs": [{"planned": 200, "ran": 0, "valid": 200, "not_valid": 0}]})
+    for fig in ("533 [532, 533] ms (1.01 RTT)", "537 [536, 539] ms (1.01 RTT)", "50 [38, 51] ms", "47 [35, 66] ms"):
+        assert fig in doc
+    assert "TTFB 1,597 -> 1,064 ms, saved 533 [532, 533], 1.01 RTT" in text, text
+    assert "TTFB 87 -> 39 ms, saved 47 [35, 66]; PLT 268 -> 209 ms, saved 70 [45, 96]" in text, text

@@ -59,7 +59,8 @@ def paired(db: Path, experiment: str = "returning-visitors") -> dict[str, Any]:
         f = json.loads(factors)
         m = metrics.get(tid, {})
         rtt = _base_rtt_ms(links, specs)
-        c = cells.setdefault((f["link"], _label(f)), {"rtt_ms": rtt, "pairs": {k: [] for k in PAIRED},
+        c = cells.setdefault((f["link"], _label(f)), {"rtt_ms": rtt, "h3": f.get("protocol") == "h3",
+                                                      "pairs": {k: [] for k in PAIRED},
                                                       "said": {k: 0 for k in SAID}, "asked": {k: 0 for k in SAID},
                                                       "trials": 0})
         c["trials"] += 1
@@ -68,6 +69,9 @@ def paired(db: Path, experiment: str = "returning-visitors") -> dict[str, Any]:
             if first is not None and again is not None:
                 c["pairs"][k].append((first, again))
         for k in SAID:
+            # What a transport cannot do is not said of it: Fast Open over QUIC, 0-RTT over TCP.
+            if ("tfo" in k or "fast_open" in k) if c["h3"] else "early_data" in k:
+                continue
             if m.get(k) is not None:
                 c["asked"][k] += 1
                 c["said"][k] += m[k] > 0
@@ -80,17 +84,22 @@ def paired(db: Path, experiment: str = "returning-visitors") -> dict[str, Any]:
                 continue
             saved = [a - b for a, b in ps]
             med, lo, hi = bootstrap_median_ci(saved)
+            rtt = c["rtt_ms"]
             row[k] = {"pairs": len(ps), "first": statistics.median(a for a, _ in ps),
                       "repeat": statistics.median(b for _, b in ps), "saved": med, "ci": [lo, hi],
-                      "saved_rtt": med / c["rtt_ms"] if c["rtt_ms"] else None}
+                      # In round trips only where the round trip is one number (a constant delay).
+                      "saved_rtt": med / rtt[0] if rtt and rtt[0] == rtt[1] and rtt[0] > 0 else None}
         out.setdefault(link, {})[label] = row
     return out
 
 
-def _base_rtt_ms(links: str | None, specs: dict[str, str]) -> float | None:
-    """The trial's satellite link's base round trip, from its stored resolution."""
+def _base_rtt_ms(links: str | None, specs: dict[str, str]) -> tuple[float, float] | None:
+    """The trial's satellite link's round trip, least and most, from its stored resolution (equal on a
+    link of constant delay)."""
     try:
-        return float(json.loads(specs[json.loads(links or "{}")["link"]])["derived"]["base_rtt_ms"])
+        d = json.loads(specs[json.loads(links or "{}")["link"]])["derived"]
+        return (float(d["forward"]["min_delay_ms"]) + float(d["return"]["min_delay_ms"]),
+                float(d["forward"]["max_delay_ms"]) + float(d["return"]["max_delay_ms"]))
     except (ValueError, TypeError, KeyError):
         return None
 
@@ -121,8 +130,10 @@ def format_report(r: dict[str, Any]) -> str:
              "server_tfo_connections": "server: Fast Open SYNs", "client_resumed_connections": "client: resumed",
              "client_early_data_connections": "client: 0-RTT", "client_fast_open_connections": "client: Fast Open"}
     for link, cells in sorted(r["links"].items()):
-        rtts = {c["rtt_ms"] for c in cells.values() if c["rtt_ms"]}
-        lines.append(f"  {link} (base RTT {', '.join(f'{x:.0f}' for x in sorted(rtts)) or '?'} ms):")
+        rtts = {tuple(c["rtt_ms"]) for c in cells.values() if c["rtt_ms"]}
+        said = ", ".join(f"{a:.0f} ms" if a == b else f"{a:.0f} to {b:.0f} ms, varying: savings in ms only"
+                         for a, b in sorted(rtts)) or "?"
+        lines.append(f"  {link} (RTT {said}):")
         for label, c in cells.items():
             parts = []
             for k in PAIRED:
