@@ -190,6 +190,23 @@ impl Site {
         self.replay.as_ref()
     }
 
+    /// [`Site::plan`] for a request that names its `Origin` (`cors`, a
+    /// cross-origin fetch such as a font from another origin's stylesheet):
+    /// the directory's files are public test content, so its answer allows
+    /// any origin, as a CDN's does. Only then: a request without `Origin`
+    /// gets the same headers as ever. A replayed origin sends what was
+    /// recorded.
+    pub fn plan_for(&self, method: &str, target: &str, cors: bool) -> Planned {
+        let mut p = self.plan(method, target);
+        if cors && self.replay.is_none() && p.status == 200 {
+            p.headers.push((
+                "access-control-allow-origin".into(),
+                ACCESS_CONTROL_ALLOW_ORIGIN.into(),
+            ));
+        }
+        p
+    }
+
     /// The answer to a request without a body (an upload, [`is_upload`], is
     /// answered by [`Planned::uploaded`] once its body is read), `method
     /// target` as the request gives them: the directory's file (200), 404,
@@ -199,15 +216,6 @@ impl Site {
         match &self.replay {
             None => {
                 let mut p = self.root.plan(method, target);
-                if p.status == 200 {
-                    // The directory's files are public test content, as a CDN serves fonts and
-                    // scripts: a sharded page's stylesheet on another origin may load its font
-                    // (a CORS request, which fails without it).
-                    p.headers.push((
-                        "access-control-allow-origin".into(),
-                        ACCESS_CONTROL_ALLOW_ORIGIN.into(),
-                    ));
-                }
                 if let (200, Some(s)) = (p.status, self.max_age) {
                     p.headers
                         .push(("cache-control".into(), format!("max-age={s}")));
@@ -459,9 +467,18 @@ mod tests {
         // A directory's files with the cache lifetime asked for; a replay's keep their own headers.
         let dir = Site::new(Root::new(r.path()).unwrap(), None, false).with_max_age(Some(60));
         let h = dir.plan("GET", "/").headers;
-        assert!(h.contains(&("cache-control".into(), "max-age=60".into())));
-        assert!(h.contains(&("access-control-allow-origin".into(), "*".into())));
+        assert_eq!(h, vec![("cache-control".into(), "max-age=60".into())]);
         assert!(dir.plan("GET", "/nope").headers.is_empty());
+        // A request naming its origin (CORS) is allowed any; one without gets the same headers as ever.
+        let acao = ("access-control-allow-origin".to_string(), "*".to_string());
+        assert!(dir.plan_for("GET", "/", true).headers.contains(&acao));
+        assert_eq!(dir.plan_for("GET", "/", false).headers, h);
+        assert!(dir.plan_for("GET", "/nope", true).headers.is_empty());
+        let replayed = Site::new(Root::new(r.path()).unwrap(), archive(), false);
+        assert!(!replayed
+            .plan_for("GET", "/a?x=1", true)
+            .headers
+            .contains(&acao));
         // Without --replay-think, at once.
         let p = Site::new(Root::new(r.path()).unwrap(), archive(), false).plan("GET", "/a?x=1");
         assert_eq!(p.delay, Duration::ZERO);

@@ -565,11 +565,13 @@ impl Server {
     fn on_request(root: &Site, opts: &Options, c: &mut Conn, sid: u64, req: &[quiche::h3::Header]) {
         let t_request = unix_ns();
         let (mut method, mut path, mut authority) = (String::new(), String::new(), String::new());
+        let mut cors = false;
         for h in req {
             match h.name() {
                 b":method" => method = String::from_utf8_lossy(h.value()).into_owned(),
                 b":path" => path = String::from_utf8_lossy(h.value()).into_owned(),
                 b":authority" => authority = String::from_utf8_lossy(h.value()).into_owned(),
+                b"origin" => cors = true,
                 _ => {}
             }
         }
@@ -587,7 +589,7 @@ impl Server {
             return;
         }
         let _ = c.conn.stream_shutdown(sid, quiche::Shutdown::Read, 0);
-        let planned = root.plan(&method, &path);
+        let planned = root.plan_for(&method, &path, cors);
         let mut rec = Self::record(opts, c, &method, &path, t_request);
         rec.authority = Some(authority);
         rec.request_bytes = Some(0);

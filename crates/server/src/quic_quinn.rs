@@ -769,6 +769,7 @@ async fn respond(
         .map(|p| p.as_str().to_string())
         .unwrap_or_default();
     let upload = is_upload(&method, &path);
+    let cors = req.headers().contains_key("origin");
     let mut received = 0u64;
     if upload {
         // The sink's payload: read to its end, counted (h3 hands out chunks
@@ -780,7 +781,7 @@ async fn respond(
     let t_body_done = unix_ns();
     let planned = match upload {
         true => Planned::uploaded(received),
-        false => sh.root.plan(&method, &path),
+        false => sh.root.plan_for(&method, &path, cors),
     };
     if !planned.delay.is_zero() {
         tokio::time::sleep(planned.delay).await;

@@ -76,6 +76,7 @@ pub(crate) async fn handle(
     // payload, or a stray body of any other request (answered 405 or as if
     // it had none).
     let upload = is_upload(method.as_str(), &target);
+    let cors = req.headers().contains_key(hyper::header::ORIGIN);
     let mut body = req.into_body();
     let mut received = 0u64;
     while let Some(frame) = body.frame().await {
@@ -88,7 +89,7 @@ pub(crate) async fn handle(
     let planned = if upload {
         Planned::uploaded(received)
     } else {
-        sh.root.plan(method.as_str(), &target)
+        sh.root.plan_for(method.as_str(), &target, cors)
     };
     if !planned.delay.is_zero() {
         tokio::time::sleep(planned.delay).await;
