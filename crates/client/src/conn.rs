@@ -271,8 +271,8 @@ impl Fetcher {
         let proto = negotiated.clone().unwrap_or_else(|| "http/1.1".into());
         let resumed = tls.get_ref().1.handshake_kind() == Some(rustls::HandshakeKind::Resumed);
         // The SYN's data (the ClientHello, with Fast Open) is acknowledged by now.
-        let fast_open = satbench_common::tcpinfo::tcp_info(tls.get_ref().0.as_raw_fd())
-            .map(|i| i.options & TCPI_OPT_SYN_DATA != 0);
+        let fast_open =
+            satbench_common::tcpinfo::tcp_info(tls.get_ref().0.as_raw_fd()).map(|i| i.syn_data());
         self.update_conn(id, |c| {
             c.connect_s = connect_s;
             c.tls_s = Some(tls_s);
@@ -496,9 +496,6 @@ fn request(url: &Url, absolute: bool, upload: Option<u64>) -> Result<Request<Pay
         .body(Payload::new(upload.unwrap_or(0)))
         .map_err(|e| FetchError::BadRequest(Arc::new(e)))
 }
-
-/// `tcpi_options`' bit for a SYN whose data was acknowledged (include/uapi/linux/tcp.h).
-const TCPI_OPT_SYN_DATA: u8 = 32;
 
 /// A TCP connection to `addr`; with `tfo`, by TCP Fast Open
 /// (TCP_FASTOPEN_CONNECT: connect returns at once, and the first write goes

@@ -67,6 +67,17 @@ pub struct TcpInfo {
     pub rehash: u32,
 }
 
+impl TcpInfo {
+    /// `tcpi_options`' TCPI_OPT_SYN_DATA (include/uapi/linux/tcp.h): the SYN
+    /// carried data the other end took (TCP Fast Open), on either end.
+    pub const OPT_SYN_DATA: u8 = 32;
+
+    /// Whether the connection opened with data in its SYN, taken (Fast Open).
+    pub fn syn_data(&self) -> bool {
+        self.options & Self::OPT_SYN_DATA != 0
+    }
+}
+
 pub fn tcp_info(fd: RawFd) -> Option<TcpInfo> {
     let mut info = TcpInfo::default();
     let mut len = std::mem::size_of::<TcpInfo>() as libc::socklen_t;
@@ -132,5 +143,11 @@ mod tests {
         assert_eq!(i.state, 1); // TCP_ESTABLISHED
         assert!(i.snd_cwnd > 0 && i.snd_mss > 0);
         assert!(congestion(c.as_raw_fd()).is_some_and(|cc| !cc.is_empty()));
+        assert!(!i.syn_data()); // an ordinary handshake
+        let fast = TcpInfo {
+            options: TcpInfo::OPT_SYN_DATA | 1,
+            ..TcpInfo::default()
+        };
+        assert!(fast.syn_data());
     }
 }

@@ -86,7 +86,7 @@ impl TcpInfoRecord {
             segs_in: i.segs_in,
             snd_wnd: i.snd_wnd,
             rcv_wnd: i.rcv_wnd,
-            syn_data: i.options & 0x20 != 0,
+            syn_data: i.syn_data(),
         }
     }
 }

@@ -45,7 +45,7 @@ pub fn line(
         "bytes_acked": i.bytes_acked, "bytes_sent": i.bytes_sent,
         "bytes_retrans": i.bytes_retrans, "segs_out": i.segs_out,
         "notsent_bytes": i.notsent_bytes, "options": i.options,
-        "syn_data": i.options & 0x20 != 0,
+        "syn_data": i.syn_data(),
         // Chrono counters (Linux 4.10+), cumulative µs: sending, limited
         // by the peer's receive window, limited by the send buffer.
         "busy_time_us": i.busy_time, "rwnd_limited_us": i.rwnd_limited,
