@@ -1,5 +1,5 @@
 """`satbench validate E --quick` end to end, as a smoke run (`--repetitions
-5`: the first 5 repetitions of every cell): study E's quick set runs over
+5`: the first 5 repetitions of every cell, 30 trials): study E's quick set runs over
 the LEO profile (curl and the loader, DNS across the link), and every check
 of E's claim and the physical checks print a verdict, in the terminal and
 on the page beside the report; run again, it resumes and runs nothing."""
@@ -36,11 +36,13 @@ def test_validate_study_e_quick(tmp_path: Path) -> None:
     n, valid = con.execute("SELECT count(*), sum(status = 'valid') FROM trials").fetchone()
     dns = con.execute("SELECT count(*) FROM trials WHERE json_extract(factors, '$.dns') = 'link'").fetchone()[0]
     con.close()
-    # The smoke run's trials: those of repetition 0 to 4, under the set's own keys.
+    # The smoke run's trials: repetitions 1 to 5 of each of the set's 6 cells, under the set's own keys.
     (f,) = [s for s in load()[0] if s.study == "E"][0].quick
-    want = {t.key for t in load_set(REPO / "experiments" / f, 5).trials}
-    keys = {k for (k,) in sqlite3.connect(db).execute("SELECT key FROM trials")}
-    assert n == valid == dns == len(want) and keys == want and 20 <= n < 240, (n, valid, dns)
+    full = load_set(REPO / "experiments" / f)
+    want = {t.key for t in full.trials if t.rep <= 5}
+    rows = set(sqlite3.connect(db).execute("SELECT key, rep FROM trials").fetchall())
+    assert n == valid == dns == len(want) == 30, (n, valid, dns, len(want))
+    assert {k for k, _ in rows} == want and {r for _, r in rows} == {1, 2, 3, 4, 5}
     page = html.unescape((out / "validation.html").read_text())
     assert all(label in page for _, label in checks)
     # Run again: everything is stored; the verdicts come back without a trial run.

@@ -9,7 +9,6 @@ under 2 % in the median PLT."""
 
 from __future__ import annotations
 
-import dataclasses
 import sqlite3
 import statistics
 import tempfile
@@ -79,7 +78,7 @@ def run(quick: bool = False, client: str = "chromium", db: Path | None = None) -
         names: list[str] = []
         for e in exps:
             if quick:  # a smoke run: two repetitions of each cell, under a name of its own
-                e = dataclasses.replace(e, name=e.name + "-quick", trials=[t for t in e.trials if t.rep < 2])
+                e = e.first_repetitions(2, e.name + "-quick")
             s = run_experiment(e, path)
             names.append(e.name)
             runs.append({"experiment": e.name, "planned": s.planned, "ran": s.ran, "valid": s.valid,

@@ -37,6 +37,7 @@ emulator here, once (:mod:`satbench.link.spec`).
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import math
@@ -96,6 +97,11 @@ class Experiment:
     parallel: int | None = None
     #: Each factor's levels as [factors] lists them (the first is its baseline, unless the design says another).
     levels: dict[str, list[Any]] = field(default_factory=dict)
+
+    def first_repetitions(self, n: int, name: str | None = None) -> Experiment:
+        """The study with only its first ``n`` repetitions of every cell (repetitions count from 1), the
+        same keys (a full run later resumes and adds the rest); under another ``name`` if given."""
+        return dataclasses.replace(self, name=name or self.name, trials=[t for t in self.trials if t.rep <= n])
 
     @property
     def baseline(self) -> dict[str, Any]:
@@ -574,13 +580,16 @@ def _combination_problem(ts: TrialSpec) -> tuple[str, str] | None:
 
 def ip_problem(ts: TrialSpec) -> tuple[str, str] | None:
     """Why a trial cannot run over IPv6 (ip = v6 or dual) yet: only the satbench server listens on both
-    families, and the testbed gives IPv6 addresses to one terminal's path with no other element."""
+    families, the testbed gives IPv6 addresses to one terminal's path, and only the path elements that
+    say so carry IPv6 (``PathElement.ipv6``)."""
+    from ..path import element_class  # noqa: PLC0415 - the elements import the experiment's types
+
     if ts.server is not ServerKind.SATBENCH:
         return "ip", f"ip = {ts.ip} needs the satbench server: {ts.server.value} listens on IPv4 only here"
     if ts.terminals > 1:
         return "ip", f"ip = {ts.ip} is not supported with several terminals yet"
-    if ts.path:
-        return "ip", f"ip = {ts.ip} is not supported with the {next(iter(ts.path))} element yet: it carries IPv4 only"
+    if v4_only := [e for e in ts.path if not element_class(e).ipv6]:
+        return "ip", f"ip = {ts.ip} is not supported with the {v4_only[0]} element yet: it carries IPv4 only"
     return None
 
 

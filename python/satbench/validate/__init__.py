@@ -14,7 +14,6 @@ command exits non-zero.
 
 from __future__ import annotations
 
-import dataclasses
 import html
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -81,7 +80,7 @@ def load_set(f: Path, repetitions: int | None = None) -> Any:
 
     exp = load_experiment(f)
     if repetitions is not None:
-        exp = dataclasses.replace(exp, trials=[t for t in exp.trials if t.rep < repetitions])
+        exp = exp.first_repetitions(repetitions)
     return exp
 
 
