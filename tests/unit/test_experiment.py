@@ -226,28 +226,39 @@ def test_plan_reads_a_v1_database_without_changing_it() -> None:
     assert hashlib.sha256(db.read_bytes()).hexdigest() == before
 
 
+#: The key of the uniform 100 KB page over GEO by the loader over HTTP/2, repetition 1, as satbench
+#: keyed it before the content of named files joined keys (commit 031b411).
+KEY_BEFORE_CONTENT = "13a313e7edc47bd8"
+
+
 def test_the_files_a_trial_names_are_part_of_its_key(tmp_path: Path) -> None:
     # A request schedule or a replayed site edited between two runs is another trial (as an edited
     # link profile is); a trial that names no file keeps the key it always had.
     geo = resolve(profile.load("geo"))
     plain = {"link": "geo", "protocol": "h2", "page": "uniform-100k", "client": "loader"}
-    t = design.Trial(TrialSpec.of(plain), 0, {"link": geo})
+    t = design.Trial(TrialSpec.of(plain), 1, {"link": geo})
     assert design.content_of(t.spec) == {}
-    assert t.key == design.trial_key(plain | dict(t.spec.factors), 0, {"link": geo.hash})
+    assert t.key == KEY_BEFORE_CONTENT, t.key  # as keyed before files were: stored studies keep their keys
     sched = tmp_path / "s.json"
     sched.write_text('{"a": 1}\n')
     f = {**plain, "schedule": str(sched)}
-    first = design.Trial(TrialSpec.of(f), 0, {"link": geo}).key
-    assert first != t.key and design.Trial(TrialSpec.of(f), 0, {"link": geo}).key == first
+    first = design.Trial(TrialSpec.of(f), 1, {"link": geo}).key
+    assert first != t.key and design.Trial(TrialSpec.of(f), 1, {"link": geo}).key == first
     sched.write_text('{"a": 2}\n')
-    assert design.Trial(TrialSpec.of(f), 0, {"link": geo}).key != first
+    assert design.Trial(TrialSpec.of(f), 1, {"link": geo}).key != first
     site = tmp_path / "site"
-    site.mkdir()
-    (site / "site.json").write_text('{"entries": []}')
     page = {**plain, "page": f"site:{site}"}
+    assert design.content_of(TrialSpec.of(page)) == {}  # no site there yet (refused where it is checked)
+    site.mkdir()
+    (site / "site.json").write_text('{"entries": [], "source": "/here/a.har"}')
     a = design.content_of(TrialSpec.of(page))
-    (site / "site.json").write_text('{"entries": [1]}')
-    from satbench.workloads import site as site_workload
-
-    site_workload._identity.cache_clear()
-    assert set(a) == {"page"} and design.content_of(TrialSpec.of(page))["page"] != a["page"]
+    assert set(a) == {"page"}
+    # Where it was imported from is not what it is: another folder with the same site, the same identity.
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "site.json").write_text('{"source": "/elsewhere/a.har", "entries": []}')
+    assert design.content_of(TrialSpec.of({**plain, "page": f"site:{other}"})) == a
+    edited = tmp_path / "edited"
+    edited.mkdir()
+    (edited / "site.json").write_text('{"entries": [1], "source": "/here/a.har"}')
+    assert design.content_of(TrialSpec.of({**plain, "page": f"site:{edited}"}))["page"] != a["page"]

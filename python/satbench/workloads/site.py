@@ -20,6 +20,7 @@ by a closest query too (``site_fuzzy_matched``).
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from collections.abc import Mapping
 from dataclasses import replace
@@ -70,12 +71,8 @@ def _doc(page: str) -> dict[str, Any]:
     return sites.load_site(_folder(page))
 
 
-@cache
-def _identity(page: str) -> str | None:
-    try:
-        return hashlib.sha256((_folder(page) / "site.json").read_bytes()).hexdigest()[:16]
-    except (OSError, SatbenchError):
-        return None  # no site there: refused with its reason where the trial is checked (problem)
+#: Each site's identity, once computed in this process (a site not there yet is looked for again).
+_IDENTITIES: dict[str, str] = {}
 
 
 @cache
@@ -128,8 +125,16 @@ class ReplayedSite(Workload):
 
     @classmethod
     def identity(cls, trial: TrialSpec) -> str | None:
-        # The imported site's manifest: every entry with its status, headers and body's sha256.
-        return _identity(trial.page)
+        # The imported site's manifest: every entry with its status, headers and body's sha256; not
+        # where it was imported from (the same archive anywhere is the same site).
+        if trial.page not in _IDENTITIES:
+            try:
+                doc = json.loads((_folder(trial.page) / "site.json").read_text())
+            except (OSError, ValueError, SatbenchError):
+                return None  # no site there: refused with its reason where the trial is checked (problem)
+            doc.pop("source", None)
+            _IDENTITIES[trial.page] = hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
+        return _IDENTITIES[trial.page]
 
     @classmethod
     def claims(cls, trial: TrialSpec) -> bool:
