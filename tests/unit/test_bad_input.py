@@ -119,6 +119,8 @@ CASES = [
                                                 "{d}/o", "--experiment", "nosuch"], ["nosuch", "found: v1"]),
     Case("report of a trial not there", ["report", "--db", str(FIXTURES / "v1-results.sqlite"), "-o", "{d}/o",
                                          "--trial", "zzzz"], ["--trial zzzz", "no valid trial"]),
+    Case("report of a trial by too short a key", ["report", "--db", str(FIXTURES / "v1-results.sqlite"), "-o",
+                                                  "{d}/o", "--trial", "a_"], ["--trial a_", "first 4 characters"]),
     Case("report side by side on a factor not varied", ["report", "--db", str(FIXTURES / "v1-results.sqlite"),
                                                         "-o", "{d}/o", "--side-by-side", "nosuch"],
          ["--side-by-side nosuch", "not a factor the experiment varies"]),

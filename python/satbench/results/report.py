@@ -582,11 +582,16 @@ def write_report(db: Path, out: Path, experiment: str | None = None, views: View
         if views.side_by_side not in varied:
             raise InputError(f"--side-by-side {views.side_by_side}: not a factor the experiment varies (it varies "
                              f"{', '.join(sorted(varied)) or 'nothing'})")
+    if views.trials and views.side_by_side is not None:
+        raise InputError("--side-by-side orders each combination's trials; with --trial the trials named are shown "
+                         "in the order given: one or the other")
     for t in views.trials:
+        if len(t) < 4 and not t.isdigit():
+            raise InputError(f"--trial {t}: a trial's id, or its key or at least its first 4 characters")
         hit = r.db.execute("SELECT count(*) FROM trials t JOIN experiments e ON e.id = t.experiment_id WHERE "
-                           "t.status = 'valid' AND (t.key LIKE ? OR CAST(t.id AS TEXT) = ?)"
+                           "t.status = 'valid' AND (substr(t.key, 1, ?) = ? OR CAST(t.id AS TEXT) = ?)"
                            + (" AND e.name = ?" if experiment else ""),
-                           (t.replace("%", "") + "%", t, *([experiment] if experiment else []))).fetchone()[0]
+                           (len(t), t, t, *([experiment] if experiment else []))).fetchone()[0]
         if not hit:
             raise InputError(f"--trial {t}: no valid trial in {db} has that key (or key prefix) or id"
                              + (f" in experiment {experiment!r}" if experiment else ""))
@@ -789,7 +794,8 @@ def _filmstrip_section(r: Results, valid: Any, varied: list[str], views: ViewCho
         return ""
     which = ("the trials chosen (<code>--trial</code>)" if views.trials else
              "per combination, its trial with the median Speed Index"
-             + (f", the levels of {html.escape(views.side_by_side)} side by side" if views.side_by_side else ""))
+             + (f", the levels of {html.escape(views.side_by_side)} side by side"
+                if views.side_by_side in varied else ""))
     return ("<h3>Filmstrips</h3><p class='note'>What the browser showed, " + which + "; each picture is the last "
             "frame painted by that time, with its visual progress (the frames are the trial's artefacts, "
             "<code>frames/</code>).</p>" + film
