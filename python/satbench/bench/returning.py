@@ -20,22 +20,25 @@ from typing import Any
 
 from .. import prereq
 from ..experiment import spec
+from ..experiment.factors import FACTORS
 from ..experiment.runner import run as run_experiment
 from ..results.stats import bootstrap_median_ci
 
 FILE = "returning-visitors.toml"
 #: The paired metrics: the repeat's and its first view's.
 PAIRED = ("ttfb_ms", "plt_ms")
-#: What the endpoints say was carried over (counted per trial: any connection or request).
-SAID = ("server_resumed_connections", "server_early_data_requests", "server_tfo_connections",
-        "client_resumed_connections", "client_early_data_connections", "client_fast_open_connections")
+#: What the endpoints say was carried over (counted per trial: any connection or request), and how
+#: the report names it.
+SAID = {"server_resumed_connections": "server: resumed", "server_early_data_requests": "server: 0-RTT requests",
+        "server_tfo_connections": "server: Fast Open SYNs", "client_resumed_connections": "client: resumed",
+        "client_early_data_connections": "client: 0-RTT", "client_fast_open_connections": "client: Fast Open"}
 #: The server's knobs for a returning client, as a configuration's label shows them.
 KNOBS = ("server.resumption", "server.tfo", "server.zero_rtt")
 
 
 def _label(f: dict[str, Any]) -> str:
     knobs = " ".join(f"{k.removeprefix('server.')}={'on' if f[k] else 'off'}" for k in KNOBS if k in f)
-    stack = f" ({f.get('quic_stack', 'quinn')})" if f.get("protocol") == "h3" else ""
+    stack = f" ({f.get('quic_stack', FACTORS['quic_stack'].default)})" if f.get("protocol") == "h3" else ""
     return f"{f['client']} {f['protocol']}{stack}" + (f" {knobs}" if knobs else "")
 
 
@@ -110,9 +113,7 @@ def run(quick: bool = False, db: Path | None = None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="satbench-bench-") as tmp:
         path = Path(db) if db is not None else Path(tmp) / "returning.sqlite"
         if quick:  # a smoke run: two repetitions of each cell, under a name of its own
-            import dataclasses  # noqa: PLC0415
-
-            e = dataclasses.replace(e, name=e.name + "-quick", trials=[t for t in e.trials if t.rep < 2])
+            e = e.first_repetitions(2, e.name + "-quick")
         s = run_experiment(e, path)
         result = paired(path, e.name)
     return {"db": str(db) if db is not None else None, "experiment": e.name,
@@ -122,18 +123,15 @@ def run(quick: bool = False, db: Path | None = None) -> dict[str, Any]:
 
 def format_report(r: dict[str, Any]) -> str:
     lines = ["satbench bench returning: each repeat view against its own first view (the page, connections "
-             "closed, 500 ms, the page again); median first -> repeat, and the median of the paired savings "
-             "[95 % bootstrap interval], in ms and base round trips"]
+             "closed, a pause, the page again); median first -> repeat, and the median of the paired savings "
+             "[95 % bootstrap interval], in ms and round trips"]
     for x in r["runs"]:
         lines.append(f"  {r['experiment']}: {x['planned']} trials, {x['ran']} run now, {x['not_valid']} not valid")
-    short = {"server_resumed_connections": "server: resumed", "server_early_data_requests": "server: 0-RTT requests",
-             "server_tfo_connections": "server: Fast Open SYNs", "client_resumed_connections": "client: resumed",
-             "client_early_data_connections": "client: 0-RTT", "client_fast_open_connections": "client: Fast Open"}
     for link, cells in sorted(r["links"].items()):
         rtts = {tuple(c["rtt_ms"]) for c in cells.values() if c["rtt_ms"]}
-        said = ", ".join(f"{a:.0f} ms" if a == b else f"{a:.0f} to {b:.0f} ms, varying: savings in ms only"
-                         for a, b in sorted(rtts)) or "?"
-        lines.append(f"  {link} (RTT {said}):")
+        rtt = ", ".join(f"{a:.0f} ms" if a == b else f"{a:.0f} to {b:.0f} ms, varying: savings in ms only"
+                        for a, b in sorted(rtts)) or "?"
+        lines.append(f"  {link} (RTT {rtt}):")
         for label, c in cells.items():
             parts = []
             for k in PAIRED:
@@ -143,6 +141,6 @@ def format_report(r: dict[str, Any]) -> str:
                 rt = "" if p["saved_rtt"] is None else f", {p['saved_rtt']:.2f} RTT"
                 parts.append(f"{k.removesuffix('_ms').upper()} {p['first']:,.0f} -> {p['repeat']:,.0f} ms, saved "
                              f"{p['saved']:,.0f} [{p['ci'][0]:,.0f}, {p['ci'][1]:,.0f}]{rt}")
-            said = "; ".join(f"{short[k]} in {n} of {of}" for k, (n, of) in c["said"].items())
-            lines.append(f"    {label} ({c['trials']} trials): " + "; ".join(parts) + (f"; {said}" if said else ""))
+            told = "; ".join(f"{SAID[k]} in {n} of {of}" for k, (n, of) in c["said"].items())
+            lines.append(f"    {label} ({c['trials']} trials): " + "; ".join(parts) + (f"; {told}" if told else ""))
     return "\n".join(lines)
