@@ -98,7 +98,8 @@ def test_a_recorded_site_replays_from_its_own_origins_over_every_version(recorde
     ts = trials(db)
     # Firefox takes each object's protocol from Resource Timing, which shows another origin's only with
     # the server's Timing-Allow-Origin: its trials are valid only if every origin sent it.
-    assert len(ts) == 7 and all(t["status"] == "valid" for t in ts), [t["reason"] for t in ts]
+    assert len(ts) == 7 and all(t["status"] == "valid" for t in ts), [(t["f"]["client"], t["f"]["protocol"],
+                                                                         t["reason"]) for t in ts]
     assert len(list((tmp_path / "cache" / "satbench" / "sites").glob("*/site.json"))) == 1
     con = sqlite3.connect(db)
     arts = dict(con.execute("SELECT id, artefacts FROM trials"))
@@ -148,12 +149,15 @@ def test_a_recorded_site_replays_from_its_own_origins_over_every_version(recorde
         got = [e for e in json.loads(h.read_text())["log"]["entries"]
                if urlsplit(e["request"]["url"]).path.startswith(f"/{PAGE}/") and e["response"]["status"] == 200]
         assert len(got) > 100
+        checked = 0
         for e in got:  # every object Chromium kept a body of, byte-exact
             c = e["response"]["content"]
             if "text" not in c:
                 continue
             body = base64.b64decode(c["text"]) if c.get("encoding") == "base64" else c["text"].encode()
             assert hashlib.sha256(body).hexdigest() == bodies[e["request"]["url"]], e["request"]["url"]
+            checked += 1
+        assert checked >= 0.9 * len(got), (checked, len(got))  # nearly all: the check checked something
 
 
 def test_the_shell_replays_a_site_from_its_origins(recorded: tuple[Path, Path, str], tmp_path: Path) -> None:

@@ -181,6 +181,7 @@ class Browser:
                 cdp.send("Network.enable")
                 # A first view has no cache to use; a repeat view's first load fills it for the second.
                 cdp.send("Network.setCacheDisabled", {"cacheDisabled": not opts.repeat_view})
+
                 def start_frames() -> None:
                     # Every frame the compositor produces, as it swaps it; each acknowledged, or the
                     # screencast stops after the first few. The first is the blank page before the load.
@@ -268,9 +269,9 @@ def _result(url: str, opts: BrowseOptions, want: str, t0: float, version: str, e
     res.connections = len({r["connection"] for r in http.values() if r["connection"] is not None and not r["cached"]})
     res.bytes_received = sum(finished.get(rid, 0) for rid in http)
     timing = resource_timing_of(http, data.get("resources", []), url, data.get("nav") or {})
-    for rid, r in http.items():
+    for rid, got in http.items():
         t = timing.get(rid, {})
-        r = {k: v for k, v in r.items() if k != "requested"}
+        r = {k: v for k, v in got.items() if k != "requested"}
         res.resources.append({**r, "bytes": finished.get(rid), "failed": failed.get(rid),
                               "start_ms": t.get("startTime"), "response_start_ms": t.get("responseStart"),
                               "end_ms": t.get("responseEnd"), "transfer_size": t.get("transferSize"),
