@@ -75,6 +75,43 @@ def test_what_ipv6_cannot_run_with_yet_is_refused(tmp_path: Path) -> None:
     assert p.returncode == 2 and "ip = v6 is not supported with the pep element yet" in p.stderr, p.stderr
 
 
+def test_the_vpn_tunnel_carries_ipv6(tmp_path: Path) -> None:
+    # ip = v6 and dual through the WireGuard tunnel over GEO: the clients' IPv6 goes into the tunnel
+    # (its ends have IPv6 addresses too, a ULA), the endpoint forwards it with its own IPv6 address,
+    # and on the satellite there is only the tunnel's UDP over IPv4. With v6 every connection the
+    # server sees is IPv6 from the endpoint. With dual the clients choose: glibc's address selection
+    # (RFC 6724, the loader's) ranks IPv4 above a global IPv6 destination reached from a ULA source,
+    # so the loader goes over IPv4; whatever each chose is counted.
+    exp = tmp_path / "vpn6.toml"
+    exp.write_text('[experiment]\nname = "vpn6"\nseed = 1\ntimeout_s = 90\norder = "sequential"\n'
+                   'artefacts = ["server"]\n[factors]\nlink = "geo"\npage = "uniform-100k"\ntunnel = "wireguard"\n'
+                   'ip = ["v6", "dual"]\n[[scenario]]\nname = "loader"\nclient = "loader"\nprotocol = "h2"\n'
+                   '[[scenario]]\nname = "chromium"\nclient = "chromium"\nprotocol = "h3"\n')
+    db = tmp_path / "vpn6.sqlite"
+    p = run_cli("run", str(exp), "--db", str(db), timeout=600)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    ts = _trials(db)
+    assert len(ts) == 4
+    con = sqlite3.connect(db)
+    arts = [Path(a) for (a,) in con.execute("SELECT artefacts FROM trials ORDER BY id")]
+    con.close()
+    endpoint = {"ipv6": "2001:db8:5b:3::2", "ipv4": "198.18.3.2"}  # the VPN endpoint: masqueraded
+    for (f, status, reason, m), art in zip(ts, arts, strict=True):
+        assert status == "valid", (f, reason)
+        assert m["tunnel_bytes_in"] > 100_000 and m["tunnel_handshakes"] >= 1, (f, m)
+        assert m["conns_ipv4"] + m["conns_ipv6"] == m["server_connections"] >= 1, (f, m)
+        family = "ipv6" if m["conns_ipv6"] else "ipv4"
+        assert m[f"conns_{family}"] == m["server_connections"], (f, m)  # one family per load
+        if f["ip"] == "v6" or f["client"] == "chromium":
+            assert family == "ipv6", (f, m)
+        else:
+            assert family == "ipv4", (f, m)  # RFC 6724: a ULA source ranks IPv6 below IPv4
+        peers = {json.loads(line).get("peer", "").rsplit(":", 1)[0].strip("[]").removeprefix("::ffff:")
+                 for log in (art / "server").rglob("access.jsonl") for line in log.read_text().splitlines()
+                 if json.loads(line).get("type") == "connection"}
+        assert peers == {endpoint[family]}, (f, peers)
+
+
 def test_a_browser_falls_back_to_ipv4_when_ipv6_is_dropped(tmp_path: Path) -> None:
     # Dual stack with IPv6 broken beyond the satellite (the gateway drops it): Chromium tries the
     # IPv6 address first, and opens IPv4 300 ms later (Happy Eyeballs); every connection the server

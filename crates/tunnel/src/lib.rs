@@ -9,8 +9,8 @@
 //! binary (`main.rs`) moves bytes between a TUN device, a UDP socket and
 //! the endpoint, and ticks its timers.
 //!
-//! Only IPv4 is carried (the testbed is IPv4). Inner packets are never
-//! fragmented here: the TUN device's MTU (1420 by default, WireGuard's usual
+//! IPv4 and IPv6 packets are carried (over an IPv4 or IPv6 socket: the
+//! outer family is the caller's). Inner packets are never fragmented here: the TUN device's MTU (1420 by default, WireGuard's usual
 //! one) keeps every datagram within the path's 1500 bytes, and the caller
 //! clamps TCP's MSS to it.
 
@@ -76,8 +76,8 @@ pub struct Counters {
     pub net_in_rejected: u64,
     /// Handshakes completed (initial and rekeys).
     pub handshakes: u64,
-    /// Inner packets that were not IPv4 (dropped).
-    pub not_ipv4: u64,
+    /// Inner packets that were neither IPv4 nor IPv6 (dropped).
+    pub not_ip: u64,
 }
 
 /// One side of the tunnel: the protocol state and its counters.
@@ -130,8 +130,8 @@ impl Endpoint {
 
     /// An IP packet from the TUN device.
     pub fn from_tun(&mut self, packet: &[u8]) -> Vec<Out> {
-        if packet.first().map(|b| b >> 4) != Some(4) {
-            self.counters.not_ipv4 += 1;
+        if !matches!(packet.first().map(|b| b >> 4), Some(4 | 6)) {
+            self.counters.not_ip += 1;
             return Vec::new();
         }
         self.counters.tun_in_packets += 1;
@@ -162,8 +162,9 @@ impl Endpoint {
                     first = false;
                     continue;
                 }
-                TunnResult::WriteToTunnelV4(p, _) => out.push(Out::Tunnel(p.to_vec())),
-                TunnResult::WriteToTunnelV6(..) => self.counters.not_ipv4 += 1,
+                TunnResult::WriteToTunnelV4(p, _) | TunnResult::WriteToTunnelV6(p, _) => {
+                    out.push(Out::Tunnel(p.to_vec()))
+                }
                 TunnResult::Err(_) if first => self.counters.net_in_rejected += 1,
                 TunnResult::Err(_) | TunnResult::Done => {}
             }
@@ -326,14 +327,38 @@ mod tests {
         }
     }
 
+    /// A minimal IPv6/UDP packet of `len` bytes (40 of header, the rest payload).
+    fn ipv6(len: usize, dst_last: u8) -> Vec<u8> {
+        let mut p = vec![0u8; len];
+        p[0] = 0x60;
+        p[4..6].copy_from_slice(&((len - 40) as u16).to_be_bytes());
+        p[6] = 17;
+        p[7] = 64;
+        p[8..12].copy_from_slice(&[0xfd, 0x00, 0x00, 0x5b]);
+        p[24..28].copy_from_slice(&[0x20, 0x01, 0x0d, 0xb8]);
+        p[39] = dst_last;
+        for (i, b) in p[40..].iter_mut().enumerate() {
+            *b = i as u8;
+        }
+        p
+    }
+
     #[test]
-    fn only_ipv4_is_carried() {
-        let (mut a, _) = pair();
-        let mut v6 = vec![0u8; 60];
-        v6[0] = 0x60;
-        assert_eq!(a.from_tun(&v6), vec![]);
+    fn ipv4_and_ipv6_are_carried_and_nothing_else() {
+        let (mut a, mut b) = pair();
+        let v6 = ipv6(1000, 10);
+        let out = a.from_tun(&v6);
+        let (_, tun_b) = exchange(&mut a, &mut b, out);
+        assert_eq!(tun_b, vec![v6.clone()]);
+        let out = b.from_tun(&v6);
+        let (_, tun_a) = exchange(&mut b, &mut a, out);
+        assert_eq!(tun_a, vec![v6]);
+        // Neither family: dropped and counted, never sent.
+        let mut other = ipv4(60, [10, 200, 0, 2], [198, 18, 3, 10]);
+        other[0] = 0x55;
+        assert_eq!(a.from_tun(&other), vec![]);
         assert_eq!(a.from_tun(&[]), vec![]);
-        assert_eq!(a.counters().not_ipv4, 2);
-        assert_eq!(a.counters().tun_in_packets, 0);
+        assert_eq!(a.counters().not_ip, 2);
+        assert_eq!(a.counters().tun_in_packets, 1);
     }
 }

@@ -314,7 +314,7 @@ fn run(a: RunArgs) -> Result<(), SysError> {
             "net_out_datagrams": c.net_out_datagrams, "net_out_bytes": c.net_out_bytes,
             "net_in_datagrams": c.net_in_datagrams, "net_in_bytes": c.net_in_bytes,
             "net_in_rejected": c.net_in_rejected, "handshakes": c.handshakes,
-            "not_ipv4": c.not_ipv4, "handshake_rtt_ms": ep.handshake_rtt_ms(),
+            "not_ip": c.not_ip, "handshake_rtt_ms": ep.handshake_rtt_ms(),
             "peer": sh.peer.lock().expect("peer").map(|p| p.to_string())}})
     );
     Ok(())

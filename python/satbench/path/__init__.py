@@ -41,6 +41,8 @@ class PathElement(ABC):
     #: sentence that refuses more ("a proxy").
     max_terminals: ClassVar[int | None] = None
     noun: ClassVar[str] = "path element"
+    #: Whether it carries IPv6 beside IPv4 (``ip = "v6"`` or ``"dual"``); otherwise refused there.
+    ipv6: ClassVar[bool] = False
     #: Whether it puts traffic of its own on the satellite link (cross traffic): the link's counters
     #: are then not the trial's alone, and the trial's wire bytes and overhead are not taken from them.
     shares_link: ClassVar[bool] = False

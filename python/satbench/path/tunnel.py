@@ -37,6 +37,7 @@ from .. import prereq
 from ..errors import TestbedError
 from ..testbed.proc import read_ready_line, stop_process
 from ..testbed.shell import human_bytes
+from ..testbed.testbed import v6_of
 from . import PathElement
 
 if TYPE_CHECKING:
@@ -45,6 +46,10 @@ if TYPE_CHECKING:
 
 BASE_PORT = 51820
 DEVICE = "sbwg0"
+#: The tunnels' IPv6 addresses (a ULA prefix; tunnel i's ends are INNER6:i::2 and ::1) and the
+#: servers' IPv6 LAN the clients reach through them.
+INNER6 = "fd00:5b:200"
+SERVER_LAN6 = v6_of("198.18.3.0") + "/64"
 DEFAULTS: dict[str, Any] = {"kind": "wireguard", "mtu": 1420, "keepalive": None}
 KINDS = ("wireguard",)
 #: Other names of the one kind (the issue's "vpn").
@@ -58,6 +63,7 @@ def tunnel_binary() -> Path:
 class Tunnel(PathElement):
     factor = "tunnel"
     max_terminals = 1
+    ipv6 = True
     noun = "a VPN"
     default = "none"
     meaning = "a VPN from each client host to an endpoint on the server LAN (wireguard), or none"
@@ -105,7 +111,7 @@ class Tunnel(PathElement):
         opts = self._options()
         self.running: dict[str, dict[str, Any]] = {}
         vpn = tb.vpn
-        _nat(vpn)
+        _nat(vpn, ipv6=vpn.addr6 is not None)
         with ExitStack() as stack:
             for i, client in enumerate(tb.clients, start=1):
                 stack.enter_context(self._pair(i, client, vpn, binary, opts))
@@ -118,16 +124,22 @@ class Tunnel(PathElement):
     def _pair(self, i: int, client: "Host", vpn: "Host", binary: Path, opts: dict[str, Any]) -> Iterator[None]:
         mtu = int(opts["mtu"])
         inner_client, inner_vpn = f"10.200.{i}.2", f"10.200.{i}.1"
+        # With IPv6 (ip = v6 or dual), the tunnel's ends have IPv6 addresses too (a ULA per tunnel) and
+        # the servers' IPv6 LAN goes through it; the datagrams stay IPv4 on the satellite.
+        six = client.addr6 is not None and vpn.addr6 is not None
+        inner6_client, inner6_vpn = f"{INNER6}:{i}::2", f"{INNER6}:{i}::1"
         port = BASE_PORT + i
         keys = [json.loads(subprocess.run([str(binary), "keypair"], check=True, capture_output=True,
                                           text=True).stdout) for _ in range(2)]
         dev = f"wg{i}"
         _run(vpn, ["ip", "tuntap", "add", "dev", dev, "mode", "tun"], ["ip", "link", "set", dev, "mtu", str(mtu), "up"],
-             ["ip", "addr", "add", inner_vpn, "peer", inner_client, "dev", dev])
+             ["ip", "addr", "add", inner_vpn, "peer", inner_client, "dev", dev],
+             *([["ip", "-6", "addr", "add", inner6_vpn, "peer", inner6_client, "dev", dev, "nodad"]] if six else []))
         via = _gateway_towards(client, vpn.addr)
         _run(client, ["ip", "tuntap", "add", "dev", DEVICE, "mode", "tun"],
              ["ip", "link", "set", DEVICE, "mtu", str(mtu), "up"],
-             ["ip", "addr", "add", inner_client, "peer", inner_vpn, "dev", DEVICE])
+             ["ip", "addr", "add", inner_client, "peer", inner_vpn, "dev", DEVICE],
+             *([["ip", "-6", "addr", "add", inner6_client, "peer", inner6_vpn, "dev", DEVICE, "nodad"]] if six else []))
         keepalive = ["--keepalive", str(opts["keepalive"])] if opts.get("keepalive") else []
         name = client.role
         self.running[name] = {"port": port, "mtu": mtu, "procs": {}}
@@ -149,7 +161,8 @@ class Tunnel(PathElement):
                 stack.callback(self._stop, name, side, proc)
             # The servers' LAN through the tunnel; the endpoint itself, outside it.
             _run(client, ["ip", "route", "add", f"{vpn.addr}/32", "via", via],
-                 ["ip", "route", "add", "198.18.3.0/24", "dev", DEVICE, "src", inner_client])
+                 ["ip", "route", "add", "198.18.3.0/24", "dev", DEVICE, "src", inner_client],
+                 *([["ip", "-6", "route", "add", SERVER_LAN6, "dev", DEVICE, "src", inner6_client]] if six else []))
             # Up before the load: the handshake and one round trip through the tunnel.
             p = client.run(["ping", "-c", "1", "-W", "15", inner_vpn], capture_output=True, text=True)
             if p.returncode != 0:
@@ -216,15 +229,22 @@ def _gateway_towards(host: "Host", addr: str) -> str:
     return m.group(1)
 
 
-def _nat(vpn: "Host") -> None:
+def _nat(vpn: "Host", ipv6: bool = False) -> None:
     """The endpoint forwards what leaves the tunnels with its own address and
-    clamps the MSS of forwarded SYNs to the route's MTU."""
+    clamps the MSS of forwarded SYNs to the route's MTU (for IPv6 too, with ``ipv6``)."""
     rules = ("table ip satbench_vpn {\n"
              " chain vpn_nat { type nat hook postrouting priority 100; oifname \"eth0\" ip saddr 10.200.0.0/16"
              " masquerade; }\n"
              " chain vpn_mss { type filter hook forward priority 0;"
              " tcp flags syn tcp option maxseg size set rt mtu; }\n"
              "}\n")
+    if ipv6:
+        rules += ("table ip6 satbench_vpn6 {\n"
+                  f" chain vpn_nat {{ type nat hook postrouting priority 100; oifname \"eth0\" ip6 saddr {INNER6}::/48"
+                  " masquerade; }\n"
+                  " chain vpn_mss { type filter hook forward priority 0;"
+                  " tcp flags syn tcp option maxseg size set rt mtu; }\n"
+                  "}\n")
     p = vpn.run(["nft", "-f", "-"], input=rules, capture_output=True, text=True)
     if p.returncode != 0:
         raise TestbedError(f"tunnel NAT in {vpn.role}: {p.stderr.strip()}")

@@ -187,7 +187,7 @@ class Testbed:
             raise TestbedError("ip_drop needs ip = dual (the other family must remain)")
         if spec.ip != "v4":
             others = [what for what, on in (("several terminals", spec.terminals > 1), ("an access link", spec.access),
-                                            ("a terrestrial link", spec.terrestrial), ("a VPN", spec.vpn),
+                                            ("a terrestrial link", spec.terrestrial),
                                             ("cross traffic", spec.cross)) if on]
             if others:
                 raise TestbedError(f"ip = {spec.ip} is not supported with {others[0]} yet: IPv4 only there")
@@ -239,7 +239,7 @@ class Testbed:
                              spec.server_names[j - 1] if j <= len(spec.server_names) else
                              (["server.test"] if j == 1 else []) + [f"s{j}.test"]) for j in range(1, spec.servers + 1)]
         if spec.ip != "v4":
-            for h in [*self.clients, *self.terminals, self.gateway, *self.servers]:
+            for h in [*self.clients, *self.terminals, self.gateway, *self.servers, *([self.vpn] if self.vpn else [])]:
                 h.addr6 = v6_of(h.addr)
         self.emulators: dict[str, Emulator] = {}
         self.link_stats: dict[str, Any] | None = None
