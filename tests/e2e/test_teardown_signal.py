@@ -9,6 +9,9 @@ import sys
 
 SCRIPT = r"""
 import os, signal, sys
+# Python's own SIGINT handler, even where the test was started with SIGINT ignored (a background job of a
+# non-interactive shell inherits SIG_IGN, and Python then installs no handler).
+signal.signal(signal.SIGINT, signal.default_int_handler)
 from satbench import Testbed, TestbedSpec, load_profile
 tb = Testbed(TestbedSpec(link=load_profile("lan"), seed=1))
 tb.__enter__()

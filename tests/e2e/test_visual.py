@@ -63,8 +63,9 @@ def test_content_at_known_times_gives_known_visual_metrics(tmp_path: Path, brows
     # frame later: the metrics come one to two frame intervals after the stamps (Chromium's
     # screencast: the 60 Hz compositor's interval, 1 or 2 exactly in 10 of 10 loads here; Firefox's
     # screenshots, taken one after another: the mean gap between them, from the recorded rate, 0.5
-    # to 1.7), never before. The stamps are within a frame before and 50 ms after the nominal times
-    # (a loaded host delays the page's timers).
+    # to 1.7 in 10 loads, 2.1 once in a full test run), never before; asserted within three. The
+    # stamps are within a frame before and 50 ms after the nominal times (a loaded host delays the
+    # page's timers).
     exp = tmp_path / "known.toml"
     exp.write_text('[experiment]\nname = "known"\nseed = 1\nrepetitions = 2\ntimeout_s = 60\n'
                    'artefacts = ["frames"]\n[factors]\nlink = "lan"\nprotocol = "h2"\npage = "visual"\n'
@@ -89,7 +90,7 @@ def test_content_at_known_times_gives_known_visual_metrics(tmp_path: Path, brows
         for name, want in (("first_visual_change_ms", top), ("speed_index_ms", top + (bottom - top) * (1 - half / 100)),
                            ("visually_complete_ms", bottom), ("visually_complete_85_ms", bottom),
                            ("last_visual_change_ms", bottom)):
-            assert want <= m[name] <= want + 2 * frame_ms + 1, (name, m[name], painted, frame_ms)
+            assert want <= m[name] <= want + 3 * frame_ms, (name, m[name], painted, frame_ms)
         assert m["visual_frames"] == 3  # blank, the top half, both
 
 
