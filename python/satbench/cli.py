@@ -790,10 +790,9 @@ def _validate(a: argparse.Namespace, _: list[str]) -> int:
     db = Path(a.db)
     db.parent.mkdir(parents=True, exist_ok=True)
 
-    def run_one(f: Path, db: Path) -> None:
+    def run_one(f: Path, exp: experiment_spec.Experiment, db: Path) -> None:
         if a.judge_only:
             return
-        exp = validate.load_set(f, a.repetitions)
         print(f"== {exp.name} ({f}): {len(exp.trials)} trials", flush=True)
         # As the set's file says: one testbed at a time, or its parallel ones.
         here = argparse.Namespace(scheduler=None, parallel=None, artefacts_on_workers=False)
@@ -851,8 +850,8 @@ def _report_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--out", default="report", help="output folder (default report/)")
     p.add_argument("--experiment", help="only this experiment (default: all in the database)")
     p.add_argument("--trial", action="append", default=[], metavar="KEY",
-                   help="filmstrips and waterfalls of this trial (its key, a prefix of it, or its id; repeatable, "
-                        "shown side by side in the order given) instead of each combination's median one")
+                   help="filmstrips and waterfalls of this trial (its key, its first 4 characters or more, or its id; "
+                        "repeatable, shown side by side in the order given) instead of each combination's median one")
     p.add_argument("--side-by-side", metavar="FACTOR",
                    help="the filmstrips' and waterfalls' rows with this factor's levels next to each other")
 

@@ -4,10 +4,12 @@ order); the estimate; and the statistics the report uses."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
+from satbench.endpoints.sites import SITE_VERSION
 from satbench.errors import ProfileError
 from satbench.experiment import design, estimate, spec
 from satbench.experiment.plan import Plan
@@ -250,15 +252,18 @@ def test_the_files_a_trial_names_are_part_of_its_key(tmp_path: Path) -> None:
     page = {**plain, "page": f"site:{site}"}
     assert design.content_of(TrialSpec.of(page)) == {}  # no site there yet (refused where it is checked)
     site.mkdir()
-    (site / "site.json").write_text('{"entries": [], "source": "/here/a.har"}')
+    (site / "site.json").write_text(json.dumps({"version": SITE_VERSION, "entries": [{"path": "/"}],
+                                                "source": "/here/a.har"}))
     a = design.content_of(TrialSpec.of(page))
     assert set(a) == {"page"}
     # Where it was imported from is not what it is: another folder with the same site, the same identity.
     other = tmp_path / "other"
     other.mkdir()
-    (other / "site.json").write_text('{"source": "/elsewhere/a.har", "entries": []}')
+    (other / "site.json").write_text(json.dumps({"source": "/elsewhere/a.har", "entries": [{"path": "/"}],
+                                                 "version": SITE_VERSION}))
     assert design.content_of(TrialSpec.of({**plain, "page": f"site:{other}"})) == a
     edited = tmp_path / "edited"
     edited.mkdir()
-    (edited / "site.json").write_text('{"entries": [1], "source": "/here/a.har"}')
+    (edited / "site.json").write_text(json.dumps({"version": SITE_VERSION, "entries": [{"path": "/a"}],
+                                                  "source": "/here/a.har"}))
     assert design.content_of(TrialSpec.of({**plain, "page": f"site:{edited}"}))["page"] != a["page"]

@@ -568,14 +568,9 @@ class ViewChoice:
     side_by_side: str | None = None
 
 
-def write_report(db: Path, out: Path, experiment: str | None = None, views: ViewChoice = ViewChoice()) -> Path:
-    """Write ``out/index.html`` and ``out/figures/*.svg``; return the HTML path."""
-    r = Results(db)
-    names = [experiment] if experiment else r.experiments()
-    if not names:
-        raise InputError(f"{db}: no experiments in it yet")
-    if experiment is not None and experiment not in r.experiments():
-        raise InputError(f"{db}: no experiment named {experiment!r} (found: {', '.join(r.experiments())})")
+def _check_views(r: Results, db: Path, names: list[str], experiment: str | None, views: ViewChoice) -> None:
+    """Refuse, in one line, a side-by-side factor no experiment varies, both options at once, and a
+    trial named that no valid trial matches."""
     if views.side_by_side is not None:
         varied = {v for n in names for v in json.loads(r.db.execute("SELECT spec FROM experiments WHERE name = ?",
                                                                      (n,)).fetchone()[0] or "{}").get("varied", [])}
@@ -595,6 +590,17 @@ def write_report(db: Path, out: Path, experiment: str | None = None, views: View
         if not hit:
             raise InputError(f"--trial {t}: no valid trial in {db} has that key (or key prefix) or id"
                              + (f" in experiment {experiment!r}" if experiment else ""))
+
+
+def write_report(db: Path, out: Path, experiment: str | None = None, views: ViewChoice = ViewChoice()) -> Path:
+    """Write ``out/index.html`` and ``out/figures/*.svg``; return the HTML path."""
+    r = Results(db)
+    names = [experiment] if experiment else r.experiments()
+    if not names:
+        raise InputError(f"{db}: no experiments in it yet")
+    if experiment is not None and experiment not in r.experiments():
+        raise InputError(f"{db}: no experiment named {experiment!r} (found: {', '.join(r.experiments())})")
+    _check_views(r, db, names, experiment, views)
     try:
         out.mkdir(parents=True, exist_ok=True)
         figs = Figures(out)

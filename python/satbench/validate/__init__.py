@@ -18,7 +18,7 @@ import html
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -26,6 +26,9 @@ from .. import prereq
 from ..results.read import Results
 from .claims import Claim, StudySets, load
 from .judge import VERDICTS, Result, evaluate
+
+if TYPE_CHECKING:
+    from ..experiment.spec import Experiment
 
 __all__ = ["Claim", "Result", "StudySets", "Validation", "judge", "load", "load_set", "run_sets", "write_html"]
 
@@ -61,27 +64,26 @@ def sets_of(studies: list[StudySets], quick: bool) -> list[Path]:
 Set = tuple[str, str, frozenset[str]]
 
 
-def run_sets(files: list[Path], db: Path, run: Callable[[Path, Path], Any], repetitions: int | None = None
-             ) -> list[Set]:
-    """Run (resume) each set into ``db`` with ``run(file, db)``; what each set is (with
-    ``repetitions``, its first that many repetitions of every cell: see :func:`load_set`)."""
+def run_sets(files: list[Path], db: Path, run: Callable[[Path, Experiment, Path], Any],
+             repetitions: int | None = None) -> list[Set]:
+    """Run (resume) each set into ``db`` with ``run(file, experiment, db)``, each file loaded once;
+    what each set is (with ``repetitions``, its first that many repetitions of every cell: see
+    :func:`load_set`)."""
     out = []
     for f in files:
         exp = load_set(f, repetitions)
-        run(f, db)
+        run(f, exp, db)
         out.append((exp.name, str(f.relative_to(prereq.REPO)), frozenset(t.key for t in exp.trials)))
     return out
 
 
-def load_set(f: Path, repetitions: int | None = None) -> Any:
-    """A set's experiment; with ``repetitions``, only its trials of repetition below it (the same keys
-    and name: a full run of the set later resumes and adds the rest)."""
+def load_set(f: Path, repetitions: int | None = None) -> Experiment:
+    """A set's experiment; with ``repetitions``, only its first that many repetitions of every cell
+    (the same keys and name: a full run of the set later resumes and adds the rest)."""
     from ..experiment.spec import load as load_experiment  # noqa: PLC0415 - planning needs the emulator
 
     exp = load_experiment(f)
-    if repetitions is not None:
-        exp = exp.first_repetitions(repetitions)
-    return exp
+    return exp if repetitions is None else exp.first_repetitions(repetitions)
 
 
 def judge(db: Path, studies: list[StudySets], claims: list[Claim], sets: list[Set]) -> Validation:

@@ -71,8 +71,13 @@ def _doc(page: str) -> dict[str, Any]:
     return sites.load_site(_folder(page))
 
 
-#: Each site's identity, once computed in this process (a site not there yet is looked for again).
-_IDENTITIES: dict[str, str] = {}
+@cache
+def _identity(page: str) -> str:
+    """The imported site's manifest hashed (every entry with its status, headers and body's sha256),
+    but not where it was imported from: the same archive anywhere is the same site. (A site not
+    there raises, and is looked for again the next time.)"""
+    doc = {k: v for k, v in _doc(page).items() if k != "source"}
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
 
 
 @cache
@@ -125,16 +130,10 @@ class ReplayedSite(Workload):
 
     @classmethod
     def identity(cls, trial: TrialSpec) -> str | None:
-        # The imported site's manifest: every entry with its status, headers and body's sha256; not
-        # where it was imported from (the same archive anywhere is the same site).
-        if trial.page not in _IDENTITIES:
-            try:
-                doc = json.loads((_folder(trial.page) / "site.json").read_text())
-            except (OSError, ValueError, SatbenchError):
-                return None  # no site there: refused with its reason where the trial is checked (problem)
-            doc.pop("source", None)
-            _IDENTITIES[trial.page] = hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
-        return _IDENTITIES[trial.page]
+        try:
+            return _identity(trial.page)
+        except SatbenchError:
+            return None  # no site there: refused with its reason where the trial is checked (problem)
 
     @classmethod
     def claims(cls, trial: TrialSpec) -> bool:
