@@ -249,7 +249,8 @@ def _shell(a: argparse.Namespace, rest: list[str]) -> int:
         raise InputError(f"--terminals: must be from 1 to {MAX_TERMINALS}, got {a.terminals}")
     if a.terminals > 1 and a.access:
         raise InputError("--access: an access link behind several terminals is not supported")
-    link = resolve(profile.load(a.link, a.set), terminal_subnets(a.terminals) if a.terminals > 1 else None)
+    link = resolve(profile.load(a.link, a.set),
+                   terminal_subnets(a.terminals, a.ip != "v4") if a.terminals > 1 else None)
     access = resolve(profile.load(a.access)) if a.access else None
     if a.terminals > 1 and a.terrestrial:
         raise InputError("--terrestrial: a terrestrial link with several terminals is not supported")

@@ -464,9 +464,13 @@ class ServerSummary:
     def connection_metrics(self) -> dict[str, float | None]:
         """The load's connections as the origins counted them: in all, by
         transport, the origins requested, how many carried several, and how
-        many none."""
+        many none; the address family of each connection where the server's log says (a third-party
+        server's says that alone)."""
+        families: dict[str, float | None] = {}
+        if self.families is not None:  # the address family each connection came over (the ``ip`` factor)
+            families = {"conns_ipv4": self.families.get("ipv4", 0), "conns_ipv6": self.families.get("ipv6", 0)}
         if self.connections is None:
-            return {}
+            return families
         t = self.transports or {}
         out: dict[str, float | None] = {
             "server_connections": self.connections,
@@ -474,10 +478,7 @@ class ServerSummary:
             "server_connections_quic": t.get("quic", 0) if self.transports is not None else None,
             "origins_requested": len(self.origins) if self.origins is not None else None,
             "coalesced_connections": self.coalesced_connections,
-            "unused_connections": self.unused_connections}
-        if self.families is not None:  # the address family each connection came over (the ``ip`` factor)
-            out["conns_ipv4"] = self.families.get("ipv4", 0)
-            out["conns_ipv6"] = self.families.get("ipv6", 0)
+            "unused_connections": self.unused_connections, **families}
         # What returning clients got back, where a server said.
         if self.resumed_connections is not None:
             out["server_resumed_connections"] = self.resumed_connections

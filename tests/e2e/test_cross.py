@@ -1,7 +1,7 @@
 """Other users' traffic on the trial's link, from hosts of their own: a bulk
 TCP download (iperf3) takes its share of a 10 Mbit/s link and the trial's
 page takes longer for it; video-like and web-like downloads (curl against
-satbench-server) run through the load; what they carried is stored, and the
+satbench-server; the video adapts over a bitrate ladder) run through the load; what they carried is stored, and the
 link's counters, which hold their bytes too, are not taken as the trial's."""
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ def test_cross_traffic_shares_the_link_with_the_trial(tmp_path: Path) -> None:
     exp.write_text(
         '[experiment]\nname = "cross"\nseed = 1\ntimeout_s = 60\n[factors]\nlink = "lan"\nclient = "loader"\n'
         'protocol = "h2"\npage = "uniform-2m"\n'
-        'cross = ["none", { kind = "bulk", lead_s = 2 }, { kind = "video", bitrate_mbps = 4, segment_s = 1, '
-        'lead_s = 2 }, { kind = "web", rate_per_s = 4, size_kb = 200, lead_s = 2 }]\n')
+        'cross = ["none", { kind = "bulk", lead_s = 2 }, { kind = "video", bitrate_mbps = [1, 2, 4, 20], '
+        'segment_s = 1, lead_s = 2 }, { kind = "web", rate_per_s = 4, size_kb = 200, lead_s = 2 }]\n')
     db = tmp_path / "db.sqlite"
     p = run_cli("run", str(exp), "--db", str(db), timeout=600)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
@@ -43,6 +43,10 @@ def test_cross_traffic_shares_the_link_with_the_trial(tmp_path: Path) -> None:
         m = by[kind]["m"]
         assert m["cross_bytes"] > 100_000 and m["plt_ms"] > alone["plt_ms"], (kind, m)
         assert by[kind]["env"]["path"]["cross"]["fetches"] >= 1
+    # The video's ladder: its first segment at the lowest rung, then up as the link affords, never to
+    # 20 Mbit/s on a 10 Mbit/s link.
+    rungs = by["video"]["env"]["path"]["cross"]["rungs"]
+    assert rungs[0] == 1 and max(rungs) > 1 and 20 not in rungs, rungs
 
 
 def test_the_shell_runs_a_command_beside_cross_traffic() -> None:

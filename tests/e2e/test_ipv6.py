@@ -4,7 +4,8 @@ listens on both families, names resolve to IPv6 alone (v6) or to both
 (dual), and the family each connection came over is stored per trial
 (conns_ipv4, conns_ipv6). The kernel's own IPv6 traffic (duplicate address
 detection, router solicitations, multicast reports) never crosses the
-emulated link; what IPv6 cannot run with yet is refused with its reason."""
+emulated link. Every path element, every server, the DNS server and several
+terminals carry IPv6 too."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from ..helpers import run_cli, satbench_leftovers
 def _trials(db: Path) -> list[tuple[dict[str, Any], str, str | None, dict[str, Any]]]:
     con = sqlite3.connect(db)
     try:
-        rows = con.execute("SELECT id, factors, status, reason FROM trials").fetchall()
+        rows = con.execute("SELECT id, factors, status, reason FROM trials ORDER BY id").fetchall()
         return [(json.loads(f), s, r, dict(con.execute("SELECT name, value FROM metrics WHERE trial_id = ?",
                                                        (tid,)).fetchall())) for tid, f, s, r in rows]
     finally:
@@ -67,12 +68,58 @@ def test_no_ipv6_packet_of_the_kernels_own_crosses_the_link() -> None:
     assert satbench_leftovers() == []
 
 
-def test_what_ipv6_cannot_run_with_yet_is_refused(tmp_path: Path) -> None:
-    exp = tmp_path / "bad.toml"
-    exp.write_text('[experiment]\nname = "bad"\n[factors]\nlink = "geo"\nprotocol = "h2"\npage = "uniform-100k"\n'
-                   'client = "loader"\nip = "v6"\npep = "both"\n')
-    p = run_cli("run", str(exp), "--db", str(tmp_path / "bad.sqlite"))
-    assert p.returncode == 2 and "ip = v6 is not supported with the pep element yet" in p.stderr, p.stderr
+def test_every_path_element_server_lookup_and_terminal_carries_ipv6(tmp_path: Path) -> None:
+    # IPv6 alone through each part of the path: an access link, both PEPs, a terrestrial link and a
+    # competing video flow at once (the loader); the gateway's HTTP proxy (Chromium); a third-party
+    # server (nginx); two terminals on one link, a client behind each (the emulator routes each
+    # terminal's IPv6 subnets to it); and, over GEO, lookups across the link from the DNS server
+    # (curl). Every connection the origin saw is IPv6, as is every one each PEP relayed and the
+    # video flow's.
+    exp = tmp_path / "path6.toml"
+    exp.write_text('[experiment]\nname = "path6"\nseed = 1\ntimeout_s = 90\norder = "sequential"\n'
+                   'artefacts = ["server"]\n[factors]\nlink = "lan"\nip = "v6"\npage = "uniform-100k"\n'
+                   'cc = "cubic"\n'
+                   '[[scenario]]\nname = "elements"\nclient = "loader"\nprotocol = "h2"\naccess = "wifi"\n'
+                   'pep = "both"\n'
+                   'terrestrial = "terrestrial"\ncross = { kind = "video", bitrate_mbps = 2, segment_s = 0.5, lead_s = 1 }\n'
+                   '[[scenario]]\nname = "proxy"\nclient = "chromium"\nprotocol = "h2"\nproxy = "nginx"\n'
+                   '[[scenario]]\nname = "nginx"\nclient = "loader"\nprotocol = "h2"\nserver = "nginx"\n'
+                   '[[scenario]]\nname = "terminals"\nclient = "loader"\nclients = { h2 = 2 }\nterminals = 2\n'
+                   '[[scenario]]\nname = "dns"\nlink = "geo"\nclient = "curl"\nprotocol = "h2"\npage = "blank"\n'
+                   'dns = "link"\n')
+    db = tmp_path / "path6.sqlite"
+    p = run_cli("run", str(exp), "--db", str(db), timeout=900)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    con = sqlite3.connect(db)
+    rows = con.execute("SELECT scenarios, env, artefacts FROM trials ORDER BY id").fetchall()
+    links = [json.loads(s) for (s,) in con.execute("SELECT spec FROM links")]
+    con.close()
+    ts = _trials(db)
+    assert len(ts) == 5
+    by: dict[str, tuple[dict[str, Any], dict[str, Any], Path]] = {}
+    for (f, status, reason, m), (scen, env, art) in zip(ts, rows, strict=True):
+        assert status == "valid", (f, reason)
+        assert m["conns_ipv6"] >= 1 and m["conns_ipv4"] == 0, (scen, m)
+        by[json.loads(scen)[0]] = (m, json.loads(env), Path(art))
+    m, env, art = by["elements"]
+    assert m["conns_ipv6"] == m["server_connections"], m
+    assert m["pep_terminal_conns"] >= 1 and m["pep_gateway_conns"] >= 1, m
+    cross = env["path"]["cross"]  # (a fetch that failed would have failed the trial)
+    assert cross["family"] == "ipv6" and cross["fetches"] >= 2, cross
+    for place in ("terminal", "gateway"):
+        conns = [json.loads(line) for line in (art / f"pep-{place}.jsonl").read_text().splitlines()
+                 if json.loads(line).get("event") == "conn"]
+        assert conns and all(c["in"]["peer"].startswith("[2001:db8:5b:") for c in conns), (place, conns[:2])
+    m, _, _ = by["proxy"]
+    assert m["proxy_requests"] >= 1 and m["conns_ipv6"] == m["server_connections"], m
+    m, _, _ = by["terminals"]
+    assert m["conns_ipv6"] == m["server_connections"] >= 2, m
+    [two] = [ln for ln in links if len(ln["config"].get("terminals") or []) == 2]
+    assert [t["subnets"] for t in two["config"]["terminals"]] == [
+        ["198.18.1.0/24", "198.18.2.1/32", "2001:db8:5b:1::/64", "2001:db8:5b:2::1/128"],
+        ["198.18.102.0/24", "198.18.2.3/32", "2001:db8:5b:102::/64", "2001:db8:5b:2::3/128"]]
+    m, _, _ = by["dns"]
+    assert m["dns_ms"] >= 500, m  # the lookup crossed GEO: one round trip at least
 
 
 def test_the_vpn_tunnel_carries_ipv6(tmp_path: Path) -> None:

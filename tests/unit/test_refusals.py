@@ -16,6 +16,9 @@ from satbench.path.cross import CrossTraffic
     ({"kind": "web", "direction": "sideways"}, "direction must be down or up"),
     ({"kind": "bulk", "flows": 2.5}, "flows must be a whole number"),
     ({"kind": "bulk", "cc": "vegas"}, "cc must be cubic, bbr or reno"),
+    ({"kind": "video", "bitrate_mbps": [4, 2]}, "a ladder's rungs must rise"),
+    ({"kind": "video", "bitrate_mbps": []}, "a ladder is 1 to 10 numbers"),
+    ({"kind": "video", "bitrate_mbps": [1, "hd"]}, "a ladder is 1 to 10 numbers"),
 ])
 def test_cross_traffic_values_are_checked(value: object, words: str) -> None:
     problem = CrossTraffic.check(value)
@@ -24,7 +27,8 @@ def test_cross_traffic_values_are_checked(value: object, words: str) -> None:
 
 def test_cross_traffic_accepts_its_kinds_and_tables() -> None:
     for ok in ("none", "bulk", "video", "web", {"kind": "bulk", "cc": "bbr", "flows": 4, "direction": "up"},
-               {"kind": "web", "rate_per_s": 3, "size_kb": 300, "lead_s": 5}):
+               {"kind": "web", "rate_per_s": 3, "size_kb": 300, "lead_s": 5},
+               {"kind": "video", "bitrate_mbps": [1, 2.5, 5, 8]}):
         assert CrossTraffic.check(ok) is None, ok
     assert CrossTraffic.extra_s({"kind": "video", "lead_s": 5}) == 6.0
 
@@ -48,3 +52,25 @@ def test_a_first_views_cache_is_cold_already() -> None:
     ok = TrialSpec.of({"link": "geo", "protocol": "h3", "page": "uniform-100k", "client": "loader",
                        "quic_stack": "quiche", "view": "repeat"})
     assert view_problem(ok) is None
+
+
+class _V4Only:
+    """A path element of a plug-in that does not say it carries IPv6."""
+
+    ipv6 = False
+
+
+def test_ipv6_is_refused_only_with_an_element_that_does_not_carry_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dataclasses import replace
+
+    from satbench import path
+    from satbench.experiment.spec import ip_problem
+
+    # Every element satbench ships carries IPv6, and so does a testbed of several terminals.
+    assert all(path.element_class(f).ipv6 for f in path.BUILTIN)
+    t = TrialSpec.of({"link": "geo", "protocol": "h2", "page": "uniform-100k", "ip": "v6", "pep": "both",
+                      "proxy": "none", "clients": {"h2": 2}, "terminals": 2})
+    assert ip_problem(t) is None
+    monkeypatch.setitem(path.ELEMENTS, "v4only", f"{__name__}:_V4Only")
+    problem = ip_problem(replace(t, path={**t.path, "v4only": "on"}))
+    assert problem == ("ip", "ip = v6 is not supported with the v4only element yet: it carries IPv4 only"), problem

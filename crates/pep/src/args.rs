@@ -13,8 +13,8 @@ pub const USAGE: &str = "\
 usage: satbench-pep --port P --placement terminal|gateway
                     [--satellite-leg SETTINGS] [--terrestrial-leg SETTINGS]
                     [--max-conns N] [--idle-timeout-s S] [--log FILE]
-                    [--listen ADDR] [--buffer-size BYTES] [--no-splice]
-       satbench-pep --print-rules --port P [--mark M] [--route-table T]
+                    [--listen ADDR] [--ipv6] [--buffer-size BYTES] [--no-splice]
+       satbench-pep --print-rules --port P [--mark M] [--route-table T] [--ipv6]
 SETTINGS: KEY=VALUE,... with cc=NAME sndbuf=BYTES rcvbuf=BYTES nodelay[=on|off]
           fastopen[=on|off] maxseg=BYTES (sizes take K, M, G)";
 
@@ -112,6 +112,10 @@ where
                 print_rules = true;
                 continue;
             }
+            Long("ipv6") => {
+                c.ipv6 = true;
+                continue;
+            }
             Long("help") | Short('h') => return Ok(Command::Help),
             _ => return Err(arg.unexpected().into()),
         };
@@ -169,11 +173,12 @@ where
     }
     let port = port.ok_or(ArgError::Required("--port"))?;
     if print_rules {
-        return Ok(Command::PrintRules(RuleSet::new(
-            port,
-            mark.unwrap_or(1),
-            table.unwrap_or(100),
-        )));
+        let (mark, table) = (mark.unwrap_or(1), table.unwrap_or(100));
+        return Ok(Command::PrintRules(if c.ipv6 {
+            RuleSet::with_ipv6(port, mark, table)
+        } else {
+            RuleSet::new(port, mark, table)
+        }));
     }
     if mark.is_some() {
         return Err(bad("--mark", "only with --print-rules"));
@@ -276,6 +281,12 @@ mod tests {
             Ok(Command::PrintRules(r)) => assert_eq!((r.mark, r.table), (1, 100)),
             other => panic!("{other:?}"),
         }
+        match parse(["--print-rules", "--port", "7000", "--ipv6"]) {
+            Ok(Command::PrintRules(r)) => assert_eq!(r, RuleSet::with_ipv6(7000, 1, 100)),
+            other => panic!("{other:?}"),
+        }
+        assert!(run(&["--port", "1", "--placement", "terminal", "--ipv6"]).ipv6);
+        assert!(!run(&["--port", "1", "--placement", "terminal"]).ipv6);
         assert_eq!(parse(["-h"]), Ok(Command::Help));
     }
 

@@ -14,8 +14,8 @@
 //! satbench-pep --port P --placement terminal|gateway
 //!              [--satellite-leg SETTINGS] [--terrestrial-leg SETTINGS]
 //!              [--max-conns N] [--idle-timeout-s S] [--log FILE]
-//!              [--listen ADDR] [--buffer-size BYTES] [--no-splice]
-//! satbench-pep --print-rules --port P [--mark M] [--route-table T]
+//!              [--listen ADDR] [--ipv6] [--buffer-size BYTES] [--no-splice]
+//! satbench-pep --print-rules --port P [--mark M] [--route-table T] [--ipv6]
 //! ```
 //!
 //! - `--placement`: at the `terminal` the outgoing leg faces the satellite,
@@ -32,6 +32,11 @@
 //! - `--no-splice`: relay with read/write (for comparison).
 //! - `--listen ADDR` (default 0.0.0.0): keep the default unless the TPROXY
 //!   rule names an `--on-ip`.
+//! - `--ipv6`: also take IPv6 connections (a second, IPv6-only listener on
+//!   `[::]` at the same port; the outgoing leg then opens an IPv6
+//!   connection from the client's address with `IPV6_TRANSPARENT`); with
+//!   `--print-rules`, the rules for IPv6 too (`ip -6`, `ip6tables`, an
+//!   `ip6` nft table of the same rules).
 //!
 //! # Rules (installed by the testbed, never by the PEP)
 //!
@@ -62,8 +67,9 @@
 //! carries the accepted legs' later packets. TCP to the namespace's own
 //! addresses is not intercepted (and a connection to the PEP's own port on
 //! one of them is reset: relaying it would loop). The namespace also needs
-//! `net.ipv4.ip_forward=1`, and `net.ipv4.tcp_fastopen=3` for Fast Open on
-//! the accepting leg (the ready line warns otherwise). IPv4 only.
+//! `net.ipv4.ip_forward=1` (with `--ipv6`, `net.ipv6.conf.all.forwarding=1`
+//! too), and `net.ipv4.tcp_fastopen=3` for Fast Open on the accepting leg
+//! (the ready line warns otherwise; the setting covers both families).
 //!
 //! The initial congestion window is a route attribute: the testbed sets
 //! `initcwnd` (and `initrwnd`) on the PEP namespace's routes; the PEP reports

@@ -21,7 +21,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::fs::File;
 use std::io::{self, Write};
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -34,12 +34,15 @@ const FDS_PER_CONN: u64 = 6;
 
 const LISTENER: Token = Token(usize::MAX - 1);
 const SIGNALS: Token = Token(usize::MAX - 2);
+const LISTENER6: Token = Token(usize::MAX - 3);
 
 /// What the PEP runs with. All defaults are here.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Config {
     /// Address and port of the transparent listener (TPROXY's `--on-port`).
     pub listen: SocketAddrV4,
+    /// Also take IPv6 connections: a second listener on `[::]` at the same port.
+    pub ipv6: bool,
     pub placement: Placement,
     /// Settings of the leg that crosses the satellite link.
     pub satellite: LegSettings,
@@ -61,6 +64,7 @@ impl Default for Config {
     fn default() -> Config {
         Config {
             listen: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0),
+            ipv6: false,
             placement: Placement::Terminal,
             satellite: LegSettings::default(),
             terrestrial: LegSettings::default(),
@@ -188,6 +192,8 @@ pub struct Proxy {
     cfg: Config,
     poll: Poll,
     listener: Option<OwnedFd>,
+    /// The IPv6 listener (`--ipv6`).
+    listener6: Option<OwnedFd>,
     signals: OwnedFd,
     conns: Vec<Option<Conn>>,
     free: Vec<usize>,
@@ -198,7 +204,7 @@ pub struct Proxy {
     /// Accept failed for want of files or memory: try again soon.
     accept_retry: bool,
     log: Option<File>,
-    local_ips: Vec<Ipv4Addr>,
+    local_ips: Vec<IpAddr>,
     stats: Summary,
     started: Instant,
     ready: Ready,
@@ -297,7 +303,17 @@ impl Proxy {
                 SetupError::Sys(s) => StartError::Sys(s),
             }
         };
-        let listener = sock::listen(cfg.listen, cfg.leg(Leg::In)).map_err(setting(Leg::In))?;
+        let listener =
+            sock::listen(SocketAddr::V4(cfg.listen), cfg.leg(Leg::In)).map_err(setting(Leg::In))?;
+        let listen6 = SocketAddrV6::new(Ipv6Addr::UNSPECIFIED, cfg.listen.port(), 0, 0);
+        let listener6 = if cfg.ipv6 {
+            Some(
+                sock::listen(SocketAddr::V6(listen6), cfg.leg(Leg::In))
+                    .map_err(setting(Leg::In))?,
+            )
+        } else {
+            None
+        };
         let out_back = sock::probe_out(cfg.leg(Leg::Out)).map_err(setting(Leg::Out))?;
         let in_back = sock::read_back(listener.as_raw_fd(), Leg::In);
         let log = match &cfg.log {
@@ -314,9 +330,17 @@ impl Proxy {
         })?;
         let signals = signal_fd()?;
         register(&poll, listener.as_raw_fd(), LISTENER, "listener")?;
+        if let Some(l) = &listener6 {
+            register(&poll, l.as_raw_fd(), LISTENER6, "IPv6 listener")?;
+        }
         register(&poll, signals.as_raw_fd(), SIGNALS, "signalfd")?;
         let sysctl = Sysctls {
             ip_forward: read_sysctl("net.ipv4.ip_forward").and_then(|s| s.parse().ok()),
+            ipv6_forwarding: if cfg.ipv6 {
+                read_sysctl("net.ipv6.conf.all.forwarding").and_then(|s| s.parse().ok())
+            } else {
+                None
+            },
             tcp_fastopen: read_sysctl("net.ipv4.tcp_fastopen").and_then(|s| s.parse().ok()),
             tcp_congestion_control: read_sysctl("net.ipv4.tcp_congestion_control"),
         };
@@ -338,6 +362,12 @@ impl Proxy {
             warnings
                 .push("net.ipv4.ip_forward is 0: what is not intercepted is not forwarded".into());
         }
+        if sysctl.ipv6_forwarding == Some(0) {
+            warnings.push(
+                "net.ipv6.conf.all.forwarding is 0: IPv6 that is not intercepted is not forwarded"
+                    .into(),
+            );
+        }
         // The buffers as the kernel makes them.
         let probe = Relaying::new(cfg.buffer_size, cfg.splice);
         let started = time::monotonic();
@@ -348,6 +378,7 @@ impl Proxy {
             pid: std::process::id(),
             start_unix_ns: time::unix_ns(),
             listen: cfg.listen.to_string(),
+            listen6: listener6.as_ref().map(|_| listen6.to_string()),
             port: cfg.listen.port(),
             placement: cfg.placement,
             max_conns: cfg.max_conns,
@@ -375,6 +406,7 @@ impl Proxy {
             cfg,
             poll,
             listener: Some(listener),
+            listener6,
             signals,
             conns: Vec::new(),
             free: Vec::new(),
@@ -384,7 +416,7 @@ impl Proxy {
             again: Vec::new(),
             accept_retry: false,
             log,
-            local_ips: sock::local_ipv4(),
+            local_ips: sock::local_ips(),
             stats: Summary::default(),
             started,
             ready,
@@ -430,7 +462,7 @@ impl Proxy {
             let (mut accept, mut stop) = (self.accept_retry, false);
             for ev in events.iter() {
                 match ev.token() {
-                    LISTENER => accept = true,
+                    LISTENER | LISTENER6 => accept = true,
                     SIGNALS => stop = true,
                     Token(t) => {
                         let leg = if t & 1 == 0 { Leg::In } else { Leg::Out };
@@ -528,13 +560,21 @@ impl Proxy {
         }
     }
 
-    /// Take every waiting connection: refuse it (over the cap, or to
-    /// ourselves) or relay it.
+    /// Take every waiting connection of each listener: refuse it (over the
+    /// cap, or to ourselves) or relay it.
     fn accept_all(&mut self, now: Instant) {
         self.accept_retry = false;
-        let Some(listener) = self.listener.as_ref().map(|l| l.as_raw_fd()) else {
-            return;
-        };
+        let listeners: Vec<RawFd> = [self.listener.as_ref(), self.listener6.as_ref()]
+            .into_iter()
+            .flatten()
+            .map(|l| l.as_raw_fd())
+            .collect();
+        for listener in listeners {
+            self.accept_from(listener, now);
+        }
+    }
+
+    fn accept_from(&mut self, listener: RawFd, now: Instant) {
         loop {
             let fd = match sock::accept(listener) {
                 Ok(fd) => fd,
@@ -560,7 +600,8 @@ impl Proxy {
             ) else {
                 continue;
             };
-            if orig_dst.port() == self.cfg.listen.port() && self.local_ips.contains(orig_dst.ip()) {
+            if orig_dst.port() == self.cfg.listen.port() && self.local_ips.contains(&orig_dst.ip())
+            {
                 sock::abort(fd);
                 self.stats.refused_local += 1;
                 continue;
@@ -569,13 +610,7 @@ impl Proxy {
         }
     }
 
-    fn start_conn(
-        &mut self,
-        in_fd: OwnedFd,
-        client: SocketAddrV4,
-        dst: SocketAddrV4,
-        now: Instant,
-    ) {
+    fn start_conn(&mut self, in_fd: OwnedFd, client: SocketAddr, dst: SocketAddr, now: Instant) {
         self.stats.accepted += 1;
         let id = self.next_id;
         self.next_id += 1;
@@ -731,6 +766,7 @@ impl Proxy {
     /// Stop listening, reset every open connection (logging each), and sum up.
     fn shut_down(mut self) -> Summary {
         self.listener = None;
+        self.listener6 = None;
         // SAFETY: reading one siginfo from our non-blocking signalfd.
         unsafe {
             let mut info: libc::signalfd_siginfo = std::mem::zeroed();

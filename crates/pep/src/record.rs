@@ -11,7 +11,7 @@ use crate::relay::{By, Dir, End, How, Leg, Relay};
 use crate::settings::{Face, LegSettings, Placement};
 use crate::sock::{Readback, TcpInfo};
 use serde::Serialize;
-use std::net::SocketAddrV4;
+use std::net::SocketAddr;
 
 /// `TCP_INFO` of a leg as logged (names as the server's `tcp_info.jsonl`).
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -123,8 +123,8 @@ fn end_name(e: End) -> &'static str {
 pub struct LegFacts {
     /// Local and peer address (the outgoing leg's local one is absent if
     /// its socket could not be made).
-    pub local: Option<SocketAddrV4>,
-    pub peer: Option<SocketAddrV4>,
+    pub local: Option<SocketAddr>,
+    pub peer: Option<SocketAddr>,
     /// cwnd and receive window when the handshake was done: the route's
     /// initcwnd and initrwnd at work.
     pub init: Option<(u32, u32)>,
@@ -256,6 +256,9 @@ pub struct Legs {
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Sysctls {
     pub ip_forward: Option<i32>,
+    /// Read with `--ipv6` only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ipv6_forwarding: Option<i32>,
     pub tcp_fastopen: Option<i32>,
     pub tcp_congestion_control: Option<String>,
 }
@@ -271,6 +274,9 @@ pub struct Ready {
     pub pid: u32,
     pub start_unix_ns: u64,
     pub listen: String,
+    /// The IPv6 listener's address (`--ipv6`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub listen6: Option<String>,
     pub port: u16,
     pub placement: Placement,
     pub max_conns: usize,
@@ -363,7 +369,7 @@ mod tests {
     use crate::relay::Event;
     use crate::time::Instant;
 
-    fn addr(s: &str) -> Option<SocketAddrV4> {
+    fn addr(s: &str) -> Option<SocketAddr> {
         Some(s.parse().unwrap())
     }
 

@@ -1,13 +1,14 @@
 //! The socket calls of the PEP: the transparent listener, the transparent
 //! outgoing connect, per-leg options and reading them back, `TCP_INFO`.
-//! Errors name their call.
+//! IPv4 and IPv6 alike (a socket's family is its address's). Errors name
+//! their call.
 
 use crate::relay::Leg;
 use crate::settings::LegSettings;
 use serde::Serialize;
 use std::io;
 use std::mem::{size_of, zeroed};
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 pub use satbench_common::tcpinfo::{congestion, tcp_info, TcpInfo};
@@ -169,17 +170,38 @@ pub fn read_back(fd: RawFd, leg: Leg) -> Readback {
             Leg::In => tcp(libc::TCP_FASTOPEN),
             Leg::Out => tcp(libc::TCP_FASTOPEN_CONNECT),
         },
-        transparent: get_int(fd, libc::SOL_IP, libc::IP_TRANSPARENT)
-            .ok()
-            .map(|v| v != 0),
+        transparent: transparent_of(fd).map(|v| v != 0),
     }
 }
 
-fn tcp_socket() -> io::Result<OwnedFd> {
+/// `IP_TRANSPARENT` of an IPv4 socket, `IPV6_TRANSPARENT` of an IPv6 one.
+fn transparent_of(fd: RawFd) -> Option<i32> {
+    if get_int(fd, libc::SOL_SOCKET, libc::SO_DOMAIN).ok() == Some(libc::AF_INET6) {
+        get_int(fd, libc::SOL_IPV6, libc::IPV6_TRANSPARENT).ok()
+    } else {
+        get_int(fd, libc::SOL_IP, libc::IP_TRANSPARENT).ok()
+    }
+}
+
+/// Make a socket of `a`'s family transparent: bind to an address not local, accept for one.
+fn set_transparent(fd: RawFd, a: &SocketAddr) -> Result<(), SockError> {
+    match a {
+        SocketAddr::V4(_) => set_int(fd, libc::SOL_IP, libc::IP_TRANSPARENT, 1)
+            .map_err(|e| SockError::new("setsockopt", "IP_TRANSPARENT", e)),
+        SocketAddr::V6(_) => set_int(fd, libc::SOL_IPV6, libc::IPV6_TRANSPARENT, 1)
+            .map_err(|e| SockError::new("setsockopt", "IPV6_TRANSPARENT", e)),
+    }
+}
+
+fn tcp_socket(a: &SocketAddr) -> io::Result<OwnedFd> {
+    let domain = match a {
+        SocketAddr::V4(_) => libc::AF_INET,
+        SocketAddr::V6(_) => libc::AF_INET6,
+    };
     // SAFETY: plain syscall.
     let fd = cvt(unsafe {
         libc::socket(
-            libc::AF_INET,
+            domain,
             libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
             0,
         )
@@ -188,43 +210,78 @@ fn tcp_socket() -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-fn sockaddr(a: SocketAddrV4) -> libc::sockaddr_in {
-    // SAFETY: sockaddr_in is plain data; all-zero is valid.
-    let mut s: libc::sockaddr_in = unsafe { zeroed() };
-    s.sin_family = libc::AF_INET as libc::sa_family_t;
-    s.sin_port = a.port().to_be();
-    s.sin_addr.s_addr = u32::from(*a.ip()).to_be();
-    s
+/// An address as the kernel takes it: the storage and its length.
+fn sockaddr(a: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
+    // SAFETY: sockaddr_storage is plain data; all-zero is valid.
+    let mut st: libc::sockaddr_storage = unsafe { zeroed() };
+    match a {
+        SocketAddr::V4(a) => {
+            // SAFETY: sockaddr_storage is large and aligned enough for any sockaddr.
+            let s =
+                unsafe { &mut *(&mut st as *mut libc::sockaddr_storage as *mut libc::sockaddr_in) };
+            s.sin_family = libc::AF_INET as libc::sa_family_t;
+            s.sin_port = a.port().to_be();
+            s.sin_addr.s_addr = u32::from(*a.ip()).to_be();
+            (st, size_of::<libc::sockaddr_in>() as libc::socklen_t)
+        }
+        SocketAddr::V6(a) => {
+            // SAFETY: as above.
+            let s = unsafe {
+                &mut *(&mut st as *mut libc::sockaddr_storage as *mut libc::sockaddr_in6)
+            };
+            s.sin6_family = libc::AF_INET6 as libc::sa_family_t;
+            s.sin6_port = a.port().to_be();
+            s.sin6_addr.s6_addr = a.ip().octets();
+            s.sin6_scope_id = a.scope_id();
+            (st, size_of::<libc::sockaddr_in6>() as libc::socklen_t)
+        }
+    }
 }
 
-fn from_sockaddr(s: &libc::sockaddr_in) -> SocketAddrV4 {
-    SocketAddrV4::new(
-        Ipv4Addr::from(u32::from_be(s.sin_addr.s_addr)),
-        u16::from_be(s.sin_port),
-    )
+/// The address the kernel gave back (None: another family than IPv4 or IPv6).
+fn from_sockaddr(st: &libc::sockaddr_storage) -> Option<SocketAddr> {
+    match st.ss_family as i32 {
+        libc::AF_INET => {
+            // SAFETY: an AF_INET address is a sockaddr_in.
+            let s = unsafe { &*(st as *const libc::sockaddr_storage as *const libc::sockaddr_in) };
+            Some(SocketAddr::V4(SocketAddrV4::new(
+                Ipv4Addr::from(u32::from_be(s.sin_addr.s_addr)),
+                u16::from_be(s.sin_port),
+            )))
+        }
+        libc::AF_INET6 => {
+            // SAFETY: an AF_INET6 address is a sockaddr_in6.
+            let s = unsafe { &*(st as *const libc::sockaddr_storage as *const libc::sockaddr_in6) };
+            Some(SocketAddr::V6(SocketAddrV6::new(
+                Ipv6Addr::from(s.sin6_addr.s6_addr),
+                u16::from_be(s.sin6_port),
+                0,
+                s.sin6_scope_id,
+            )))
+        }
+        _ => None,
+    }
 }
 
-const SOCKADDR_LEN: libc::socklen_t = size_of::<libc::sockaddr_in>() as libc::socklen_t;
-
-fn bind(fd: RawFd, a: SocketAddrV4) -> io::Result<()> {
-    let s = sockaddr(a);
-    // SAFETY: s is a valid sockaddr_in.
+fn bind(fd: RawFd, a: &SocketAddr) -> io::Result<()> {
+    let (s, len) = sockaddr(a);
+    // SAFETY: s is a valid sockaddr of len bytes.
     cvt(unsafe {
         libc::bind(
             fd,
-            &s as *const libc::sockaddr_in as *const libc::sockaddr,
-            SOCKADDR_LEN,
+            &s as *const libc::sockaddr_storage as *const libc::sockaddr,
+            len,
         )
     })
     .map(drop)
 }
 
 /// A socket's local (`getsockname`) or peer (`getpeername`) address.
-fn addr(fd: RawFd, peer: bool) -> io::Result<SocketAddrV4> {
-    // SAFETY: zeroed sockaddr_in is valid; len matches.
-    let mut s: libc::sockaddr_in = unsafe { zeroed() };
-    let mut len = SOCKADDR_LEN;
-    let p = &mut s as *mut libc::sockaddr_in as *mut libc::sockaddr;
+fn addr(fd: RawFd, peer: bool) -> io::Result<SocketAddr> {
+    // SAFETY: zeroed sockaddr_storage is valid; len matches.
+    let mut s: libc::sockaddr_storage = unsafe { zeroed() };
+    let mut len = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+    let p = &mut s as *mut libc::sockaddr_storage as *mut libc::sockaddr;
     // SAFETY: p is valid for len bytes.
     cvt(unsafe {
         if peer {
@@ -233,14 +290,15 @@ fn addr(fd: RawFd, peer: bool) -> io::Result<SocketAddrV4> {
             libc::getsockname(fd, p, &mut len)
         }
     })?;
-    Ok(from_sockaddr(&s))
+    from_sockaddr(&s)
+        .ok_or_else(|| io::Error::other("an address of another family than IPv4 or IPv6"))
 }
 
-pub fn local_addr(fd: RawFd) -> io::Result<SocketAddrV4> {
+pub fn local_addr(fd: RawFd) -> io::Result<SocketAddr> {
     addr(fd, false)
 }
 
-pub fn peer_addr(fd: RawFd) -> io::Result<SocketAddrV4> {
+pub fn peer_addr(fd: RawFd) -> io::Result<SocketAddr> {
     addr(fd, true)
 }
 
@@ -255,17 +313,20 @@ pub enum SetupError {
 
 /// The transparent listener at `addr`, with the accepting leg's settings
 /// (accepted sockets inherit them; the congestion control is set again on
-/// each).
-pub fn listen(addr: SocketAddrV4, s: &LegSettings) -> Result<OwnedFd, SetupError> {
+/// each). An IPv6 listener takes IPv6 only (`IPV6_V6ONLY`): IPv4 has its own.
+pub fn listen(addr: SocketAddr, s: &LegSettings) -> Result<OwnedFd, SetupError> {
     let what = addr.to_string();
-    let fd = tcp_socket().map_err(|e| SockError::new("socket", &what, e))?;
+    let fd = tcp_socket(&addr).map_err(|e| SockError::new("socket", &what, e))?;
     let raw = fd.as_raw_fd();
     set_int(raw, libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)
         .map_err(|e| SockError::new("setsockopt", "SO_REUSEADDR", e))?;
-    set_int(raw, libc::SOL_IP, libc::IP_TRANSPARENT, 1)
-        .map_err(|e| SockError::new("setsockopt", "IP_TRANSPARENT", e))?;
+    if addr.is_ipv6() {
+        set_int(raw, libc::IPPROTO_IPV6, libc::IPV6_V6ONLY, 1)
+            .map_err(|e| SockError::new("setsockopt", "IPV6_V6ONLY", e))?;
+    }
+    set_transparent(raw, &addr)?;
     apply(raw, s, Leg::In)?;
-    bind(raw, addr).map_err(|e| SockError::new("bind", &what, e))?;
+    bind(raw, &addr).map_err(|e| SockError::new("bind", &what, e))?;
     // SAFETY: plain syscall.
     cvt(unsafe { libc::listen(raw, libc::SOMAXCONN) })
         .map_err(|e| SockError::new("listen", &what, e))?;
@@ -275,9 +336,9 @@ pub fn listen(addr: SocketAddrV4, s: &LegSettings) -> Result<OwnedFd, SetupError
 /// An outgoing socket with the outgoing leg's settings, not connected: the
 /// settings checked against the kernel and read back at start-up.
 pub fn probe_out(s: &LegSettings) -> Result<Readback, SetupError> {
-    let fd = tcp_socket().map_err(|e| SockError::new("socket", "probe", e))?;
-    set_int(fd.as_raw_fd(), libc::SOL_IP, libc::IP_TRANSPARENT, 1)
-        .map_err(|e| SockError::new("setsockopt", "IP_TRANSPARENT", e))?;
+    let any = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0));
+    let fd = tcp_socket(&any).map_err(|e| SockError::new("socket", "probe", e))?;
+    set_transparent(fd.as_raw_fd(), &any)?;
     apply(fd.as_raw_fd(), s, Leg::Out)?;
     Ok(read_back(fd.as_raw_fd(), Leg::Out))
 }
@@ -309,34 +370,35 @@ pub enum Connecting {
 }
 
 /// An outgoing connection to `dst` from `src` (the client's address, not
-/// local: `IP_TRANSPARENT`). If the client's port cannot be had (in use, or
-/// the 4-tuple is still in TIME_WAIT), the kernel picks one.
+/// local: `IP_TRANSPARENT`, or `IPV6_TRANSPARENT`; both of one family). If
+/// the client's port cannot be had (in use, or the 4-tuple is still in
+/// TIME_WAIT), the kernel picks one.
 pub fn connect_out(
-    src: SocketAddrV4,
-    dst: SocketAddrV4,
+    src: SocketAddr,
+    dst: SocketAddr,
     s: &LegSettings,
 ) -> io::Result<(OwnedFd, Connecting)> {
     let mut src = src;
     loop {
-        let fd = tcp_socket()?;
+        let fd = tcp_socket(&dst)?;
         let raw = fd.as_raw_fd();
-        set_int(raw, libc::SOL_IP, libc::IP_TRANSPARENT, 1)?;
+        set_transparent(raw, &dst).map_err(|e| e.source)?;
         set_int(raw, libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)?;
         apply(raw, s, Leg::Out).map_err(|e| e.source.source)?;
-        match bind(raw, src) {
+        match bind(raw, &src) {
             Err(e) if e.raw_os_error() == Some(libc::EADDRINUSE) && src.port() != 0 => {
                 src.set_port(0);
                 continue;
             }
             r => r?,
         }
-        let d = sockaddr(dst);
-        // SAFETY: d is a valid sockaddr_in.
+        let (d, len) = sockaddr(&dst);
+        // SAFETY: d is a valid sockaddr of len bytes.
         let r = unsafe {
             libc::connect(
                 raw,
-                &d as *const libc::sockaddr_in as *const libc::sockaddr,
-                SOCKADDR_LEN,
+                &d as *const libc::sockaddr_storage as *const libc::sockaddr,
+                len,
             )
         };
         if r == 0 {
@@ -429,9 +491,12 @@ pub fn raise_nofile(need: u64) -> u64 {
     l.rlim_cur
 }
 
-/// The IPv4 addresses of this namespace's interfaces.
-pub fn local_ipv4() -> Vec<Ipv4Addr> {
-    let mut out = vec![Ipv4Addr::LOCALHOST];
+/// The IPv4 and IPv6 addresses of this namespace's interfaces.
+pub fn local_ips() -> Vec<IpAddr> {
+    let mut out = vec![
+        IpAddr::V4(Ipv4Addr::LOCALHOST),
+        IpAddr::V6(Ipv6Addr::LOCALHOST),
+    ];
     let mut ifa: *mut libc::ifaddrs = std::ptr::null_mut();
     // SAFETY: ifa receives a list freed below.
     if unsafe { libc::getifaddrs(&mut ifa) } != 0 {
@@ -441,13 +506,29 @@ pub fn local_ipv4() -> Vec<Ipv4Addr> {
     while !p.is_null() {
         // SAFETY: p walks the list getifaddrs returned.
         let i = unsafe { &*p };
-        if !i.ifa_addr.is_null()
-            // SAFETY: ifa_addr points to a sockaddr.
-            && unsafe { (*i.ifa_addr).sa_family } as i32 == libc::AF_INET
-        {
-            // SAFETY: an AF_INET address is a sockaddr_in.
-            let s = unsafe { &*(i.ifa_addr as *const libc::sockaddr_in) };
-            out.push(*from_sockaddr(s).ip());
+        if !i.ifa_addr.is_null() {
+            // SAFETY: ifa_addr points to a sockaddr of its family's size.
+            let family = unsafe { (*i.ifa_addr).sa_family } as i32;
+            let len = match family {
+                libc::AF_INET => size_of::<libc::sockaddr_in>(),
+                libc::AF_INET6 => size_of::<libc::sockaddr_in6>(),
+                _ => 0,
+            };
+            if len > 0 {
+                // SAFETY: zeroed storage is valid.
+                let mut st: libc::sockaddr_storage = unsafe { zeroed() };
+                // SAFETY: the copy is of the address's own size, into storage large enough for any.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        i.ifa_addr as *const u8,
+                        &mut st as *mut libc::sockaddr_storage as *mut u8,
+                        len,
+                    )
+                };
+                if let Some(a) = from_sockaddr(&st) {
+                    out.push(a.ip());
+                }
+            }
         }
         p = i.ifa_next;
     }
@@ -461,9 +542,26 @@ mod tests {
     use super::*;
 
     #[test]
+    fn addresses_of_both_families_go_to_the_kernel_and_back() {
+        for a in ["198.18.1.10:443", "[2001:db8:5b:1::10]:40000"] {
+            let a: SocketAddr = a.parse().unwrap();
+            let (st, len) = sockaddr(&a);
+            assert_eq!(from_sockaddr(&st), Some(a));
+            let want = if a.is_ipv4() {
+                size_of::<libc::sockaddr_in>()
+            } else {
+                size_of::<libc::sockaddr_in6>()
+            };
+            assert_eq!(len as usize, want);
+        }
+        let l = local_ips();
+        assert!(l.contains(&"127.0.0.1".parse().unwrap()) && l.contains(&"::1".parse().unwrap()));
+    }
+
+    #[test]
     fn loopback_options_apply_and_read_back() {
         let s = LegSettings::parse("cc=reno,nodelay,sndbuf=64K,maxseg=1200").unwrap();
-        let fd = tcp_socket().unwrap();
+        let fd = tcp_socket(&"127.0.0.1:0".parse().unwrap()).unwrap();
         apply(fd.as_raw_fd(), &s, Leg::Out).unwrap();
         let r = read_back(fd.as_raw_fd(), Leg::Out);
         assert_eq!(r.cc.as_deref(), Some("reno"));

@@ -8,7 +8,9 @@ TCP congestion control of its own, so satbench sets one on the server host's
 route to the clients (``ip route ... congctl``), inside the testbed's
 namespace: that needs no change to the host's list of allowed algorithms.
 caddy's QUIC is quic-go, whose congestion control is its own (CUBIC, not
-configurable).
+configurable). On a host with an IPv6 address (``ip`` = v6 or dual) both
+listen on both families (caddy does of itself; nginx is told to), and the
+address family of each connection is counted from their access logs.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from ..testbed.proc import describe_exit
 from . import ca as ca_mod
 from .base import Problem, Server, ServeRequest
 from .options import servers_of
+from .satbench_server import family_of
 
 if TYPE_CHECKING:
     from ..experiment.trialspec import TrialSpec
@@ -40,7 +43,9 @@ CADDY_VERSION = "v2.11.9"
 caddy_binary = prereq.caddy_binary
 
 
-def _nginx_conf(root: Path, logs: Path, cert: Path, key: Path, http_port: int, https_port: int) -> str:
+def _nginx_conf(root: Path, logs: Path, cert: Path, key: Path, http_port: int, https_port: int,
+                ipv6: bool = False) -> str:
+    six = f"\n        listen [::]:{http_port};\n        listen [::]:{https_port} ssl http2;" if ipv6 else ""
     return f"""# written by satbench
 user root;
 worker_processes 1;
@@ -54,7 +59,7 @@ http {{
     log_format satbench escape=json '{{"type":"request","server":"nginx","proto":"$server_protocol",'
         '"alpn":"$ssl_alpn_protocol","tls":"$ssl_protocol","conn":"$connection","method":"$request_method",'
         '"path":"$request_uri","status":$status,"body_bytes":$body_bytes_sent,"t_unix_s":$msec,'
-        '"request_time_s":$request_time}}';
+        '"request_time_s":$request_time,"remote":"$remote_addr","remote_port":"$remote_port"}}';
     access_log {logs}/access.jsonl satbench;
     client_body_temp_path {logs}/tmp-body;
     proxy_temp_path {logs}/tmp-proxy;
@@ -65,7 +70,7 @@ http {{
     keepalive_timeout 30s;
     server {{
         listen {http_port};
-        listen {https_port} ssl http2;
+        listen {https_port} ssl http2;{six}
         server_name server.test;
         ssl_certificate {cert};
         ssl_certificate_key {key};
@@ -193,7 +198,9 @@ class ThirdPartyServer(Server):
         self.stderr.close()
 
     def summary(self) -> ServerSummary:
-        return ServerSummary(kind=self.kind)
+        """The address family of each connection, from the access log (the rest of what the server
+        did is in that log, not summarised)."""
+        return ServerSummary(kind=self.kind, families=families_of(self.access_log()))
 
     def access_log(self) -> list[dict[str, Any]]:
         rows = []
@@ -217,7 +224,8 @@ class NginxServer(ThirdPartyServer):
         if binary is None:
             raise PrerequisiteError(["no nginx: bash scripts/setup --with nginx installs Debian's nginx"])
         conf = self.log_dir / "nginx.conf"
-        conf.write_text(_nginx_conf(self.root, self.log_dir, c.server_cert, c.server_key, http_port, https_port))
+        conf.write_text(_nginx_conf(self.root, self.log_dir, c.server_cert, c.server_key, http_port, https_port,
+                                    ipv6=self.host.addr6 is not None))
         return [binary, "-c", str(conf), "-p", str(self.log_dir)], False
 
 
@@ -239,3 +247,23 @@ class CaddyServer(ThirdPartyServer):
         env.update(HOME=str(self.log_dir), XDG_DATA_HOME=str(self.log_dir / "xdg-data"),
                    XDG_CONFIG_HOME=str(self.log_dir / "xdg-config"))
         return [binary, "run", "--config", str(conf), "--adapter", "caddyfile"], h3
+
+
+def families_of(rows: list[dict[str, Any]]) -> dict[str, int] | None:
+    """Connections per address family (``ipv4``, ``ipv6``) in a third-party server's access log: nginx's
+    lines name their connection (``conn``) and peer (``remote``); caddy's name the peer's address and
+    port (``request.remote_ip``, ``remote_port``), one pair per connection. An IPv4 client of a
+    dual-stack socket (``::ffff:a.b.c.d``) is IPv4. None without a line that names its peer."""
+    seen: dict[tuple[str, str], str] = {}
+    for r in rows:
+        given = r.get("request")
+        req: dict[str, Any] = given if isinstance(given, dict) else {}
+        ip = str(r.get("remote") or req.get("remote_ip") or "")
+        if not ip:
+            continue
+        conn = str(r["conn"]) if r.get("conn") is not None else f"{ip}:{r.get('remote_port') or req.get('remote_port')}"
+        seen[(conn, ip)] = family_of(f"[{ip}]:0" if ":" in ip else f"{ip}:0")
+    if not seen:
+        return None
+    fam = list(seen.values())
+    return {f: fam.count(f) for f in ("ipv4", "ipv6")}

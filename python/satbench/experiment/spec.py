@@ -169,11 +169,13 @@ class _Links:
     def __init__(self) -> None:
         self.cache: dict[str, LinkSpec] = {}
 
-    def resolve(self, name: str, overrides: list[str], terminals: int = 1) -> LinkSpec:
-        k = json.dumps([name, sorted(overrides), terminals])
+    def resolve(self, name: str, overrides: list[str], terminals: int = 1, ipv6: bool = False) -> LinkSpec:
+        """The link for ``terminals`` terminals (each given its IPv6 subnets too with ``ipv6``)."""
+        ipv6 = ipv6 and terminals > 1  # one terminal's link routes nothing: the same link either way
+        k = json.dumps([name, sorted(overrides), terminals] + ([True] if ipv6 else []))
         if k not in self.cache:
             self.cache[k] = resolve(link_profile.load(name, overrides),
-                                    terminal_subnets(terminals) if terminals > 1 else None)
+                                    terminal_subnets(terminals, ipv6) if terminals > 1 else None)
         return self.cache[k]
 
 
@@ -579,15 +581,11 @@ def _combination_problem(ts: TrialSpec) -> tuple[str, str] | None:
 
 
 def ip_problem(ts: TrialSpec) -> tuple[str, str] | None:
-    """Why a trial cannot run over IPv6 (ip = v6 or dual) yet: only the satbench server listens on both
-    families, the testbed gives IPv6 addresses to one terminal's path, and only the path elements that
-    say so carry IPv6 (``PathElement.ipv6``)."""
+    """Why a trial cannot run over IPv6 (ip = v6 or dual): only the path elements that say so carry
+    IPv6 (``PathElement.ipv6``; every built-in one does, a plug-in may not). Every server listens on
+    both families, and every host of the testbed gets an IPv6 address."""
     from ..path import element_class  # noqa: PLC0415 - the elements import the experiment's types
 
-    if ts.server is not ServerKind.SATBENCH:
-        return "ip", f"ip = {ts.ip} needs the satbench server: {ts.server.value} listens on IPv4 only here"
-    if ts.terminals > 1:
-        return "ip", f"ip = {ts.ip} is not supported with several terminals yet"
     if v4_only := [e for e in ts.path if not element_class(e).ipv6]:
         return "ip", f"ip = {ts.ip} is not supported with the {v4_only[0]} element yet: it carries IPv4 only"
     return None
@@ -602,7 +600,7 @@ def _resolve_links(ts: TrialSpec, links: _Links, blame: Callable[[str, str], Exp
     out: dict[str, LinkSpec] = {}
     terminals = ts.terminals
     try:
-        out["link"] = link or links.resolve(ts.link, list(overrides), terminals)
+        out["link"] = link or links.resolve(ts.link, list(overrides), terminals, ts.ip != "v4")
     except ProfileError as e:
         culprit = overrides.get((e.file or "").removeprefix("--set "), "link")
         if terminals > 1 and (e.field or "").startswith("terminals"):

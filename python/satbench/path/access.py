@@ -18,6 +18,7 @@ class AccessLink(PathElement):
     factor = "access"
     max_terminals = 1
     noun = "an access link"
+    ipv6 = True
     default = "none"
     meaning = "access link profile between clients and terminal, or none"
 

@@ -7,14 +7,22 @@ of their own behind the terminal (``xclient``) and one behind the gateway
     cross = "web"                   web-like downloads: 500 KB pages arriving as a Poisson process, 1 per s
     cross = { kind = "bulk", direction = "up", cc = "bbr", flows = 4 }
     cross = { kind = "video", bitrate_mbps = 8, segment_s = 4 }
+    cross = { kind = "video", bitrate_mbps = [1, 2.5, 5, 8] }   a bitrate ladder
     cross = { kind = "web", rate_per_s = 3, size_kb = 300, lead_s = 5 }
 
 ``direction`` is ``down`` (the server sends, the default) or ``up``;
 ``lead_s`` (default 3) is how long the flows run before the trial's load
-starts (a bulk flow fills the path first). The bulk flow is iperf3 with its
+starts (a bulk flow fills the path first). A video flow with a ladder of
+bitrates (a list, lowest first) adapts as a player does: its first segment
+at the lowest rung, each next one at the highest rung at most 0.8 times the
+throughput its last segment got; the rungs it chose are in
+``env.path.cross.rungs`` (each segment fetched whole). The bulk flow is iperf3 with its
 congestion control set on its socket; the video and web flows are curl
 against satbench-server (cleartext HTTP/1.1; uploads to its sink), each
-fetch a new connection.
+fetch a new connection. The flows use the trial's address family: IPv4
+with ``ip = "v4"``, IPv6 with ``"v6"`` and with ``"dual"`` (what a
+dual-stack host's address selection picks when both ends have global
+IPv6 addresses).
 
 What they carried while the trial's load ran is measured at their
 receiver's interface, past the bottleneck (bytes into ``xclient`` going
@@ -29,7 +37,6 @@ element says it shares the link.
 from __future__ import annotations
 
 import random
-import shutil
 import subprocess
 import tempfile
 import threading
@@ -59,6 +66,9 @@ RANGES: dict[str, tuple[type, float, float]] = {
     "rate_per_s": (float, 0.01, 100), "size_kb": (int, 1, 1_000_000), "lead_s": (float, 0, 600),
 }
 IPERF_PORT = 5202
+#: A ladder's longest, and the share of the last segment's throughput the next rung may use.
+MAX_RUNGS = 10
+LADDER_SAFETY = 0.8
 
 
 def options(value: Any) -> dict[str, Any]:
@@ -71,11 +81,12 @@ class CrossTraffic(PathElement):
     factor = "cross"
     default = "none"
     meaning = ("other users' traffic sharing the link, from hosts of their own, started before the load and "
-               "running through it: bulk (iperf3 TCP), video (segments at a bitrate) or web (Poisson page "
-               "downloads), or a table {kind, direction, cc, flows, bitrate_mbps, segment_s, rate_per_s, size_kb, "
-               "lead_s}")
+               "running through it: bulk (iperf3 TCP), video (segments at a bitrate, or adapting over a ladder "
+               "of them) or web (Poisson page downloads), or a table {kind, direction, cc, flows, bitrate_mbps, "
+               "segment_s, rate_per_s, size_kb, lead_s}")
     max_terminals = 1
     noun = "cross traffic"
+    ipv6 = True
     #: Its flows cross the satellite link too: the link's counters are not the trial's alone.
     shares_link = True
     #: The HTTP origin of the video and web flows, while they run.
@@ -102,6 +113,14 @@ class CrossTraffic(PathElement):
         for k, (typ, lo, hi) in RANGES.items():
             if k in value:
                 x = value[k]
+                if k == "bitrate_mbps" and isinstance(x, list):
+                    if not 1 <= len(x) <= MAX_RUNGS or not all(
+                            isinstance(r, (int, float)) and not isinstance(r, bool) and lo <= r <= hi for r in x):
+                        return (f"bitrate_mbps: a ladder is 1 to {MAX_RUNGS} numbers from {lo:g} to {hi:g}, "
+                                f"got {x!r}")
+                    if any(b <= a for a, b in zip(x, x[1:])):
+                        return f"bitrate_mbps: a ladder's rungs must rise, got {x!r}"
+                    continue
                 ok = (isinstance(x, int) if typ is int else isinstance(x, (int, float))) and not isinstance(x, bool)
                 if not ok or not lo <= x <= hi:
                     return f"{k} must be a {'whole ' if typ is int else ''}number from {lo:g} to {hi:g}, got {x!r}"
@@ -180,48 +199,66 @@ class CrossTraffic(PathElement):
             if time.monotonic() > deadline:
                 raise TestbedError("cross traffic: iperf3 did not listen on the cross server")
             time.sleep(0.05)
-        argv = ["iperf3", "-c", server.addr, "-p", str(IPERF_PORT), "-t", "86400", "-C", str(o["cc"]),
+        argv = ["iperf3", "-c", _address(server), "-p", str(IPERF_PORT), "-t", "86400", "-C", str(o["cc"]),
                 "-P", str(o["flows"])] + (["-R"] if o["direction"] == "down" else [])
         self._procs.append(client.popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
 
     def _http(self, client: "Host", server: "Host", o: dict[str, Any], tmp: Path) -> None:
         from ..endpoints.satbench_server import SatbenchServer  # noqa: PLC0415 - only HTTP cross traffic serves
 
-        size = (int(o["bitrate_mbps"] * 1e6 / 8 * o["segment_s"]) if o["kind"] == "video"
-                else int(o["size_kb"]) * 1000)
+        rates = _ladder(o)
+        sizes = ([int(r * 1e6 / 8 * o["segment_s"]) for r in rates] if o["kind"] == "video"
+                 else [int(o["size_kb"]) * 1000])
         root = tmp / "www"
         root.mkdir()
-        (root / "object.bin").write_bytes(random.Random(size).randbytes(size))
-        body = tmp / "upload.bin"
-        shutil.copy(root / "object.bin", body)
+        for i, size in enumerate(sizes):
+            (root / f"object-{i}.bin").write_bytes(random.Random(size).randbytes(size))
         srv = SatbenchServer(root, tmp / "logs", host=server, tls=False, telemetry=False, cc="cubic")
         self._server = srv
-        if o["direction"] == "down":
-            argv = ["curl", "-s", "-o", "/dev/null", f"http://{server.addr}/object.bin"]
-        else:
-            argv = ["curl", "-s", "-o", "/dev/null", "--data-binary", f"@{body}", f"http://{server.addr}/upload"]
+        at = _address(server)
+        origin = f"http://[{at}]" if ":" in at else f"http://{at}"
+        self.rungs: list[float] = []
 
-        def fetch() -> None:
-            """One fetch, its curl tracked (the element ends it with the trial), its failure recorded."""
+        def argv(i: int) -> list[str]:
+            """curl for object i, printing what it moved and how long it took."""
+            timing = ["-w", "%{size_download} %{size_upload} %{time_total}"]
+            if o["direction"] == "down":
+                return ["curl", "-s", "-o", "/dev/null", *timing, f"{origin}/object-{i}.bin"]
+            return ["curl", "-s", "-o", "/dev/null", *timing, "--data-binary", f"@{root / f'object-{i}.bin'}",
+                    f"{origin}/upload"]
+
+        def fetch(i: int = 0) -> float | None:
+            """One fetch, its curl tracked (the element ends it with the trial), its failure recorded;
+            the throughput it got (Mbit/s), or None."""
             try:
                 with self._lock:
                     if self._stop.is_set():
-                        return
-                    p = client.popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                        return None
+                    p = client.popen(argv(i), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
                     self._procs.append(p)
-                rc = p.wait()
+                out, _ = p.communicate()
+                rc = p.returncode
                 with self._lock:
                     self._fetches += 1
                     self._procs.remove(p)
-                if rc != 0 and not self._stop.is_set():
-                    self._errors.append(f"curl exited {rc}")
+                if rc != 0:
+                    if not self._stop.is_set():
+                        self._errors.append(f"curl exited {rc}")
+                    return None
+                down, up, took = (float(x) for x in out.split())
+                return (down + up) * 8 / took / 1e6 if took > 0 else None
             except Exception as e:  # noqa: BLE001 - a fetch that fails must say so, not end the flow silently
                 self._errors.append(f"fetch: {type(e).__name__}: {e}")
+                return None
 
         def video() -> None:
+            rung = 0
             while not self._stop.is_set():
                 t0 = time.monotonic()
-                fetch()
+                got = fetch(rung)
+                if got is not None:  # the highest rung the last segment's throughput affords, as a player picks
+                    self.rungs.append(rates[rung])  # (segments fetched whole only)
+                    rung = max([0, *(k for k, r in enumerate(rates) if r <= LADDER_SAFETY * got)])
                 self._stop.wait(max(0.0, float(o["segment_s"]) - (time.monotonic() - t0)))
 
         def web() -> None:
@@ -235,6 +272,14 @@ class CrossTraffic(PathElement):
         self._threads = [t]
 
     # -- what they carried ------------------------------------------------------------
+
+    def family(self) -> str | None:
+        """The flows' address family (``ipv4`` or ``ipv6``): of the address they went to (None before
+        they started)."""
+        tb = getattr(self, "_tb", None)
+        if tb is None or tb.cross_server is None:
+            return None
+        return "ipv6" if ":" in _address(tb.cross_server) else "ipv4"
 
     def _counter(self) -> tuple[float, int]:
         """(now, the bytes the flows' receiver has taken in so far: past the bottleneck, either way)."""
@@ -251,7 +296,11 @@ class CrossTraffic(PathElement):
         return {"cross_bytes": float(nbytes), "cross_mbps": nbytes * 8 / (end[0] - mark[0]) / 1e6}
 
     def summary(self) -> dict[str, Any]:
-        return {**options(self.value), "fetches": self._fetches if hasattr(self, "_fetches") else None}
+        out = {**options(self.value), "fetches": self._fetches if hasattr(self, "_fetches") else None,
+               "family": self.family()}
+        if isinstance(out.get("bitrate_mbps"), list):  # a ladder: the rung of each segment, in order
+            out["rungs"] = list(getattr(self, "rungs", []))
+        return out
 
     def fault(self) -> str | None:
         if getattr(self, "_errors", None):
@@ -265,3 +314,15 @@ class CrossTraffic(PathElement):
     def describe(self) -> list[str]:
         m = self.metrics()
         return [f"cross traffic {self.label(self.value)}: {m['cross_mbps']:.2f} Mbit/s while the load ran"] if m else []
+
+
+def _address(server: "Host") -> str:
+    """Where the flows go: the cross server's IPv6 address where the testbed gave it one (the trial's
+    ``ip`` is v6 or dual), else its IPv4 one."""
+    return server.addr6 or server.addr
+
+
+def _ladder(o: dict[str, Any]) -> list[float]:
+    """A video flow's bitrates (Mbit/s), lowest first: its ladder, or its one bitrate."""
+    r = o.get("bitrate_mbps", DEFAULTS["video"]["bitrate_mbps"])
+    return [float(x) for x in r] if isinstance(r, list) else [float(r)]

@@ -21,7 +21,10 @@ kernel gave it). ``max_conns`` caps open connections per PEP.
 Interception is by TPROXY and policy routing inside the terminal's and the
 gateway's namespaces only (the rules ``satbench-pep --print-rules`` gives,
 nft form); they go with the namespace. UDP (QUIC) is not intercepted: the
-PEP's counters stay at zero for it. Each PEP's ready line (the settings read
+PEP's counters stay at zero for it. With IPv6 (``ip`` = v6 or dual) the PEP
+intercepts both families (``--ipv6``: an IPv6 listener beside the IPv4 one,
+and the same rules for IPv6), and its log shows each connection's family
+in its addresses. Each PEP's ready line (the settings read
 back from its sockets) and summary go into the trial's ``env.path.pep``; its
 per-connection log (both legs' addresses, times and TCP_INFO at close) into
 the trial's artefacts as ``pep-PLACE.jsonl``; its connection and byte counts
@@ -83,8 +86,14 @@ def _set_initial_window(host: "Host", segments: int, satellite: bool) -> list[st
     originate TCP there, so forwarded traffic is not affected. Returns the
     routes as the kernel shows them afterwards."""
     n = str(segments)
-    return host.change_routes({"initcwnd": n, "initrwnd": n},
-                              lambda f: (f[f.index("dev") + 1] == "sat0") == satellite)
+
+    def mine(f: list[str]) -> bool:
+        return (f[f.index("dev") + 1] == "sat0") == satellite
+
+    routes = host.change_routes({"initcwnd": n, "initrwnd": n}, mine)
+    if host.addr6 is not None:  # its IPv6 connections use the IPv6 routes
+        routes += host.change_routes({"initcwnd": n, "initrwnd": n}, mine, family=6)
+    return routes
 
 
 def placement(value: Any) -> str:
@@ -108,6 +117,7 @@ def _check_leg(name: str, v: Any) -> str | None:
 
 class Pep(PathElement):
     factor = "pep"
+    ipv6 = True
     default = "none"
     meaning = ("split-TCP PEP: none, terminal, gateway or both; or a table {at, satellite, terrestrial, max_conns} "
                "with each leg's TCP settings")
@@ -177,8 +187,9 @@ class Pep(PathElement):
         # With br_netfilter loaded, frames the namespace's LAN bridge receives pass the IP hooks in the
         # bridge's context first, where TPROXY's socket assignment is lost: no connection is ever
         # intercepted. The setting is per namespace (this one's only), and absent without br_netfilter.
-        if host.run(["test", "-e", "/proc/sys/net/bridge/bridge-nf-call-iptables"]).returncode == 0:
-            host.run(["sysctl", "-q", "-w", "net.bridge.bridge-nf-call-iptables=0"], check=True, capture_output=True)
+        for fam in ("iptables", "ip6tables"):  # (IPv6's frames too, with ip = v6 or dual)
+            if host.run(["test", "-e", f"/proc/sys/net/bridge/bridge-nf-call-{fam}"]).returncode == 0:
+                host.run(["sysctl", "-q", "-w", f"net.bridge.bridge-nf-call-{fam}=0"], check=True, capture_output=True)
         satellite, sat_iw = _split_leg(_with_nodelay(str(opts.get("satellite", ""))))
         terrestrial, ter_iw = _split_leg(_with_nodelay(str(opts.get("terrestrial", ""))))
         routes = []
@@ -188,7 +199,8 @@ class Pep(PathElement):
         legs = [satellite, terrestrial]
         if any("fastopen" in leg and not re.search(r"fastopen=(off|0|false|no)", leg) for leg in legs):
             host.run(["sysctl", "-q", "-w", "net.ipv4.tcp_fastopen=3"], check=True, capture_output=True)
-        rules = json.loads(subprocess.run([str(binary), "--print-rules", "--port", str(PORT)], check=True,
+        six = ["--ipv6"] if host.addr6 is not None else []
+        rules = json.loads(subprocess.run([str(binary), "--print-rules", "--port", str(PORT), *six], check=True,
                                           capture_output=True, text=True).stdout)
         for argv in [*rules["routing"], *rules["nft"]]:
             p = host.run(argv, capture_output=True, text=True)
@@ -196,7 +208,7 @@ class Pep(PathElement):
                 raise TestbedError(f"PEP rules in {host.role}: {' '.join(argv)}: {p.stderr.strip()}")
         log = artefacts / f"pep-{name}.jsonl"
         argv = [str(binary), "--port", str(PORT), "--placement", placement, "--log", str(log),
-                "--max-conns", str(opts.get("max_conns", 1024))]
+                "--max-conns", str(opts.get("max_conns", 1024)), *six]
         if satellite:
             argv += ["--satellite-leg", satellite]
         if terrestrial:

@@ -7,7 +7,9 @@ host's names, a sharded page's shards among them) on kept-alive, verified
 TLS connections. The client's TCP then ends at the gateway, and the proxy
 sends over the satellite with the trial's congestion control (set on the
 gateway's routes towards the clients). QUIC (UDP) is not redirected: HTTP/3
-still reaches the origin, and the proxy's counters show it.
+still reaches the origin, and the proxy's counters show it. With IPv6 (``ip``
+= v6 or dual) the proxy listens and redirects on both families and fetches
+from the origins over IPv6, as the trial's own connections would.
 
 Two proxies from Debian, placed by ``proxy = { kind = ..., upstream = ...,
 cache = ... }``:
@@ -70,13 +72,16 @@ NGHTTPX_LOG = ('{"type":"request","proto":"$protocol_version","alpn":"$alpn","me
                '"request_time_s":$request_time,"upstream":"$backend_host:$backend_port"}')
 
 
-def nghttpx_argv(logs: Path, cert: Path, key: Path, ca: Path, origins: dict[str, str], upstream: str) -> list[str]:
+def nghttpx_argv(logs: Path, cert: Path, key: Path, ca: Path, origins: dict[str, str], upstream: str,
+                 ipv6: bool = False) -> list[str]:
     """nghttpx with one backend per origin name (a host pattern; server.test
     also the catch-all), over TLS verified against the test CA, HTTP/1.1 or
-    HTTP/2; frontends as nginx's (TLS with HTTP/2 and HTTP/1.1, and cleartext)."""
+    HTTP/2; frontends as nginx's (TLS with HTTP/2 and HTTP/1.1, and cleartext), on both families
+    with ``ipv6`` (``*``: every address)."""
     proto = "h2" if upstream == "h2" else "http/1.1"
-    argv = ["nghttpx", str(key), str(cert), f"--frontend=0.0.0.0,{HTTPS_PORT}",
-            f"--frontend=0.0.0.0,{HTTP_PORT};no-tls", "--workers=1", f"--cacert={ca}",
+    every = "*" if ipv6 else "0.0.0.0"
+    argv = ["nghttpx", str(key), str(cert), f"--frontend={every},{HTTPS_PORT}",
+            f"--frontend={every},{HTTP_PORT};no-tls", "--workers=1", f"--cacert={ca}",
             f"--accesslog-file={logs}/proxy.jsonl", f"--accesslog-format={NGHTTPX_LOG}",
             f"--errorlog-file={logs}/proxy-error.log", f"--pid-file={logs}/proxy.pid", "--no-ocsp",
             "--tls-min-proto-version=TLSv1.3", "--backend-keep-alive-timeout=60s"]
@@ -90,11 +95,18 @@ def _upstreams(origins: dict[str, str]) -> str:
     """One upstream group per origin name (each server host's names), so that
     ``proxy_pass https://$host`` picks the origin a request names (a sharded
     page's shards among them) without a resolver."""
-    return "\n".join(f"    upstream {name} {{\n        server {addr}:443;\n        keepalive 32;\n    }}"
+    return "\n".join(f"    upstream {name} {{\n        server {_bracketed(addr)}:443;\n        keepalive 32;\n    }}"
                      for name, addr in origins.items())
 
 
-def _conf(logs: Path, cert: Path, key: Path, ca: Path, origins: dict[str, str], cache: bool) -> str:
+def _bracketed(addr: str) -> str:
+    """An address as a URL or nginx writes it with a port: an IPv6 one in brackets."""
+    return f"[{addr}]" if ":" in addr else addr
+
+
+def _conf(logs: Path, cert: Path, key: Path, ca: Path, origins: dict[str, str], cache: bool,
+          ipv6: bool = False) -> str:
+    six = f"\n        listen [::]:{HTTP_PORT};\n        listen [::]:{HTTPS_PORT} ssl http2;" if ipv6 else ""
     cache_path = (f"proxy_cache_path {logs}/proxy-cache levels=1:2 keys_zone=satbench:16m max_size=4g "
                   "inactive=1d use_temp_path=off;") if cache else ""
     cache_use = ("proxy_cache satbench; proxy_cache_valid 200 1d; proxy_cache_lock on; "
@@ -124,7 +136,7 @@ http {{
 {_upstreams(origins)}
     server {{
         listen {HTTP_PORT};
-        listen {HTTPS_PORT} ssl http2;
+        listen {HTTPS_PORT} ssl http2;{six}
         server_name _;
         ssl_certificate {cert};
         ssl_certificate_key {key};
@@ -154,6 +166,7 @@ class Proxy(PathElement):
     factor = "proxy"
     max_terminals = 1
     noun = "a proxy"
+    ipv6 = True
     default = "none"
     meaning = ("an HTTP proxy at the gateway, HTTP/2 or HTTP/1.1 to clients: nginx (HTTP/1.1 to the origins, "
                "optional cache) or nghttpx (HTTP/1.1 or HTTP/2 to the origins), or none")
@@ -206,16 +219,19 @@ class Proxy(PathElement):
 
     def _command(self, tb: "Testbed", logs: Path) -> list[str]:
         c = ca_mod.ensure()
-        origins = {name: s.addr for s in tb.servers for name in s.names}
+        # With IPv6, the proxy fetches over IPv6 as the trial's own connections would (``v6``: names
+        # resolve to IPv6 alone; ``dual``: address selection prefers the global IPv6 address).
+        six = tb.gateway.addr6 is not None
+        origins = {name: (s.addr6 if six and s.addr6 else s.addr) for s in tb.servers for name in s.names}
         opts = self._options()
         prereq.provide([self.kind])
         if shutil.which(self.kind) is None:
             raise TestbedError(f"no {self.kind}: bash scripts/setup --with {self.kind} installs Debian's "
                                f"{PACKAGES[self.kind]}")
         if self.kind == "nghttpx":
-            return nghttpx_argv(logs, c.server_cert, c.server_key, c.cert, origins, str(opts["upstream"]))
+            return nghttpx_argv(logs, c.server_cert, c.server_key, c.cert, origins, str(opts["upstream"]), six)
         conf = logs / "proxy-nginx.conf"
-        conf.write_text(_conf(logs, c.server_cert, c.server_key, c.cert, origins, opts["cache"] != "none"))
+        conf.write_text(_conf(logs, c.server_cert, c.server_key, c.cert, origins, opts["cache"] != "none", six))
         return ["nginx", "-c", str(conf), "-e", str(logs / "proxy-error.log")]
 
     @contextmanager
@@ -228,7 +244,10 @@ class Proxy(PathElement):
         cc = self.trial.cc.value
         # The proxy is the sender over the satellite now: the trial's congestion control on its routes there.
         self.routes = gw.change_routes({"congctl": cc}, lambda f: f[f.index("dev") + 1] == "sat0")
-        rules = ("table ip satbench_proxy {\n chain to_proxy { type nat hook prerouting priority -100;"
+        if gw.addr6 is not None:
+            self.routes += gw.change_routes({"congctl": cc}, lambda f: f[f.index("dev") + 1] == "sat0", family=6)
+        # (The inet family: IPv4 and IPv6 alike.)
+        rules = ("table inet satbench_proxy {\n chain to_proxy { type nat hook prerouting priority -100;"
                  f" iifname \"sat0\" tcp dport 443 redirect to :{HTTPS_PORT};"
                  f" iifname \"sat0\" tcp dport 80 redirect to :{HTTP_PORT}; }}\n}}\n")
         p = gw.run(["nft", "-f", "-"], input=rules, capture_output=True, text=True)

@@ -30,6 +30,7 @@ class TerrestrialLink(PathElement):
     factor = "terrestrial"
     max_terminals = 1
     noun = "a terrestrial link"
+    ipv6 = True
     default = "none"
     meaning = "terrestrial link profile between the gateway and the servers, or none"
 

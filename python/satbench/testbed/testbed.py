@@ -28,6 +28,7 @@ removes whatever testbeds whose owner is gone left behind.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import re
@@ -103,17 +104,24 @@ class TerminalPlan:
         """What the emulator routes to it: its client LAN and its own address."""
         return [f"{self.lan}.0/24", f"{self.sat_addr}/32"]
 
+    @property
+    def subnets6(self) -> list[str]:
+        """The same, IPv6 (with ``ip`` = v6 or dual): the twins of its LAN and its address."""
+        return [str(ipaddress.IPv6Network(f"{v6_of(self.lan + '.0')}/64")), f"{v6_of(self.sat_addr)}/128"]
 
-def terminal_subnets(n: int) -> list[list[str]]:
-    """The subnets of a testbed's ``n`` terminals, in order (for the link's configuration)."""
-    return [TerminalPlan(k).subnets for k in range(1, n + 1)]
+
+def terminal_subnets(n: int, ipv6: bool = False) -> list[list[str]]:
+    """The subnets of a testbed's ``n`` terminals, in order (for the link's configuration); with
+    ``ipv6``, each terminal's IPv6 subnets after its IPv4 ones."""
+    return [TerminalPlan(k).subnets + (TerminalPlan(k).subnets6 if ipv6 else []) for k in range(1, n + 1)]
 
 
-def as_spec(link: LinkSpec | LinkProfile, terminals: int = 1) -> LinkSpec:
-    """A profile resolved by the emulator (for ``terminals`` terminals), or a link already resolved."""
+def as_spec(link: LinkSpec | LinkProfile, terminals: int = 1, ipv6: bool = False) -> LinkSpec:
+    """A profile resolved by the emulator (for ``terminals`` terminals, routing IPv6 too with
+    ``ipv6``), or a link already resolved."""
     if isinstance(link, LinkSpec):
         return link
-    return resolve(link, terminal_subnets(terminals) if terminals > 1 else None)
+    return resolve(link, terminal_subnets(terminals, ipv6) if terminals > 1 else None)
 
 
 #: A host name (labels of letters, digits and hyphens, at most 253 characters).
@@ -185,22 +193,17 @@ class Testbed:
             raise TestbedError(f"ip_drop must be v4 or v6, got {spec.ip_drop!r}")
         if spec.ip_drop is not None and spec.ip != "dual":
             raise TestbedError("ip_drop needs ip = dual (the other family must remain)")
-        if spec.ip != "v4":
-            others = [what for what, on in (("several terminals", spec.terminals > 1), ("an access link", spec.access),
-                                            ("a terrestrial link", spec.terrestrial),
-                                            ("cross traffic", spec.cross)) if on]
-            if others:
-                raise TestbedError(f"ip = {spec.ip} is not supported with {others[0]} yet: IPv4 only there")
         if not 1 <= spec.terminals <= MAX_TERMINALS:
             raise TestbedError(f"terminals must be between 1 and {MAX_TERMINALS}, got {spec.terminals}")
         self.spec = spec
-        self.link = as_spec(spec.link, spec.terminals)
+        six = spec.ip != "v4"
+        self.link = as_spec(spec.link, spec.terminals, six)
         given = self.link.config.get("terminals") or [{}]
         n = max(spec.terminals, self.link.terminals if given[0].get("subnets") else 1)
         if spec.terminals > 1 and self.link.terminals != spec.terminals:
             raise TestbedError(f"the link {self.link.label} is resolved for {self.link.terminals} terminal(s), "
                                f"the testbed has {spec.terminals}")
-        if n > 1 and [t.get("subnets") for t in self.link.config["terminals"]] != terminal_subnets(n):
+        if n > 1 and [t.get("subnets") for t in self.link.config["terminals"]] != terminal_subnets(n, six):
             raise TestbedError(f"the link {self.link.label}'s terminals are not this testbed's subnets")
         if n > 1 and spec.access is not None:
             raise TestbedError("an access link behind several terminals is not supported; use one terminal")
@@ -239,7 +242,7 @@ class Testbed:
                              spec.server_names[j - 1] if j <= len(spec.server_names) else
                              (["server.test"] if j == 1 else []) + [f"s{j}.test"]) for j in range(1, spec.servers + 1)]
         if spec.ip != "v4":
-            for h in [*self.clients, *self.terminals, self.gateway, *self.servers, *([self.vpn] if self.vpn else [])]:
+            for h in self.hosts:
                 h.addr6 = v6_of(h.addr)
         self.emulators: dict[str, Emulator] = {}
         self.link_stats: dict[str, Any] | None = None
@@ -454,20 +457,30 @@ class Testbed:
 
         # Client side.
         if len(self.terminals) > 1:
+            # (With IPv6: the testbed's IPv6 prefix, 2001:db8:5b::/48, where IPv4 has 198.18.0.0/15.)
             for k, (t, plan) in enumerate(zip(self.terminals, self.plans)):
                 mine = [c for c, tk in zip(self.clients, self.client_terminal) if tk == k]
                 batch(t.ns, lan(mine, f"{plan.lan}.1") + tun("sat0", plan.sat_addr, "198.18.2.2")
-                      + ["route add 198.18.3.0/24 dev sat0", "route add 198.18.0.0/15 dev sat0"])
-            gw = lan(self.servers, "198.18.3.1") + [
-                "tuntap add dev sat0 mode tun vnet_hdr", "link set sat0 up", "addr add 198.18.2.2/24 dev sat0"]
+                      + ["route add 198.18.3.0/24 dev sat0", "route add 198.18.0.0/15 dev sat0"]
+                      + (["route add 2001:db8:5b::/48 dev sat0"] if v6 else []))
+            gw = lan(self.servers, "198.18.3.1") + ["tuntap add dev sat0 mode tun vnet_hdr"]
+            if v6:  # as tun() does: not one packet of the kernel's own on the link
+                gw += ["link set sat0 multicast off", "link set sat0 addrgenmode none"]
+            gw += ["link set sat0 up", "addr add 198.18.2.2/24 dev sat0"]
+            gw += [f"addr add {v6_of('198.18.2.2')}/64 dev sat0 nodad"] if v6 else []
             gw += [f"route add {p.lan}.0/24 dev sat0" for p in self.plans]
+            gw += [r for p in self.plans for r in route6(f"{p.lan}.0/24", "dev sat0")]
             batch(self.gateway.ns, gw)
             for c, k in zip(self.clients, self.client_terminal):
+                via6 = v6_of(self.plans[k].lan + ".1")
+                six = [f"addr add {c.addr6}/64 dev eth0 nodad", f"route add ::/0 via {via6}"] if c.addr6 else []
                 batch(c.ns, ["link set lo up", f"addr add {c.addr}/24 dev eth0", "link set eth0 up",
-                             f"route add 198.18.0.0/15 via {self.plans[k].lan}.1"])
+                             f"route add 198.18.0.0/15 via {self.plans[k].lan}.1", *six])
             for h in self.servers:
+                via6 = v6_of("198.18.3.1")
+                six = [f"addr add {h.addr6}/64 dev eth0 nodad", f"route add ::/0 via {via6}"] if h.addr6 else []
                 batch(h.ns, ["link set lo up", f"addr add {h.addr}/24 dev eth0", "link set eth0 up",
-                             "route add 198.18.0.0/15 via 198.18.3.1"])
+                             "route add 198.18.0.0/15 via 198.18.3.1", *six])
             return
         client_lan = lan(self._client_lan, "198.18.1.1")
         term = [] if self.access_point else client_lan
@@ -476,22 +489,25 @@ class Testbed:
             term += route6("198.18.3.0/24", "dev sat0")
         else:
             term += ["link set lo up"] + tun("sat0", "198.18.2.1", "198.18.2.2")
-            term += ["route add 198.18.3.0/24 dev sat0"]
+            term += ["route add 198.18.3.0/24 dev sat0"] + route6("198.18.3.0/24", "dev sat0")
             term += tun("acc0", "198.18.4.2", "198.18.4.1") + ["route add 198.18.1.0/24 dev acc0"]
+            term += route6("198.18.1.0/24", "dev acc0")
             ap = client_lan + tun("acc0", "198.18.4.1", "198.18.4.2")
             ap += ["route add 198.18.2.0/24 dev acc0", "route add 198.18.3.0/24 dev acc0"]
+            ap += route6("198.18.2.0/24", "dev acc0") + route6("198.18.3.0/24", "dev acc0")
             batch(self.access_point.ns, ap)
         batch(self.terminal.ns, term)
         if self.edge:  # the server LAN hangs off the edge router, behind the terrestrial link
             gw = ["link set lo up"] + tun("sat0", "198.18.2.2", "198.18.2.1") + tun("ter0", "198.18.5.1", "198.18.5.2")
-            gw += ["route add 198.18.3.0/24 dev ter0"]
+            gw += ["route add 198.18.3.0/24 dev ter0"] + route6("198.18.3.0/24", "dev ter0")
             edge = lan(self._server_lan, "198.18.3.1") + tun("ter0", "198.18.5.2", "198.18.5.1")
             edge += [f"route add 198.18.{k}.0/24 dev ter0" for k in (1, 2, 4)]
+            edge += [r for k in (1, 2, 4) for r in route6(f"198.18.{k}.0/24", "dev ter0")]
             batch(self.edge.ns, edge)
         else:
             gw = lan(self._server_lan, "198.18.3.1") + tun("sat0", "198.18.2.2", "198.18.2.1")
         gw += ["route add 198.18.1.0/24 dev sat0", "route add 198.18.4.0/24 dev sat0"]
-        gw += route6("198.18.1.0/24", "dev sat0")
+        gw += route6("198.18.1.0/24", "dev sat0") + route6("198.18.4.0/24", "dev sat0")
         batch(self.gateway.ns, gw)
         cross = {h.ns for h in (self.cross_client, self.cross_server) if h is not None}
         for h, via in [(c, "198.18.1.1") for c in self._client_lan] + [(s, "198.18.3.1") for s in self._server_lan]:
