@@ -1,12 +1,15 @@
 """What the factors of this session refuse, each in one line naming the factor: cross traffic's
-table, and repeat views where nothing would return."""
+table, repeat views where nothing would return, IPv6 beside an element that does not carry it; and
+the pure parts behind two of them: a video ladder's choice of rung, and the address families a
+third-party server's access log shows."""
 
 from __future__ import annotations
 
 import pytest
 
+from satbench.endpoints.thirdparty import families_of
 from satbench.experiment.trialspec import TrialSpec, view_problem
-from satbench.path.cross import CrossTraffic
+from satbench.path.cross import CrossTraffic, next_rung
 
 
 @pytest.mark.parametrize("value, words", [
@@ -74,3 +77,22 @@ def test_ipv6_is_refused_only_with_an_element_that_does_not_carry_it(monkeypatch
     monkeypatch.setitem(path.ELEMENTS, "v4only", f"{__name__}:_V4Only")
     problem = ip_problem(replace(t, path={**t.path, "v4only": "on"}))
     assert problem == ("ip", "ip = v6 is not supported with the v4only element yet: it carries IPv4 only"), problem
+
+
+def test_a_video_ladder_picks_the_highest_rung_the_last_segment_affords() -> None:
+    ladder = [1.0, 2.5, 5.0, 8.0]
+    assert next_rung(ladder, 0.5) == 0  # nothing affordable: the lowest
+    assert next_rung(ladder, 3.2) == 1  # 0.8 x 3.2 = 2.56
+    assert next_rung(ladder, 6.2) == 1  # 4.96: not quite 5
+    assert next_rung(ladder, 6.25) == 2 and next_rung(ladder, 100) == 3
+
+
+def test_third_party_access_logs_count_connections_per_family() -> None:
+    nginx = [{"conn": "1", "remote": "2001:db8:5b:1::10"}, {"conn": "1", "remote": "2001:db8:5b:1::10"},
+             {"conn": "2", "remote": "198.18.1.10"}, {"conn": "3", "remote": "::ffff:198.18.1.10"}]
+    assert families_of(nginx) == {"ipv4": 2, "ipv6": 1}
+    caddy = [{"request": {"remote_ip": "2001:db8:5b:1::10", "remote_port": "40000"}},
+             {"request": {"remote_ip": "2001:db8:5b:1::10", "remote_port": "40000"}},
+             {"request": {"remote_ip": "2001:db8:5b:1::10", "remote_port": "40002"}}]
+    assert families_of(caddy) == {"ipv4": 0, "ipv6": 2}
+    assert families_of([{"msg": "no peer"}]) is None

@@ -256,9 +256,9 @@ class CrossTraffic(PathElement):
             while not self._stop.is_set():
                 t0 = time.monotonic()
                 got = fetch(rung)
-                if got is not None:  # the highest rung the last segment's throughput affords, as a player picks
+                if got is not None:
                     self.rungs.append(rates[rung])  # (segments fetched whole only)
-                    rung = max([0, *(k for k, r in enumerate(rates) if r <= LADDER_SAFETY * got)])
+                    rung = next_rung(rates, got)
                 self._stop.wait(max(0.0, float(o["segment_s"]) - (time.monotonic() - t0)))
 
         def web() -> None:
@@ -320,6 +320,12 @@ def _address(server: "Host") -> str:
     """Where the flows go: the cross server's IPv6 address where the testbed gave it one (the trial's
     ``ip`` is v6 or dual), else its IPv4 one."""
     return server.addr6 or server.addr
+
+
+def next_rung(rates: list[float], got_mbps: float) -> int:
+    """The rung of a ladder (rates lowest first) a player picks after a segment that got ``got_mbps``:
+    the highest at most LADDER_SAFETY times it, the lowest if none is."""
+    return max([0, *(k for k, r in enumerate(rates) if r <= LADDER_SAFETY * got_mbps)])
 
 
 def _ladder(o: dict[str, Any]) -> list[float]:
