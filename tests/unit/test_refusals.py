@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import pytest
 
+from satbench.endpoints.satbench_server import family_of
 from satbench.endpoints.thirdparty import families_of
 from satbench.experiment.trialspec import TrialSpec, view_problem
 from satbench.path.cross import CrossTraffic, next_rung
+from satbench.testbed.host import bracketed
 
 
 @pytest.mark.parametrize("value, words", [
@@ -96,3 +98,7 @@ def test_third_party_access_logs_count_connections_per_family() -> None:
              {"request": {"remote_ip": "2001:db8:5b:1::10", "remote_port": "40002"}}]
     assert families_of(caddy) == {"ipv4": 0, "ipv6": 2}
     assert families_of([{"msg": "no peer"}]) is None
+    # satbench-server's peers, as it logs them: the same families.
+    assert [family_of(p) for p in ("198.18.1.10:4000", "[2001:db8:5b:1::10]:4000", "[::ffff:198.18.1.10]:4000")
+            ] == ["ipv4", "ipv6", "ipv4"]
+    assert (bracketed("2001:db8:5b:3::10"), bracketed("198.18.3.10")) == ("[2001:db8:5b:3::10]", "198.18.3.10")

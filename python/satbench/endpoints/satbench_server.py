@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from .. import prereq
 from ..errors import InputError, PrerequisiteError
 from ..model import CongestionControl, ServerKind, ServerSummary
-from ..testbed.host import Host
+from ..testbed.host import Host, address_family
 from ..testbed.proc import describe_exit, read_ready_line, stop_process
 from . import ca as ca_mod
 from .base import Problem, Server, ServeRequest
@@ -186,9 +186,7 @@ def _origins(out: ServerSummary, conns: list[dict[str, Any]], reqs: list[dict[st
 def family_of(peer: str) -> str:
     """The address family of a peer as the server logs it: ``1.2.3.4:5``, ``[2001:db8::1]:5``, or an
     IPv4 client of a dual-stack socket, ``[::ffff:1.2.3.4]:5`` (IPv4)."""
-    if not peer.startswith("["):
-        return "ipv4"
-    return "ipv4" if peer.lower().startswith("[::ffff:") and "." in peer else "ipv6"
+    return address_family(peer[1:].split("]", 1)[0] if peer.startswith("[") else peer.rsplit(":", 1)[0])
 
 
 def summarise(log_dir: Path) -> ServerSummary:

@@ -27,12 +27,11 @@ from typing import TYPE_CHECKING, Any
 from .. import prereq
 from ..errors import PrerequisiteError, TestbedError
 from ..model import DEFAULT_QUIC_STACK, CongestionControl, Protocol, ServerKind, ServerSummary
-from ..testbed.host import Host
+from ..testbed.host import Host, address_family
 from ..testbed.proc import describe_exit
 from . import ca as ca_mod
 from .base import Problem, Server, ServeRequest
 from .options import servers_of
-from .satbench_server import family_of
 
 if TYPE_CHECKING:
     from ..experiment.trialspec import TrialSpec
@@ -262,7 +261,7 @@ def families_of(rows: list[dict[str, Any]]) -> dict[str, int] | None:
         if not ip:
             continue
         conn = str(r["conn"]) if r.get("conn") is not None else f"{ip}:{r.get('remote_port') or req.get('remote_port')}"
-        seen[(conn, ip)] = family_of(f"[{ip}]:0" if ":" in ip else f"{ip}:0")
+        seen[(conn, ip)] = address_family(ip)
     if not seen:
         return None
     fam = list(seen.values())

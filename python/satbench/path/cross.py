@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import TestbedError
+from ..testbed.host import address_family, bracketed
 from . import PathElement
 
 if TYPE_CHECKING:
@@ -215,8 +216,7 @@ class CrossTraffic(PathElement):
             (root / f"object-{i}.bin").write_bytes(random.Random(size).randbytes(size))
         srv = SatbenchServer(root, tmp / "logs", host=server, tls=False, telemetry=False, cc="cubic")
         self._server = srv
-        at = _address(server)
-        origin = f"http://[{at}]" if ":" in at else f"http://{at}"
+        origin = f"http://{bracketed(_address(server))}"
         self.rungs: list[float] = []
 
         def argv(i: int) -> list[str]:
@@ -279,7 +279,7 @@ class CrossTraffic(PathElement):
         tb = getattr(self, "_tb", None)
         if tb is None or tb.cross_server is None:
             return None
-        return "ipv6" if ":" in _address(tb.cross_server) else "ipv4"
+        return address_family(_address(tb.cross_server))
 
     def _counter(self) -> tuple[float, int]:
         """(now, the bytes the flows' receiver has taken in so far: past the bottleneck, either way)."""

@@ -49,6 +49,7 @@ from ..endpoints import pages
 from ..endpoints.loader import loader_binary
 from ..errors import TestbedError
 from ..model import ServerKind
+from ..testbed.host import bracketed
 from . import PathElement
 from .pep import placement
 
@@ -95,13 +96,8 @@ def _upstreams(origins: dict[str, str]) -> str:
     """One upstream group per origin name (each server host's names), so that
     ``proxy_pass https://$host`` picks the origin a request names (a sharded
     page's shards among them) without a resolver."""
-    return "\n".join(f"    upstream {name} {{\n        server {_bracketed(addr)}:443;\n        keepalive 32;\n    }}"
+    return "\n".join(f"    upstream {name} {{\n        server {bracketed(addr)}:443;\n        keepalive 32;\n    }}"
                      for name, addr in origins.items())
-
-
-def _bracketed(addr: str) -> str:
-    """An address as a URL or nginx writes it with a port: an IPv6 one in brackets."""
-    return f"[{addr}]" if ":" in addr else addr
 
 
 def _conf(logs: Path, cert: Path, key: Path, ca: Path, origins: dict[str, str], cache: bool,

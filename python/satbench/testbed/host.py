@@ -18,6 +18,19 @@ NETNS_RUN = Path("/run/netns")
 _CLONE_NEWNET = 0x40000000
 
 
+def bracketed(addr: str) -> str:
+    """An address as a URL or a configuration writes it before ``:PORT``: an IPv6 one in brackets."""
+    return f"[{addr}]" if ":" in addr else addr
+
+
+def address_family(addr: str) -> str:
+    """``ipv4`` or ``ipv6`` of an address (an IPv4 client of a dual-stack socket, ``::ffff:a.b.c.d``,
+    is IPv4)."""
+    if ":" not in addr:
+        return "ipv4"
+    return "ipv4" if addr.lower().startswith("::ffff:") and "." in addr else "ipv6"
+
+
 @dataclass
 class Host:
     """A host of the testbed: a network namespace with one address."""
