@@ -162,7 +162,9 @@ def test_the_vpn_tunnel_carries_ipv6(tmp_path: Path) -> None:
 def test_a_browser_falls_back_to_ipv4_when_ipv6_is_dropped(tmp_path: Path) -> None:
     # Dual stack with IPv6 broken beyond the satellite (the gateway drops it): Chromium tries the
     # IPv6 address first, and opens IPv4 300 ms later (Happy Eyeballs); every connection the server
-    # sees is then IPv4, and the load pays the wait.
+    # sees is then IPv4, and the load pays the wait: about 300 ms, but one CI run measured 249 (other
+    # work of the first load overlaps the timer), so half of it is what is asserted: a LAN load's
+    # trial-to-trial spread is a few milliseconds.
     exp = tmp_path / "drop.toml"
     exp.write_text('[experiment]\nname = "drop"\nseed = 1\ntimeout_s = 60\norder = "sequential"\n[factors]\n'
                    'link = "lan"\nprotocol = "h2"\npage = "uniform-100k"\nclient = "chromium"\nip = "dual"\n'
@@ -177,4 +179,4 @@ def test_a_browser_falls_back_to_ipv4_when_ipv6_is_dropped(tmp_path: Path) -> No
     ok, broken = by["none"][2], by["v6"][2]
     assert ok["conns_ipv6"] == ok["server_connections"] and ok["conns_ipv4"] == 0, ok
     assert broken["conns_ipv4"] == broken["server_connections"] >= 1 and broken["conns_ipv6"] == 0, broken
-    assert broken["plt_ms"] - ok["plt_ms"] >= 250, (broken["plt_ms"], ok["plt_ms"])
+    assert broken["plt_ms"] - ok["plt_ms"] >= 150, (broken["plt_ms"], ok["plt_ms"])

@@ -34,7 +34,7 @@ def _project(root: Path) -> Path:
 
 def _setup(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["bash", str(root / "scripts" / "setup"), *args], capture_output=True, text=True,
-                          env={**os.environ, "SATBENCH_UV": str(UV)},
+                          env={**os.environ, "SATBENCH_UV": str(UV), "UV_COMPILE_BYTECODE": "0"},
                           stdin=subprocess.DEVNULL, timeout=600)
 
 
