@@ -230,9 +230,9 @@ def test_scheduler_and_parallel_in_the_experiment_file(tmp_path: Path) -> None:
 
 
 def test_the_interference_check_reports_the_difference_in_medians() -> None:
-    from satbench.bench.harness import _reference_study, format_interference
+    from satbench.bench.harness import format_interference, reference_study
 
-    exp = _reference_study("interference-alone", 4)
+    exp = reference_study("interference-alone", 4)
     assert len(exp.trials) == 4 and exp.trials[0].factors["client"] == "loader"
     x = {"testbeds": 2, "cores": [[0], [1]], "reference": {"link": "wire", "page": "uniform-500k"},
          "alone": {"trials": 4, "not_valid": 0, "plt_median_ms": 100.0, "trial_median_s": 1.5},
@@ -241,3 +241,25 @@ def test_the_interference_check_reports_the_difference_in_medians() -> None:
     text = "\n".join(format_interference(x))
     assert "2 testbeds at once, pinned to cores 0; 1" in text
     assert "alone:    PLT median 100.0 ms over 4 trials" in text and "+12.0 ms (+12.0 %)" in text
+
+
+def test_the_parallel_bench_shares_cores_only_beyond_one_testbed_per_core() -> None:
+    from satbench.bench.parallel import cores_for, counts, format_report, planner_says
+
+    assert cores_for(1, [0, 1]) == [[0, 1]] and cores_for(2, [0, 1]) == [[0], [1]]
+    assert cores_for(3, [0, 1]) == [[0], [1], [0]]  # what the planner refuses, measured to show why
+    assert counts(2) == [1, 2, 3] and counts(1) == [1, 2] and counts(16) == [1, 2, 3, 4]
+    # The planner's word is the one satbench run gives: a loader study takes a core, a browser two.
+    assert planner_says(2, 2) == {"loader": "accepted", "browser": planner_says(2, 2)["browser"]}
+    assert "at most --parallel 1 on 2 cores" in planner_says(2, 2)["browser"]
+    assert "at most --parallel 2 on 2 cores" in planner_says(3, 2)["loader"]
+    level = {"testbeds": 2, "planner": {"loader": "accepted", "browser": "refused"},
+             "trials": {"trials": 20, "valid": 19, "span_s": 36.0, "trials_per_hour": 2000.0,
+                        "not_valid": {"CPU busy": 1}, "cores": [[0], [1]], "plt_median_ms": 190.0,
+                        "plt_p10_ms": 185.0, "plt_p90_ms": 200.0, "plt_difference_ms": [6.0, 2.0, 9.5]},
+             "fidelity": {"rtt_error": {"probes": 500, "received": 500, "median_ms": 0.09, "p99_ms": 0.7},
+                          "goodput": {"mbps": 95.1, "fraction": 0.9999}, "neighbours": [{"mbps": 94.0}]}}
+    text = format_report({"machine": {"cores": 2, "kernel": "6.18"}, "repetitions": 10, "levels": [level]})
+    assert "N = 2 (cores 0; 1)" in text and "20 (19 valid) in 36 s = 2000 per hour; not valid: CPU busy x1" in text
+    assert "against N = 1: +6.0 ms [+2.0, +9.5]" in text and "median +0.090 ms, p99 +0.700 ms" in text
+    assert "99.99 % of ideal" in text and "neighbour 2: bulk 94.0 Mbit/s" in text

@@ -5,6 +5,8 @@
 - :mod:`.server`: the test server's throughput per protocol;
 - :mod:`.loader`: the synthetic loader's CPU with many clients;
 - :mod:`.harness`: the overhead per trial and the plan's accuracy;
+- :mod:`.parallel`: ``--parallel N`` at N = 1 to one beyond a testbed per core: trials per hour, PLT, the
+  emulator's RTT error and goodput beside busy testbeds, and what the planner accepts;
 - :mod:`.soak`: a thousand trials in one run, and whether anything leaks;
 - :mod:`.pep`: the split-TCP PEP's relay throughput, CPU and set-up latency;
 - :mod:`.capture`: what capturing a browser load's frames costs its PLT, FCP and LCP;
@@ -13,4 +15,4 @@
   repeat-view trials.
 """
 
-BENCHES = ("link", "server", "loader", "harness", "soak", "pep", "capture", "shaped", "returning")
+BENCHES = ("link", "server", "loader", "harness", "parallel", "soak", "pep", "capture", "shaped", "returning")

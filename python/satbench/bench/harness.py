@@ -82,8 +82,9 @@ def _plan_check(sample: int, tmp: Path) -> dict[str, Any]:
 REFERENCE = {"link": "wire", "link.delay_ms": 10, "protocol": "h2", "page": "uniform-500k", "client": "loader"}
 
 
-def _reference_study(name: str, repetitions: int) -> spec.Experiment:
-    factors = "\n".join(f'"{k}" = {v!r}'.replace("'", '"') for k, v in REFERENCE.items())
+def reference_study(name: str, repetitions: int, **overrides: str | int) -> spec.Experiment:
+    """The reference trial (:data:`REFERENCE`, with ``overrides``) ``repetitions`` times."""
+    factors = "\n".join(f'"{k}" = {v!r}'.replace("'", '"') for k, v in {**REFERENCE, **overrides}.items())
     text = (f'[experiment]\nname = "{name}"\nseed = 1\ntimeout_s = 60\nrepetitions = {repetitions}\n\n'
             f"[factors]\n{factors}\n")
     return spec.parse(tomllib.loads(text), text, f"<bench {name}>")
@@ -109,9 +110,9 @@ def interference(testbeds: int, repetitions: int, tmp: Path) -> dict[str, Any]:
     from ..experiment.distributed import dask_executor, split_cores  # noqa: PLC0415 - Dask loads on use
 
     cores = split_cores(testbeds)
-    alone = _reference_study("interference-alone", repetitions)
+    alone = reference_study("interference-alone", repetitions)
     run_experiment(alone, tmp / "alone.sqlite", executor=dask_executor(parallel=1, cores=cores[:1]))
-    together = _reference_study("interference-together", repetitions * testbeds)
+    together = reference_study("interference-together", repetitions * testbeds)
     run_experiment(together, tmp / "together.sqlite", executor=dask_executor(parallel=testbeds, cores=cores))
     a, t = _medians(tmp / "alone.sqlite"), _medians(tmp / "together.sqlite")
     out: dict[str, Any] = {"testbeds": testbeds, "cores": cores, "reference": dict(REFERENCE), "alone": a,
