@@ -97,7 +97,11 @@ def start_worker(tmp: Path, address: str, name: str, *extra: str,
         p = subprocess.Popen(argv or [*SATBENCH, "worker", "--scheduler", address, "--name", name,
                                       "--dir", str(tmp / "workerdir"), *extra],
                              stdout=out, stderr=out, start_new_session=True)
-    wait_for(log, f"satbench worker {name} at ", p)
+    try:
+        wait_for(log, f"satbench worker {name} at ", p)
+    except BaseException:
+        stop([p])  # a worker that never came up must not outlive its test (and fail the next one's count)
+        raise
     return p, log
 
 
