@@ -85,7 +85,7 @@ def throughput(seconds: float) -> dict[str, Any]:
             "retransmits": b.retransmits, "seconds": b.seconds}
 
 
-def _errors(r: measure.ProbeResult, configured_ms: float) -> dict[str, Any]:
+def probe_errors(r: measure.ProbeResult, configured_ms: float) -> dict[str, Any]:
     errs = sorted(x - configured_ms for x in r.rtts)
     if not errs:
         return {"probes": r.sent, "received": 0}
@@ -108,13 +108,13 @@ def rtt_error(count: int, bulk_s: float) -> dict[str, Any]:
     out: dict[str, Any] = {"one_way_ms": 250.0}
     with Testbed(TestbedSpec(link=wire(["delay_ms=250"]), seed=1)) as tb:
         out["reference_no_emulator"] = _reference(tb, count)
-        out["idle"] = _errors(measure.probe(tb.client, tb.server, count=count, interval_ms=10), 500.0)
+        out["idle"] = probe_errors(measure.probe(tb.client, tb.server, count=count, interval_ms=10), 500.0)
         res: dict[str, Any] = {}
         t = threading.Thread(target=lambda: res.update(b=measure.bulk(tb.client, tb.server, seconds=bulk_s)))
         t.start()
         time.sleep(2.0)  # past slow start's first round trips
         n = min(count, int((bulk_s - 3) * 100))
-        out["bulk"] = _errors(measure.probe(tb.client, tb.server, count=n, interval_ms=10), 500.0)
+        out["bulk"] = probe_errors(measure.probe(tb.client, tb.server, count=n, interval_ms=10), 500.0)
         t.join()
         if "b" in res:
             out["bulk"]["bulk_mbps"] = res["b"].bytes_received * 8 / res["b"].seconds / 1e6

@@ -41,14 +41,12 @@ from ..experiment.runner import run as run_experiment
 from ..results.stats import median_diff_ci
 from ..testbed import measure
 from ..testbed.testbed import Testbed, TestbedSpec
+from . import link as link_bench
 from .harness import reference_study
 from .link import wire
 
 #: The neighbours' traffic: what a study's trial might carry, at the studies' highest rate.
 NEIGHBOUR = ["rate_mbps=100", "delay_ms=10"]
-#: The first testbed's goodput link: a queue deeper than CUBIC's largest window (no loss), as in
-#: ``satbench bench link``.
-GOODPUT = ["rate_mbps=100", "delay_ms=10", "queue_ms=4000"]
 
 
 def cores_for(n: int, avail: list[int]) -> list[list[int]]:
@@ -141,14 +139,10 @@ def fidelity_at(n: int, avail: list[int], probes: int, goodput_s: float) -> dict
         time.sleep(2.0 if n > 1 else 0.0)  # the neighbours past slow start
         with _pinned(cores[0]):
             with Testbed(TestbedSpec(link=wire(["delay_ms=250"]), seed=1)) as tb:
-                r = measure.probe(tb.client, tb.server, count=probes, interval_ms=10)
-            errs = sorted(x - 500.0 for x in r.rtts)
-            res["rtt_error"] = ({"probes": r.sent, "received": r.received, "median_ms": _quantile(errs, 0.5),
-                                 "p99_ms": _quantile(errs, 0.99)} if errs else {"probes": r.sent, "received": 0})
-            with Testbed(TestbedSpec(link=wire(GOODPUT), seed=1, tcp_cc="cubic")) as tb:
-                b = measure.bulk(tb.client, tb.server, seconds=goodput_s, cc="cubic")
-            ideal = measure.ideal_goodput_bps(100e6, b.mss or 1448)
-            res["goodput"] = {"mbps": b.goodput_bps(3.0) / 1e6, "fraction": b.goodput_bps(3.0) / ideal}
+                res["rtt_error"] = link_bench.probe_errors(measure.probe(tb.client, tb.server, count=probes,
+                                                                         interval_ms=10), 500.0)
+            g = link_bench.goodput(100.0, goodput_s, 3.0)
+            res["goodput"] = {"mbps": g["goodput_mbps"], "fraction": g["fraction"]}
     finally:
         stop.set()
         for t in threads:
