@@ -116,6 +116,32 @@ def test_same_seed_same_bytes(tmp_path: Path) -> None:
     assert [o.sha256 for o in a.objects] != [o.sha256 for o in c.objects]
 
 
+def _tree(d: Path) -> dict[str, bytes]:
+    return {str(f.relative_to(d)): f.read_bytes() for f in sorted(d.rglob("*")) if f.is_file()}
+
+
+def test_the_page_cache_gives_the_generated_bytes_and_keeps_one_version(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = tmp_path / "cache"
+    monkeypatch.setenv(pages.PAGE_CACHE_ENV, str(cache))
+    # An older generator's copy of the page, and another page's, in the cache.
+    (cache / "single-10k-0123456789abcdef").mkdir(parents=True)
+    (cache / "single-100k-0123456789abcdef").mkdir()
+    first = pages.prepare(tmp_path / "a", ["single-10k"])
+    key = pages.generator_key("single-10k")
+    assert sorted(p.name for p in cache.iterdir()) == sorted([f"single-10k-{key}", "single-100k-0123456789abcdef"])
+    # A second run copies it: the same bytes as generating it afresh, and its own copy.
+    second = pages.prepare(tmp_path / "b", ["single-10k"])
+    monkeypatch.setenv(pages.PAGE_CACHE_ENV, "off")
+    pages.prepare(tmp_path / "c", ["single-10k"])
+    assert first == second
+    assert _tree(tmp_path / "a") == _tree(tmp_path / "b") == _tree(tmp_path / "c") != {}
+    assert not (tmp_path / "b" / "single-10k").samefile(cache / f"single-10k-{key}")
+    assert json.loads((tmp_path / "b" / "pages.json").read_text())["single-10k"]["objects"] == 1
+    # What the key depends on: the page and the seed.
+    assert len({key, pages.generator_key("single-100k"), pages.generator_key("single-10k", seed=2)}) == 3
+
+
 def test_bulk_files(tmp_path: Path) -> None:
     assert pages.parse_size("100M") == 100_000_000 and pages.parse_size("1M") == 1_000_000
     with pytest.raises(InputError, match="not a size"):

@@ -88,13 +88,7 @@ _STARTING = threading.Lock()
 
 def _children() -> set[int]:
     """This process's children (of every thread)."""
-    out: set[int] = set()
-    for task in Path("/proc/self/task").iterdir():
-        try:
-            out |= {int(x) for x in (task / "children").read_text().split()}
-        except OSError:
-            continue
-    return out
+    return _children_of(os.getpid())
 
 
 class Browser:
@@ -307,24 +301,73 @@ WATCHDOG_GRACE_S = 60.0
 
 
 class Watchdog:
-    """Kills a browser's processes (by name, in the client host's namespace)
-    if a load outlives ``limit_s``: a browser whose main process died can
-    leave Playwright waiting forever on a pipe its children still hold, and
-    a trial must end (failed, with this reason) instead."""
+    """Ends a load whose browser is gone or stuck: kills the browser's
+    processes (by name, in the client host's namespace), then if need be the
+    Playwright driver, so that the load raises and its trial fails with
+    :meth:`reason`. A browser whose main process died can leave Playwright
+    waiting forever on a pipe its children still hold, so the watchdog fires
+    when that process exits while the load is still running (after
+    ``EXIT_GRACE_S``, the time a normal close takes to return), and in any
+    case once the load outlives ``limit_s``."""
 
     #: How long the load may go on once the browser's processes were killed before the driver is.
     DRIVER_GRACE_S = 10.0
+    #: How often the browser's main process is looked at (a read of /proc: no process is started).
+    POLL_S = 0.2
+    #: How long a load may go on after its browser's main process exited (a close returns sooner).
+    EXIT_GRACE_S = 3.0
 
     def __init__(self, host: Host | None, names: tuple[str, ...], limit_s: float):
         self.host, self.names, self.limit_s = host, names, limit_s
         self.fired = False
-        self._timer: threading.Timer | None = None
+        #: Why it fired: the load outlived its limit, or the browser's main process exited (its pid).
+        self.exited: int | None = None
+        self._thread: threading.Thread | None = None
         self._done = threading.Event()
-        #: The Playwright driver serving the load (its pids), killed if killing the browser was not enough.
+        #: The Playwright driver serving the load (its pids): its children are the browsers' main
+        #: processes, and it is killed if killing the browser was not enough.
         self.driver: list[int] = []
 
     def reason(self) -> str:
+        if self.exited is not None:
+            return (f"browser: its main process (pid {self.exited}) exited during the load; "
+                    "its other processes were killed")
         return f"browser: no answer within {self.limit_s:.0f} s; its processes were killed"
+
+    def _mains(self) -> set[int]:
+        """The browsers' main processes: the driver's children of the browser's name, alive."""
+        out: set[int] = set()
+        for d in self.driver:
+            for pid in _children_of(d):
+                try:
+                    comm = Path(f"/proc/{pid}/comm").read_text().strip()
+                    state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+                except (OSError, IndexError):
+                    continue
+                if comm.startswith(self.names) and state != "Z":
+                    out.add(pid)
+        return out
+
+    def _watch(self) -> None:
+        deadline = time.monotonic() + self.limit_s
+        seen: set[int] = set()
+        gone_at: float | None = None
+        while not self._done.wait(self.POLL_S):
+            now = time.monotonic()
+            if now >= deadline:
+                self._fire()
+                return
+            alive = self._mains()
+            lost = seen - alive
+            seen |= alive
+            if not lost:
+                gone_at = None
+            elif gone_at is None:
+                gone_at = now
+            elif now - gone_at >= self.EXIT_GRACE_S:
+                self.exited = min(lost)
+                self._fire()
+                return
 
     def _fire(self) -> None:
         if self.host is None:
@@ -347,15 +390,27 @@ class Watchdog:
                     continue
 
     def __enter__(self) -> "Watchdog":
-        self._timer = threading.Timer(self.limit_s, self._fire)
-        self._timer.daemon = True
-        self._timer.start()
+        self._thread = threading.Thread(target=self._watch, name="browser-watchdog", daemon=True)
+        self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._done.set()
-        if self._timer is not None:
-            self._timer.cancel()
+
+
+def _children_of(pid: int) -> set[int]:
+    """A process's children (of every thread); none if it is gone."""
+    out: set[int] = set()
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return out
+    for task in tasks:
+        try:
+            out |= {int(x) for x in (task / "children").read_text().split()}
+        except OSError:
+            continue
+    return out
 
 
 class Chromium(Client):

@@ -49,8 +49,11 @@ import io
 import json
 import logging
 import math
+import os
 import random
 import re
+import shutil
+import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -576,12 +579,79 @@ def generate(out: Path, pages: list[str] | None = None, *, seed: int = 1) -> lis
             m = _shop(out, seed)
         (out / n / "manifest.json").write_text(json.dumps(m.to_json(), indent=1) + "\n")
         manifests.append(m)
+    _add_to_index(out, {m.page: {"description": m.description, "objects": len(m.objects),
+                                 "total_bytes": m.total_bytes} for m in manifests})
+    return manifests
+
+
+def _add_to_index(out: Path, entries: dict[str, dict[str, Any]]) -> None:
+    """List pages in ``out/pages.json`` (kept sorted; others already there stay)."""
     index_path = out / "pages.json"
     index = json.loads(index_path.read_text()) if index_path.exists() else {}
-    for m in manifests:
-        index[m.page] = {"description": m.description, "objects": len(m.objects), "total_bytes": m.total_bytes}
+    index.update(entries)
     index_path.write_text(json.dumps(dict(sorted(index.items())), indent=1) + "\n")
-    return manifests
+
+
+#: Where generated pages are kept between runs (``SATBENCH_PAGE_CACHE``; ``off`` for none).
+PAGE_CACHE_ENV = "SATBENCH_PAGE_CACHE"
+
+
+def page_cache() -> Path | None:
+    """The folder of generated pages kept between runs: ``$SATBENCH_PAGE_CACHE``, or
+    target/page-cache in the checkout; None if set to ``off``."""
+    env = os.environ.get(PAGE_CACHE_ENV)
+    if env == "off":
+        return None
+    if env:
+        return Path(env)
+    from ..prereq import REPO  # noqa: PLC0415 - the checkout's root
+
+    return REPO / "target" / "page-cache"
+
+
+def generator_key(page: str, seed: int = 1) -> str:
+    """What a generated page's bytes depend on: this generator's source and static files, the
+    image and font libraries' versions, the page and the seed (16 hex digits)."""
+    import fontTools  # noqa: PLC0415
+    import PIL  # noqa: PLC0415
+
+    h = hashlib.sha256(Path(__file__).read_bytes())
+    for f in sorted(Path(__file__).with_name("static").iterdir()):
+        h.update(f.name.encode() + b"\0" + f.read_bytes())
+    h.update(f"\0{PIL.__version__}\0{fontTools.version}\0{page}\0{seed}".encode())
+    return h.hexdigest()[:16]
+
+
+def _generate_cached(root: Path, page: str, seed: int = 1) -> None:
+    """Generate ``page`` under ``root`` as :func:`generate` does, from the page cache when it
+    has this generator's version of it (copied: a run may add files to its own copy); a
+    version made now is kept there for the next run, and older versions of the page go."""
+    cache = page_cache()
+    entry = None if cache is None else cache / f"{page}-{generator_key(page, seed)}"
+    try:
+        if entry is not None and not (entry / "manifest.json").exists():
+            assert cache is not None
+            cache.mkdir(parents=True, exist_ok=True)
+            tmp = cache / f".new-{page}-{os.getpid()}-{threading.get_ident()}"
+            shutil.rmtree(tmp, ignore_errors=True)
+            generate(tmp, [page], seed=seed)
+            try:
+                (tmp / page).rename(entry)  # atomic: a run beside this one sees all of it or none
+            except OSError:
+                pass  # another run made it first
+            shutil.rmtree(tmp, ignore_errors=True)
+            for old in cache.iterdir():
+                if re.fullmatch(re.escape(page) + r"-[0-9a-f]{16}", old.name) and old != entry:
+                    shutil.rmtree(old, ignore_errors=True)
+    except OSError:
+        entry = None  # a cache that cannot be written: generate in place
+    if entry is None or not (entry / "manifest.json").exists():
+        generate(root, [page], seed=seed)
+        return
+    shutil.copytree(entry, root / page, dirs_exist_ok=True)
+    m = json.loads((entry / "manifest.json").read_text())
+    _add_to_index(root, {page: {"description": m["description"], "objects": len(m["objects"]),
+                                "total_bytes": m["total_bytes"]}})
 
 
 def parse_size(text: str) -> int:
@@ -701,7 +771,7 @@ def prepare(root: Path, names: set[str] | list[str]) -> dict[str, int]:
             continue
         mf = root / page / "manifest.json"
         if not mf.exists() or _stale(root, page):
-            generate(root, [page])
+            _generate_cached(root, page)
         m = json.loads(mf.read_text())
         sizes[page] = int(m["html_bytes"]) + sum(int(o["bytes"]) for o in m["objects"])
     return sizes
