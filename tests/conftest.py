@@ -85,9 +85,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(scope="session")
 def generated_pages(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
-    """Every test page, generated once per session: (folder, {name: manifest})."""
+    """Every test page, generated once per session (or copied from the page cache, which holds
+    what this generator makes): (folder, {name: manifest})."""
     out = tmp_path_factory.mktemp("pages")
-    return out, {m.page: m for m in pages.generate(out, seed=1)}
+    pages.prepare(out, pages.ALL_PAGES)
+    return out, {p: pages.Manifest.load(out, p) for p in pages.ALL_PAGES}
 
 
 @pytest.fixture(scope="module")

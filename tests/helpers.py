@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +17,10 @@ if TYPE_CHECKING:
 REPO = Path(__file__).resolve().parents[1]
 SATBENCH = [sys.executable, "-m", "satbench"]
 FIXTURES = Path(__file__).with_name("fixtures")
+#: For a loader-only run whose trials mostly wait on the satellite's round trips: two testbeds at
+#: once, each on a core of its own, as the planner allows loader studies on two cores
+#: (docs/benchmarks.md, "Testbeds at once"); one at a time on a single core.
+PARALLEL: tuple[str, ...] = ("--parallel", "2") if len(os.sched_getaffinity(0)) >= 2 else ()
 
 
 def host_state() -> dict[str, str]:

@@ -11,7 +11,7 @@ import re
 import sqlite3
 from pathlib import Path
 
-from ..helpers import run_cli
+from ..helpers import PARALLEL, run_cli
 
 
 def test_cross_traffic_shares_the_link_with_the_trial(tmp_path: Path) -> None:
@@ -22,7 +22,7 @@ def test_cross_traffic_shares_the_link_with_the_trial(tmp_path: Path) -> None:
         'cross = ["none", { kind = "bulk", lead_s = 2 }, { kind = "video", bitrate_mbps = [1, 2, 4, 20], '
         'segment_s = 1, lead_s = 2 }, { kind = "web", rate_per_s = 4, size_kb = 200, lead_s = 2 }]\n')
     db = tmp_path / "db.sqlite"
-    p = run_cli("run", str(exp), "--db", str(db), timeout=600)
+    p = run_cli("run", str(exp), "--db", str(db), *PARALLEL, timeout=600)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     con = sqlite3.connect(db)
     by: dict[str, dict] = {}
@@ -67,7 +67,7 @@ def test_over_geo_a_bulk_flow_slows_the_load_and_fq_codel_protects_it(tmp_path: 
                    '[[trial]]\n"link.aqm" = "droptail"\ncross = { kind = "bulk", cc = "cubic", lead_s = 6 }\n'
                    '[[trial]]\n"link.aqm" = "fq_codel"\ncross = { kind = "bulk", cc = "cubic", lead_s = 6 }\n')
     db = tmp_path / "db.sqlite"
-    p = run_cli("run", str(exp), "--db", str(db), timeout=600)
+    p = run_cli("run", str(exp), "--db", str(db), *PARALLEL, timeout=600)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     con = sqlite3.connect(db)
     plt: dict[tuple[str, str], float] = {}

@@ -22,7 +22,7 @@ from ..helpers import SATBENCH, run_cli, satbench_leftovers
 
 def _exp(tmp_path: Path, name: str, body: str) -> Path:
     p = tmp_path / f"{name}.toml"
-    p.write_text(f'[experiment]\nname = "{name}"\nseed = 1\ntimeout_s = 20\norder = "sequential"\n{body}')
+    p.write_text(f'[experiment]\nname = "{name}"\nseed = 1\ntimeout_s = 10\norder = "sequential"\n{body}')
     return p
 
 
@@ -104,6 +104,12 @@ def test_a_killed_browser_fails_its_trial(tmp_path: Path) -> None:
     (_, s1, r1), (_, s2, r2) = _rows(db)
     assert s1 == "failed" and "browser" in (r1 or ""), r1
     assert s2 == "valid", r2
+    # Failed at once, not at the trial's timeout (10 s) plus the watchdog's grace: whether the
+    # driver noticed itself or the watchdog saw the main process gone (2 s, then 2 s for the driver).
+    con = sqlite3.connect(db)
+    (took,) = con.execute("SELECT duration_s FROM trials ORDER BY id LIMIT 1").fetchone()
+    con.close()
+    assert took < 10, took
     assert satbench_leftovers() == []
 
 

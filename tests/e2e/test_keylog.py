@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import run_cli
+from tests.helpers import PARALLEL, run_cli
 
 pytestmark = pytest.mark.skipif(shutil.which("tshark") is None, reason="needs tshark (scripts/test installs it)")
 
@@ -33,7 +33,7 @@ def test_an_experiments_capture_decrypts_with_its_keys(tmp_path: Path) -> None:
                    '[[scenario]]\nname = "tcp"\nprotocol = ["h1", "h2"]\n'
                    '[[scenario]]\nname = "quic"\nprotocol = "h3"\nquic_stack = ["quiche", "quinn"]\n')
     db = tmp_path / "db.sqlite"
-    p = run_cli("run", str(exp), "--db", str(db), timeout=300)
+    p = run_cli("run", str(exp), "--db", str(db), *PARALLEL, timeout=300)
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
     rows = sqlite3.connect(db).execute("SELECT key, json_extract(factors, '$.protocol'), status FROM trials").fetchall()
     assert len(rows) == 4 and all(r[2] == "valid" for r in rows), rows

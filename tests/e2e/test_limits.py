@@ -13,7 +13,7 @@ from collections import Counter
 from pathlib import Path
 
 from tests.e2e.test_quic_stacks import trials
-from tests.helpers import run_cli
+from tests.helpers import PARALLEL, run_cli
 
 EXPERIMENT = """[experiment]
 name = "limits"
@@ -67,7 +67,7 @@ def test_each_sender_gets_the_class_its_telemetry_shows(tmp_path: Path) -> None:
     exp = tmp_path / "limits.toml"
     exp.write_text(EXPERIMENT)
     db = tmp_path / "db.sqlite"
-    p = run_cli("run", str(exp), "--db", str(db), timeout=900)
+    p = run_cli("run", str(exp), "--db", str(db), *PARALLEL, timeout=900)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     ts = trials(db)
     assert len(ts) == 7 and all(t["status"] == "valid" for t in ts), [t["reason"] for t in ts]

@@ -20,7 +20,7 @@ from satbench.endpoints.options import ServerOptions
 from satbench.endpoints.satbench_server import SatbenchServer
 from satbench.results import qlog
 
-from ..helpers import client_json, run_cli
+from ..helpers import PARALLEL, client_json, run_cli
 
 
 def trials(db: Path) -> list[dict[str, Any]]:
@@ -107,7 +107,7 @@ def test_a_tiny_window_limits_by_flow_control_a_large_one_by_congestion_control(
                    f'link = "{link}"\nprotocol = "h3"\npage = "bulk:1MB"\nclient = "loader"\ncc = "cubic"\n'
                    'quic_stack = ["quiche", "quinn"]\nquic_window = [16384, "stack"]\n')
     db = tmp_path / "db.sqlite"
-    p = run_cli("run", str(exp), "--db", str(db), timeout=600)
+    p = run_cli("run", str(exp), "--db", str(db), *PARALLEL, timeout=600)
     assert p.returncode == 0, p.stdout + p.stderr
     ts = trials(db)
     assert len(ts) == 4

@@ -17,17 +17,18 @@ import pytest
 
 from satbench.results.report import write_report
 
-from ..helpers import run_cli, satbench_leftovers
+from ..helpers import PARALLEL, run_cli, satbench_leftovers
 
 GEO_ONE_WAY_MS = 265.0  # the geo profile: 530 ms base RTT, symmetric
 
 
-def _run(tmp_path: Path, name: str, factors: str, timeout: int = 600) -> list[dict[str, Any]]:
+def _run(tmp_path: Path, name: str, factors: str, timeout: int = 600, parallel: tuple[str, ...] = ()
+         ) -> list[dict[str, Any]]:
     exp = tmp_path / f"{name}.toml"
     exp.write_text(f'[experiment]\nname = "{name}"\nseed = 1\ntimeout_s = 120\norder = "sequential"\n'
                    f'artefacts = ["server"]\n[factors]\nlink = "geo"\npage = "realtime"\n{factors}')
     db = tmp_path / f"{name}.sqlite"
-    p = run_cli("run", str(exp), "--db", str(db), timeout=timeout)
+    p = run_cli("run", str(exp), "--db", str(db), *parallel, timeout=timeout)
     assert p.returncode == 0, p.stdout + p.stderr
     con = sqlite3.connect(db)
     try:
@@ -136,7 +137,7 @@ def test_the_loader_runs_many_users_in_a_chat_room(tmp_path: Path) -> None:
     server's relay (its log shows one relay per receiver)."""
     trials = _run(tmp_path, "room", 'client = "loader"\nclients = 5\nprotocol = ["h1", "h2"]\n'
                                     'realtime = ["poll", "sse", "ws"]\nscenario = "room"\nmessages = 4\n'
-                                    'interval_ms = 400\narrivals = "poisson"\n')
+                                    'interval_ms = 400\narrivals = "poisson"\n', parallel=PARALLEL)
     assert len(trials) == 6
     for t in trials:
         f, m = t["factors"], t["m"]

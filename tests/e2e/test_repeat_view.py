@@ -14,7 +14,7 @@ import json
 import sqlite3
 from pathlib import Path
 
-from ..helpers import run_cli
+from ..helpers import PARALLEL, run_cli
 
 RTT_MS = 530
 
@@ -97,7 +97,7 @@ def test_the_loaders_repeat_view_resumes_and_saves_a_round_trip_with_fast_open_o
                    '"server.tfo" = [false, true]\n'
                    '[[trial]]\nprotocol = "h3"\nquic_stack = "quiche"\n')
     db = tmp_path / "db.sqlite"
-    p = run_cli("run", str(exp), "--db", str(db), timeout=600)
+    p = run_cli("run", str(exp), "--db", str(db), *PARALLEL, timeout=600)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     ts = _trials(db)
     assert len(ts) == 3 and all(t["status"] == "valid" for t in ts), [t["reason"] for t in ts]

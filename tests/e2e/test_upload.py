@@ -11,7 +11,7 @@ import json
 import sqlite3
 from pathlib import Path
 
-from ..helpers import run_cli
+from ..helpers import PARALLEL, run_cli
 
 SIZE = 200_000
 
@@ -22,7 +22,7 @@ def test_an_upload_reaches_the_sink_and_vbdc_is_slower_than_cra(tmp_path: Path) 
                    'artefacts = ["server"]\n[factors]\nlink = ["geo-cra", "geo-vbdc"]\nprotocol = ["h2", "h3"]\n'
                    f'page = "upload:{SIZE}"\nclient = "loader"\n')
     db = tmp_path / "up.sqlite"
-    p = run_cli("run", str(exp), "--db", str(db), timeout=400)
+    p = run_cli("run", str(exp), "--db", str(db), *PARALLEL, timeout=400)
     assert p.returncode == 0, p.stdout + p.stderr
     con = sqlite3.connect(db)
     try:

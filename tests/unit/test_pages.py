@@ -159,3 +159,8 @@ def test_bulk_files(tmp_path: Path) -> None:
 def test_pages_cli_rejects_unknown_page(tmp_path: Path) -> None:
     p = run_cli("pages", "--out", str(tmp_path), "--only", "nosuch")
     assert p.returncode == 2 and "nosuch" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+
+
+def test_a_manifest_loads_as_it_was_generated(tmp_path: Path) -> None:
+    (m,) = pages.generate(tmp_path, ["triangular-100k"])
+    assert pages.Manifest.load(tmp_path, "triangular-100k") == m

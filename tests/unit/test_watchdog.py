@@ -45,7 +45,8 @@ def _watchdog(driver: subprocess.Popen[bytes], limit_s: float) -> Watchdog:
     w = Watchdog(SimpleNamespace(ns="sb-no-such-netns"), NAMES, limit_s)  # type: ignore[arg-type]
     w.driver = [driver.pid]
     w.DRIVER_GRACE_S = 0.1
-    w.EXIT_GRACE_S = 1.0  # 3 s in use
+    w.EXIT_GRACE_S = 1.0  # 2 s in use
+    w.EXIT_DRIVER_GRACE_S = 0.1
     return w
 
 

@@ -312,10 +312,13 @@ class Watchdog:
 
     #: How long the load may go on once the browser's processes were killed before the driver is.
     DRIVER_GRACE_S = 10.0
+    #: The same once the browser's main process exited: the driver has no browser to wait for (seen:
+    #: a driver that still waited 10 s after every process of the browser was gone).
+    EXIT_DRIVER_GRACE_S = 2.0
     #: How often the browser's main process is looked at (a read of /proc: no process is started).
     POLL_S = 0.2
     #: How long a load may go on after its browser's main process exited (a close returns sooner).
-    EXIT_GRACE_S = 3.0
+    EXIT_GRACE_S = 2.0
 
     def __init__(self, host: Host | None, names: tuple[str, ...], limit_s: float):
         self.host, self.names, self.limit_s = host, names, limit_s
@@ -366,10 +369,10 @@ class Watchdog:
                 gone_at = now
             elif now - gone_at >= self.EXIT_GRACE_S:
                 self.exited = min(lost)
-                self._fire()
+                self._fire(self.EXIT_DRIVER_GRACE_S)
                 return
 
-    def _fire(self) -> None:
+    def _fire(self, driver_grace_s: float | None = None) -> None:
         if self.host is None:
             return
         self.fired = True
@@ -382,7 +385,7 @@ class Watchdog:
             except (OSError, ValueError):
                 continue
         # A driver left waiting on a browser that is gone never answers: end it, so the call raises.
-        if not self._done.wait(self.DRIVER_GRACE_S):
+        if not self._done.wait(self.DRIVER_GRACE_S if driver_grace_s is None else driver_grace_s):
             for pid in self.driver:
                 try:
                     os.kill(pid, signal.SIGKILL)

@@ -54,7 +54,7 @@ import random
 import re
 import shutil
 import threading
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -139,6 +139,17 @@ class Manifest:
         d["largest_by_bytes"], d["largest_by_area"] = by_bytes, by_area
         d["area_and_bytes_agree"] = None if by_area is None else set(by_bytes) == set(by_area)
         return d
+
+    @classmethod
+    def load(cls, root: Path, page: str) -> "Manifest":
+        """The manifest of a page generated under ``root`` (what :meth:`to_json` wrote)."""
+        d = json.loads((root / page / "manifest.json").read_text())
+        own = {f.name for f in fields(cls)}
+        objs = [PageObject(**{k: v for k, v in o.items() if k in {f.name for f in fields(PageObject)}})
+                for o in d["objects"]]
+        m = cls(**{k: v for k, v in d.items() if k in own and k != "objects"}, objects=objs)
+        m.viewport = (int(m.viewport[0]), int(m.viewport[1]))
+        return m
 
 
 # -- JPEG of an exact size ------------------------------------------------------
