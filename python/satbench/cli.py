@@ -905,8 +905,6 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true")
     p.add_argument("--quick", action="store_true", help="shorter runs (less precise)")
     p.add_argument("--trials", type=ranged(1, 1_000_000), metavar="N", help="soak: how many trials (default 1000)")
-    p.add_argument("--parallel", type=ranged(1, 256), metavar="N",
-                   help="harness: testbeds at once in the interference check (default: one per core, up to 4)")
     p.add_argument("--client", choices=("chromium", "firefox"), help="capture: the browser (default chromium)")
     p.add_argument("--db", type=Path, metavar="DB",
                    help="capture, returning: the database their trials go to (resumed; default: a temporary one)")
@@ -915,16 +913,14 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
 def _bench(a: argparse.Namespace, _: list[str]) -> int:
     if a.trials is not None and (a.what != "soak" or not 1 <= a.trials <= 1_000_000):
         raise InputError("--trials: the soak's number of trials, from 1 to 1000000")
-    if a.parallel is not None and (a.what != "harness" or not 1 <= a.parallel <= 256):
-        raise InputError("--parallel: the harness's testbeds at once, from 1 to 256")
     if a.client is not None and a.what != "capture":
         raise InputError("--client is the capture benchmark's: satbench bench capture --client firefox")
     if a.db is not None and a.what not in ("capture", "returning"):
         raise InputError("--db is the capture and returning benchmarks': satbench bench returning --db DB")
     prereq.require_testbed()
     mod = importlib.import_module(f"satbench.bench.{a.what}")
-    extra: dict[str, Any] = ({"trials": a.trials} if a.what == "soak" else {"parallel": a.parallel}
-                             if a.what == "harness" else {"client": a.client or "chromium", "db": a.db}
+    extra: dict[str, Any] = ({"trials": a.trials} if a.what == "soak"
+                             else {"client": a.client or "chromium", "db": a.db}
                              if a.what == "capture" else {"db": a.db} if a.what == "returning" else {})
     r = mod.run(quick=a.quick, **extra)
     print(json.dumps(r, indent=1) if a.json else mod.format_report(r))

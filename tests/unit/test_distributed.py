@@ -229,20 +229,6 @@ def test_scheduler_and_parallel_in_the_experiment_file(tmp_path: Path) -> None:
         load('scheduler = "tcp://127.0.0.1:1"\nparallel = 2')
 
 
-def test_the_interference_check_reports_the_difference_in_medians() -> None:
-    from satbench.bench.harness import format_interference, reference_study
-
-    exp = reference_study("interference-alone", 4)
-    assert len(exp.trials) == 4 and exp.trials[0].factors["client"] == "loader"
-    x = {"testbeds": 2, "cores": [[0], [1]], "reference": {"link": "wire", "page": "uniform-500k"},
-         "alone": {"trials": 4, "not_valid": 0, "plt_median_ms": 100.0, "trial_median_s": 1.5},
-         "together": {"trials": 8, "not_valid": 0, "plt_median_ms": 112.0, "trial_median_s": 1.8},
-         "difference_ms": 12.0, "difference_pct": 12.0}
-    text = "\n".join(format_interference(x))
-    assert "2 testbeds at once, pinned to cores 0; 1" in text
-    assert "alone:    PLT median 100.0 ms over 4 trials" in text and "+12.0 ms (+12.0 %)" in text
-
-
 def test_the_parallel_bench_shares_cores_only_beyond_one_testbed_per_core() -> None:
     from satbench.bench.parallel import cores_for, counts, format_report, planner_says
 

@@ -1,10 +1,8 @@
 """``satbench bench harness``: the harness's own cost per trial (testbed
-build and teardown, server start, client start) with each client, the
-plan's estimate against a seeded sample of GEO-study trials, and the
-interference of parallel testbeds (``--parallel N``): a reference trial
-alone, then alongside N-1 others, each testbed pinned to its own cores as
-``satbench run --parallel N`` pins them; the difference in its medians says
-how many testbeds the machine holds honestly."""
+build and teardown, server start, client start) with each client, and the
+plan's estimate against a seeded sample of GEO-study trials. Its reference
+trial (:func:`reference_study`) is also what ``satbench bench parallel``
+runs at 1, 2, ... testbeds at once."""
 
 from __future__ import annotations
 
@@ -12,7 +10,6 @@ import dataclasses
 import os
 import platform
 import random
-import sqlite3
 import statistics
 import tempfile
 import tomllib
@@ -23,7 +20,6 @@ from .. import prereq
 from ..experiment import spec
 from ..experiment.plan import trial_estimate
 from ..experiment.runner import Runner
-from ..experiment.runner import run as run_experiment
 from ..model import TrialStatus
 
 HARNESS_TARGETS_S = {"chromium": 1.5, "loader": 0.3}
@@ -78,7 +74,7 @@ def _plan_check(sample: int, tmp: Path) -> dict[str, Any]:
             "target_pct": 20.0, "meets": abs(est - real) <= 0.2 * real, "trials": rows}
 
 
-#: The interference check's reference trial: the loader over a fast wire, so the CPU shows.
+#: The reference trial of ``satbench bench parallel``: the loader over a fast wire, so the CPU shows.
 REFERENCE = {"link": "wire", "link.delay_ms": 10, "protocol": "h2", "page": "uniform-500k", "client": "loader"}
 
 
@@ -90,76 +86,18 @@ def reference_study(name: str, repetitions: int, **overrides: str | int) -> spec
     return spec.parse(tomllib.loads(text), text, f"<bench {name}>")
 
 
-def _medians(db: Path) -> dict[str, Any]:
-    con = sqlite3.connect(db)
-    try:
-        plt = [v for (v,) in con.execute("SELECT m.value FROM metrics m JOIN trials t ON t.id = m.trial_id "
-                                         "WHERE m.name = 'plt_ms' AND t.status = 'valid' AND m.value IS NOT NULL")]
-        dur = [d for (d,) in con.execute("SELECT duration_s FROM trials WHERE status = 'valid'")]
-        bad = con.execute("SELECT COUNT(*) FROM trials WHERE status != 'valid'").fetchone()[0]
-    finally:
-        con.close()
-    return {"trials": len(plt), "not_valid": int(bad), "plt_median_ms": statistics.median(plt) if plt else None,
-            "trial_median_s": statistics.median(dur) if dur else None}
-
-
-def interference(testbeds: int, repetitions: int, tmp: Path) -> dict[str, Any]:
-    """The reference trial ``repetitions`` times alone (one testbed, on the
-    first testbed's cores), then ``testbeds`` x ``repetitions`` times with
-    ``testbeds`` at once, through ``--parallel``'s local cluster."""
-    from ..experiment.distributed import dask_executor, split_cores  # noqa: PLC0415 - Dask loads on use
-
-    cores = split_cores(testbeds)
-    alone = reference_study("interference-alone", repetitions)
-    run_experiment(alone, tmp / "alone.sqlite", executor=dask_executor(parallel=1, cores=cores[:1]))
-    together = reference_study("interference-together", repetitions * testbeds)
-    run_experiment(together, tmp / "together.sqlite", executor=dask_executor(parallel=testbeds, cores=cores))
-    a, t = _medians(tmp / "alone.sqlite"), _medians(tmp / "together.sqlite")
-    out: dict[str, Any] = {"testbeds": testbeds, "cores": cores, "reference": dict(REFERENCE), "alone": a,
-                           "together": t, "difference_ms": None, "difference_pct": None}
-    if a["plt_median_ms"] and t["plt_median_ms"] is not None:
-        out["difference_ms"] = t["plt_median_ms"] - a["plt_median_ms"]
-        out["difference_pct"] = out["difference_ms"] / a["plt_median_ms"] * 100
-    return out
-
-
-def default_parallel() -> int:
-    """Testbeds at once for the interference check: one per core, up to 4."""
-    return min(len(os.sched_getaffinity(0)), 4)
-
-
-def harness_bench(n: int = 5, plan_sample: int = 6, parallel: int | None = None) -> dict[str, Any]:
-    parallel = default_parallel() if parallel is None else parallel
+def harness_bench(n: int = 5, plan_sample: int = 6) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="satbench-bench-") as tmp:
         root = Path(tmp)
         out: dict[str, Any] = {"machine": {"cores": os.cpu_count(), "kernel": platform.release()},
                                "clients": {c: _trial_overheads(c, n, root) for c in ("loader", "chromium", "firefox")}}
         if plan_sample:
             out["plan"] = _plan_check(plan_sample, root)
-        if parallel > 1:
-            (root / "interference").mkdir()
-            out["interference"] = interference(parallel, n * 2, root / "interference")
     return out
 
 
-def run(quick: bool = False, parallel: int | None = None) -> dict[str, Any]:
-    return harness_bench(n=3 if quick else 5, plan_sample=3 if quick else 8, parallel=parallel)
-
-
-def format_interference(x: dict[str, Any]) -> list[str]:
-    a, t = x["alone"], x["together"]
-    pins = "; ".join(",".join(map(str, c)) for c in x["cores"])
-    if a["plt_median_ms"] is None or t["plt_median_ms"] is None:
-        return [f"  interference ({x['testbeds']} testbeds): no valid reference trial "
-                f"({a['not_valid']} alone, {t['not_valid']} together not valid)"]
-    return [f"  interference: {x['testbeds']} testbeds at once, pinned to cores {pins}; reference "
-            + " ".join(f"{k}={v}" for k, v in x["reference"].items()),
-            f"      alone:    PLT median {a['plt_median_ms']:.1f} ms over {a['trials']} trials "
-            f"(trial {a['trial_median_s']:.2f} s)",
-            f"      together: PLT median {t['plt_median_ms']:.1f} ms over {t['trials']} trials "
-            f"(trial {t['trial_median_s']:.2f} s)",
-            f"      difference: {x['difference_ms']:+.1f} ms ({x['difference_pct']:+.1f} %)"
-            + (f"; {a['not_valid'] + t['not_valid']} trials not valid" if a["not_valid"] + t["not_valid"] else "")]
+def run(quick: bool = False) -> dict[str, Any]:
+    return harness_bench(n=3 if quick else 5, plan_sample=3 if quick else 8)
 
 
 def format_report(r: dict[str, Any]) -> str:
@@ -182,8 +120,6 @@ def format_report(r: dict[str, Any]) -> str:
         for t in p["trials"]:
             lines.append(f"      {t['trial']}: estimated {t['estimate_s']:.1f} s, "
                          f"took {t['real_s']:.1f} s ({t['status']})")
-    if "interference" in r:
-        lines += format_interference(r["interference"])
     return "\n".join(lines)
 
 
