@@ -104,12 +104,13 @@ def test_a_killed_browser_fails_its_trial(tmp_path: Path) -> None:
     (_, s1, r1), (_, s2, r2) = _rows(db)
     assert s1 == "failed" and "browser" in (r1 or ""), r1
     assert s2 == "valid", r2
-    # Failed at once, not at the trial's timeout (10 s) plus the watchdog's grace: whether the
-    # driver noticed itself or the watchdog saw the main process gone (2 s, then 2 s for the driver).
+    # Failed within seconds, not at the trial's timeout plus the watchdog's grace (70 s): whether
+    # the driver noticed itself (about 1 s) or the watchdog saw the main process gone (2 s, then
+    # 2 s for the driver).
     con = sqlite3.connect(db)
     (took,) = con.execute("SELECT duration_s FROM trials ORDER BY id LIMIT 1").fetchone()
     con.close()
-    assert took < 10, took
+    assert took < 30, took
     assert satbench_leftovers() == []
 
 

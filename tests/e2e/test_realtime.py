@@ -22,8 +22,8 @@ from ..helpers import PARALLEL, run_cli, satbench_leftovers
 GEO_ONE_WAY_MS = 265.0  # the geo profile: 530 ms base RTT, symmetric
 
 
-def _run(tmp_path: Path, name: str, factors: str, timeout: int = 600, parallel: tuple[str, ...] = ()
-         ) -> list[dict[str, Any]]:
+def _run(tmp_path: Path, name: str, factors: str, timeout: int = 600,
+         parallel: tuple[str, ...] = ()) -> list[dict[str, Any]]:
     exp = tmp_path / f"{name}.toml"
     exp.write_text(f'[experiment]\nname = "{name}"\nseed = 1\ntimeout_s = 120\norder = "sequential"\n'
                    f'artefacts = ["server"]\n[factors]\nlink = "geo"\npage = "realtime"\n{factors}')

@@ -130,8 +130,13 @@ def test_the_page_cache_gives_the_generated_bytes_and_keeps_one_version(
     first = pages.prepare(tmp_path / "a", ["single-10k"])
     key = pages.generator_key("single-10k")
     assert sorted(p.name for p in cache.iterdir()) == sorted([f"single-10k-{key}", "single-100k-0123456789abcdef"])
-    # A second run copies it: the same bytes as generating it afresh, and its own copy.
-    second = pages.prepare(tmp_path / "b", ["single-10k"])
+    # A second run copies it (generating nothing): the same bytes as generating it afresh, and a
+    # copy of its own.
+    generate = pages.generate
+    with monkeypatch.context() as m:
+        m.setattr(pages, "generate", lambda *a, **k: pytest.fail("generated again, not copied"))
+        second = pages.prepare(tmp_path / "b", ["single-10k"])
+    assert pages.generate is generate
     monkeypatch.setenv(pages.PAGE_CACHE_ENV, "off")
     pages.prepare(tmp_path / "c", ["single-10k"])
     assert first == second

@@ -1,8 +1,6 @@
 """``satbench bench harness``: the harness's own cost per trial (testbed
 build and teardown, server start, client start) with each client, and the
-plan's estimate against a seeded sample of GEO-study trials. Its reference
-trial (:func:`reference_study`) is also what ``satbench bench parallel``
-runs at 1, 2, ... testbeds at once."""
+plan's estimate against a seeded sample of GEO-study trials."""
 
 from __future__ import annotations
 
@@ -12,7 +10,6 @@ import platform
 import random
 import statistics
 import tempfile
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -72,18 +69,6 @@ def _plan_check(sample: int, tmp: Path) -> dict[str, Any]:
         runner.close()
     return {"sample": sample, "estimate_s": est, "real_s": real, "error_pct": (est - real) / real * 100,
             "target_pct": 20.0, "meets": abs(est - real) <= 0.2 * real, "trials": rows}
-
-
-#: The reference trial of ``satbench bench parallel``: the loader over a fast wire, so the CPU shows.
-REFERENCE = {"link": "wire", "link.delay_ms": 10, "protocol": "h2", "page": "uniform-500k", "client": "loader"}
-
-
-def reference_study(name: str, repetitions: int, **overrides: str | int) -> spec.Experiment:
-    """The reference trial (:data:`REFERENCE`, with ``overrides``) ``repetitions`` times."""
-    factors = "\n".join(f'"{k}" = {v!r}'.replace("'", '"') for k, v in {**REFERENCE, **overrides}.items())
-    text = (f'[experiment]\nname = "{name}"\nseed = 1\ntimeout_s = 60\nrepetitions = {repetitions}\n\n'
-            f"[factors]\n{factors}\n")
-    return spec.parse(tomllib.loads(text), text, f"<bench {name}>")
 
 
 def harness_bench(n: int = 5, plan_sample: int = 6) -> dict[str, Any]:

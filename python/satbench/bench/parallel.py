@@ -30,23 +30,35 @@ import statistics
 import tempfile
 import threading
 import time
+import tomllib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ..experiment import plan
+from ..experiment import plan, spec
 from ..experiment.distributed import dask_executor, split_cores
 from ..experiment.runner import run as run_experiment
 from ..results.stats import median_diff_ci
 from ..testbed import measure
 from ..testbed.testbed import Testbed, TestbedSpec
 from . import link as link_bench
-from .harness import reference_study
 from .link import wire
 
 #: The neighbours' traffic: what a study's trial might carry, at the studies' highest rate.
 NEIGHBOUR = ["rate_mbps=100", "delay_ms=10"]
+
+
+#: The reference trial of ``satbench bench parallel``: the loader over a fast wire, so the CPU shows.
+REFERENCE = {"link": "wire", "link.delay_ms": 10, "protocol": "h2", "page": "uniform-500k", "client": "loader"}
+
+
+def reference_study(name: str, repetitions: int, **overrides: str | int) -> spec.Experiment:
+    """The reference trial (:data:`REFERENCE`, with ``overrides``) ``repetitions`` times."""
+    factors = "\n".join(f'"{k}" = {v!r}'.replace("'", '"') for k, v in {**REFERENCE, **overrides}.items())
+    text = (f'[experiment]\nname = "{name}"\nseed = 1\ntimeout_s = 60\nrepetitions = {repetitions}\n\n'
+            f"[factors]\n{factors}\n")
+    return spec.parse(tomllib.loads(text), text, f"<bench {name}>")
 
 
 def cores_for(n: int, avail: list[int]) -> list[list[int]]:

@@ -25,6 +25,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -129,8 +130,10 @@ class Browser:
         wrapper.chmod(0o755)
         return str(wrapper)
 
-    def load(self, url: str, opts: BrowseOptions, *, host: Host | None = None) -> LoadResult:
-        """Load ``url`` once in a fresh Chromium and return what happened."""
+    def load(self, url: str, opts: BrowseOptions, *, host: Host | None = None,
+             closing: Callable[[], None] | None = None) -> LoadResult:
+        """Load ``url`` once in a fresh Chromium and return what happened; ``closing`` is called
+        just before the browser is closed (a watchdog stops taking its exit for a death)."""
         opts.validate()
         want = Protocol(opts.protocol).alpn
         t0 = time.monotonic()
@@ -231,6 +234,8 @@ class Browser:
                 if opts.har:
                     ctx.close()  # writes the HAR; otherwise closing the browser is enough
             finally:
+                if closing is not None:
+                    closing()
                 browser.close()
         res = _result(url, opts, want, t0, version, error, data, responses, finished, failed)
         res.emulation = emulation
@@ -307,8 +312,8 @@ class Watchdog:
     :meth:`reason`. A browser whose main process died can leave Playwright
     waiting forever on a pipe its children still hold, so the watchdog fires
     when that process exits while the load is still running (after
-    ``EXIT_GRACE_S``, the time a normal close takes to return), and in any
-    case once the load outlives ``limit_s``."""
+    ``EXIT_GRACE_S``) and before :meth:`closing` says the browser is being
+    closed, and in any case once the load outlives ``limit_s``."""
 
     #: How long the load may go on once the browser's processes were killed before the driver is.
     DRIVER_GRACE_S = 10.0
@@ -327,6 +332,7 @@ class Watchdog:
         self.exited: int | None = None
         self._thread: threading.Thread | None = None
         self._done = threading.Event()
+        self._closing = threading.Event()
         #: The Playwright driver serving the load (its pids): its children are the browsers' main
         #: processes, and it is killed if killing the browser was not enough.
         self.driver: list[int] = []
@@ -336,6 +342,10 @@ class Watchdog:
             return (f"browser: its main process (pid {self.exited}) exited during the load; "
                     "its other processes were killed")
         return f"browser: no answer within {self.limit_s:.0f} s; its processes were killed"
+
+    def closing(self) -> None:
+        """The browser is being closed: its main process exits now, and that is no death."""
+        self._closing.set()
 
     def _mains(self) -> set[int]:
         """The browsers' main processes: the driver's children of the browser's name, alive."""
@@ -360,6 +370,8 @@ class Watchdog:
             if now >= deadline:
                 self._fire()
                 return
+            if self._closing.is_set():
+                continue
             alive = self._mains()
             lost = seen - alive
             seen |= alive
@@ -457,7 +469,7 @@ class Chromium(Client):
                 watchdog.driver = self.browser.driver_pids
                 try:
                     with watchdog:
-                        r = self.browser.load(req.url, opts, host=req.host)
+                        r = self.browser.load(req.url, opts, host=req.host, closing=watchdog.closing)
                 finally:
                     if watchdog.fired:  # its driver may be gone: the next load gets a new one
                         self._replace_browser()
@@ -469,7 +481,7 @@ class Chromium(Client):
                 with Browser() as b:
                     watchdog.driver = b.driver_pids
                     with watchdog:
-                        r = b.load(req.url, opts, host=req.host)
+                        r = b.load(req.url, opts, host=req.host, closing=watchdog.closing)
         except PlaywrightError as e:  # the harness failed, not the path
             if watchdog.fired:
                 raise TestbedError(watchdog.reason()) from None

@@ -44,6 +44,7 @@ on demand. They are never committed.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import json
@@ -144,9 +145,8 @@ class Manifest:
     def load(cls, root: Path, page: str) -> "Manifest":
         """The manifest of a page generated under ``root`` (what :meth:`to_json` wrote)."""
         d = json.loads((root / page / "manifest.json").read_text())
-        own = {f.name for f in fields(cls)}
-        objs = [PageObject(**{k: v for k, v in o.items() if k in {f.name for f in fields(PageObject)}})
-                for o in d["objects"]]
+        own, obj = {f.name for f in fields(cls)}, {f.name for f in fields(PageObject)}
+        objs = [PageObject(**{k: v for k, v in o.items() if k in obj}) for o in d["objects"]]
         m = cls(**{k: v for k, v in d.items() if k in own and k != "objects"}, objects=objs)
         m.viewport = (int(m.viewport[0]), int(m.viewport[1]))
         return m
@@ -441,8 +441,12 @@ def _images640(out: Path, seed: int) -> Manifest:
     return _write_index(d, m, "640 images", head, "<div>" + "".join(tiles) + "</div>\n")
 
 
+#: The system fonts the shop page's web font is cut from, the first present.
+FONTS = ("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf", "/usr/share/fonts/truetype/dejavu/DejaVuSerif.ttf")
+
+
 def _font_bytes() -> bytes | None:
-    for p in ("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf", "/usr/share/fonts/truetype/dejavu/DejaVuSerif.ttf"):
+    for p in FONTS:
         if Path(p).exists():
             data = Path(p).read_bytes()
             try:  # keep the page realistic: a Latin subset, as sites serve
@@ -620,17 +624,29 @@ def page_cache() -> Path | None:
     return REPO / "target" / "page-cache"
 
 
-def generator_key(page: str, seed: int = 1) -> str:
-    """What a generated page's bytes depend on: this generator's source and static files, the
-    image and font libraries' versions, the page and the seed (16 hex digits)."""
+#: This generator's source as imported (a file edited during a run does not change what it makes).
+_SOURCE = Path(__file__).read_bytes()
+
+
+@functools.cache
+def _generator_hash() -> bytes:
+    """The source, the static files, the image and font libraries' versions and the system font."""
     import fontTools  # noqa: PLC0415
     import PIL  # noqa: PLC0415
 
-    h = hashlib.sha256(Path(__file__).read_bytes())
+    h = hashlib.sha256(_SOURCE)
     for f in sorted(Path(__file__).with_name("static").iterdir()):
         h.update(f.name.encode() + b"\0" + f.read_bytes())
-    h.update(f"\0{PIL.__version__}\0{fontTools.version}\0{page}\0{seed}".encode())
-    return h.hexdigest()[:16]
+    font = next((Path(p) for p in FONTS if Path(p).exists()), None)
+    h.update(f"\0{PIL.__version__}\0{fontTools.version}\0{font}\0".encode())
+    h.update(font.read_bytes() if font else b"no font")
+    return h.digest()
+
+
+def generator_key(page: str, seed: int = 1) -> str:
+    """What a generated page's bytes depend on: this generator (:func:`_generator_hash`), the page
+    and the seed (16 hex digits)."""
+    return hashlib.sha256(_generator_hash() + f"\0{page}\0{seed}".encode()).hexdigest()[:16]
 
 
 def _generate_cached(root: Path, page: str, seed: int = 1) -> None:
@@ -644,23 +660,27 @@ def _generate_cached(root: Path, page: str, seed: int = 1) -> None:
             assert cache is not None
             cache.mkdir(parents=True, exist_ok=True)
             tmp = cache / f".new-{page}-{os.getpid()}-{threading.get_ident()}"
-            shutil.rmtree(tmp, ignore_errors=True)
-            generate(tmp, [page], seed=seed)
             try:
-                (tmp / page).rename(entry)  # atomic: a run beside this one sees all of it or none
-            except OSError:
-                pass  # another run made it first
-            shutil.rmtree(tmp, ignore_errors=True)
+                generate(tmp, [page], seed=seed)
+                try:
+                    (tmp / page).rename(entry)  # atomic: a run beside this one sees all of it or none
+                except OSError:
+                    pass  # another run made it first
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
             for old in cache.iterdir():
                 if re.fullmatch(re.escape(page) + r"-[0-9a-f]{16}", old.name) and old != entry:
                     shutil.rmtree(old, ignore_errors=True)
+        if entry is not None:
+            shutil.copytree(entry, root / page, dirs_exist_ok=True)
+            m = json.loads((entry / "manifest.json").read_text())
     except OSError:
-        entry = None  # a cache that cannot be written: generate in place
-    if entry is None or not (entry / "manifest.json").exists():
+        # A cache that cannot be written, or an entry another version's run removed while this
+        # one copied it: generate in place.
+        entry = None
+    if entry is None:
         generate(root, [page], seed=seed)
         return
-    shutil.copytree(entry, root / page, dirs_exist_ok=True)
-    m = json.loads((entry / "manifest.json").read_text())
     _add_to_index(root, {page: {"description": m["description"], "objects": len(m["objects"]),
                                 "total_bytes": m["total_bytes"]}})
 
