@@ -18,7 +18,7 @@ from pathlib import Path
 from satbench import Testbed, TestbedSpec, load_profile
 from satbench.path.tunnel import Tunnel
 
-from ..helpers import SATBENCH, run_cli, satbench_leftovers, trial
+from ..helpers import PARALLEL, SATBENCH, run_cli, satbench_leftovers, trial
 
 #: What the emulator's classifier counts of TCP: if all are zero, no TCP segment crossed the link.
 TCP_PARTS = ("tcp_retransmitted", "tls_handshake", "tls_record_overhead", "tcp_payload", "tls_application",
@@ -75,6 +75,30 @@ def test_through_the_tunnel_the_peps_split_nothing(tmp_path: Path) -> None:
     for sent, got in ((c["tun_in_packets"], v["tun_out_packets"]), (v["tun_in_packets"], c["tun_out_packets"])):
         assert sent >= got >= 0.9 * sent, (c, v)
     assert c["net_in_rejected"] == 0 and v["net_in_rejected"] == 0
+    assert satbench_leftovers() == []
+
+
+def test_a_tunnel_comes_up_over_a_lossy_path(tmp_path: Path) -> None:
+    """A lost handshake or first echo is no dead tunnel: over a terrestrial part losing 15 % each
+    way, every trial's tunnel comes up and the trial is valid (a tunnel that had one echo to come
+    back failed whenever the handshake, the echo or its reply was lost)."""
+    lossy = tmp_path / "lossy.toml"
+    lossy.write_text('name = "lossy"\ndescription = "15 % loss each way"\n'
+                     '[forward]\nrate_mbps = 100\ndelay_ms = 5\nqueue_ms = 20\nloss = 0.15\n'
+                     '[return]\nrate_mbps = 100\ndelay_ms = 5\nqueue_ms = 20\nloss = 0.15\n')
+    exp = tmp_path / "lossy-tunnel.toml"
+    exp.write_text('[experiment]\nname = "lossy-tunnel"\nseed = 1\ntimeout_s = 90\nrepetitions = 4\n[factors]\n'
+                   f'link = "lan"\nterrestrial = "{lossy}"\ntunnel = "wireguard"\nprotocol = "h2"\n'
+                   'page = "blank"\nclient = "loader"\n')
+    db = tmp_path / "db.sqlite"
+    p = run_cli("run", str(exp), "--db", str(db), *PARALLEL, timeout=600)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    con = sqlite3.connect(db)
+    try:
+        rows = con.execute("SELECT status, reason FROM trials").fetchall()
+    finally:
+        con.close()
+    assert rows == [("valid", None)] * 4, rows
     assert satbench_leftovers() == []
 
 

@@ -45,6 +45,9 @@ if TYPE_CHECKING:
     from ..testbed.testbed import Testbed, TestbedSpec
 
 BASE_PORT = 51820
+#: How long a tunnel may take to carry its first echo and reply (handshake retries included: the
+#: tunnel's handshake over GEO and a lossy terrestrial part takes one or two round trips).
+UP_WITHIN_S = 30
 DEVICE = "sbwg0"
 #: The tunnels' IPv6 addresses (a ULA prefix; tunnel i's ends are INNER6:i::2 and ::1) and the
 #: servers' IPv6 LAN the clients reach through them.
@@ -163,10 +166,15 @@ class Tunnel(PathElement):
             _run(client, ["ip", "route", "add", f"{vpn.addr}/32", "via", via],
                  ["ip", "route", "add", "198.18.3.0/24", "dev", DEVICE, "src", inner_client],
                  *([["ip", "-6", "route", "add", SERVER_LAN6, "dev", DEVICE, "src", inner6_client]] if six else []))
-            # Up before the load: the handshake and one round trip through the tunnel.
-            p = client.run(["ping", "-c", "1", "-W", "15", inner_vpn], capture_output=True, text=True)
+            # Up before the load: the handshake and one round trip through the tunnel. One echo a
+            # second until the first reply (ping -c 1 -w): a lossy path behind the gateway can
+            # lose the handshake or the first echo, and a lost packet is no dead tunnel.
+            p = client.run(["ping", "-c", "1", "-w", str(UP_WITHIN_S), inner_vpn], capture_output=True,
+                           text=True)
             if p.returncode != 0:
-                raise TestbedError(f"the tunnel from {name} did not come up: {p.stdout.strip()[-200:]}")
+                stack.close()  # both ends stopped: their counters say how far the tunnel got
+                raise TestbedError(f"the tunnel from {name} did not come up: no echo through it within "
+                                   f"{UP_WITHIN_S} s ({_ends(self.running[name])})")
             yield
 
     def _stop(self, name: str, side: str, proc: subprocess.Popen[Any]) -> None:
@@ -248,3 +256,17 @@ def _nat(vpn: "Host", ipv6: bool = False) -> None:
     p = vpn.run(["nft", "-f", "-"], input=rules, capture_output=True, text=True)
     if p.returncode != 0:
         raise TestbedError(f"tunnel NAT in {vpn.role}: {p.stderr.strip()}")
+
+
+def _ends(running: dict[str, Any]) -> str:
+    """What each end of a tunnel did, from its summary: handshakes, datagrams, packets."""
+    out = []
+    for side in ("client", "vpn"):
+        c = (running.get(side) or {}).get("summary") or {}
+        if not c:
+            out.append(f"{side}: no summary")
+            continue
+        out.append(f"{side}: {c.get('handshakes', 0)} handshakes, datagrams {c.get('net_out_datagrams', 0)} out "
+                   f"{c.get('net_in_datagrams', 0)} in ({c.get('net_in_rejected', 0)} rejected), packets "
+                   f"{c.get('tun_in_packets', 0)} in {c.get('tun_out_packets', 0)} out")
+    return "; ".join(out)
