@@ -1,0 +1,22 @@
+"""A browser's load as the runner stores it: responses the browser finished
+without a Resource Timing entry are counted, not passed over."""
+
+from __future__ import annotations
+
+from satbench.endpoints.browser import LoadResult, outcome
+
+
+def resource(url: str, end_ms: float | None, failed: str | None = None) -> dict[str, object]:
+    return {"url": url, "protocol": "h2", "status": 200, "connection": "1", "bytes": 1000, "failed": failed,
+            "start_ms": None if end_ms is None else 1.0, "response_start_ms": None, "end_ms": end_ms}
+
+
+def test_untimed_responses_are_counted() -> None:
+    r = LoadResult(url="https://server.test/p/", protocol="h2", valid=True, invalid_reason=None, plt_ms=100.0,
+                   fcp_ms=50.0, resources=[resource("https://server.test/p/", 20.0),
+                                           resource("https://server.test/p/a.jpg", 60.0),
+                                           resource("https://server.test/p/b.jpg", None),
+                                           resource("https://server.test/p/c.jpg", None, failed="net::ERR_FAILED")])
+    m = outcome(r).metrics
+    assert m["responses"] == 4
+    assert m["responses_untimed"] == 1  # b.jpg; c.jpg failed, which its own count says
