@@ -104,3 +104,25 @@ def test_the_header_floor_judges_complete_loads_only() -> None:
     rows.append({"status": "failed", "reason": "harness error: ... below the TCP/IP header floor", "overhead_pct": 1.0})
     assert evaluate(pd.DataFrame(rows), p2, check).verdict == "fails"
     assert evaluate(pd.DataFrame(rows[:1] + [{**rows[0], "overhead_pct": 2.0}]), p2, check).verdict == "fails"
+
+
+def test_a_check_on_two_metrics_of_the_same_trials_counts_each_trial_once_and_pairs_them() -> None:
+    import pandas as pd
+
+    from satbench.validate.claims import Check, Claim
+    from satbench.validate.judge import evaluate
+
+    # Five trials, each with an HTTP/1.1 and an HTTP/2 group: HTTP/2 exactly 50 % slower in each,
+    # while the trials themselves vary by a factor of three. Paired, the interval is the 50 %;
+    # resampled side by side it would spread over the trials' own spread.
+    base = [4000.0, 6000.0, 12000.0, 5000.0, 9000.0]
+    df = pd.DataFrame({"key": [f"t{i}" for i in range(5)], "link": "fair-lte",
+                       "plt_ms_h1": base, "plt_ms_h2": [x * 1.5 for x in base]})
+    check = Check(label="h2 against h1", kind="relative", a={"metric": "plt_ms_h2"}, b={"metric": "plt_ms_h1"},
+                  pair=(), published=50)
+    claim = Claim(id="B1", study="B", text="", published="", metric="plt_ms", where={}, checks=(check,))
+    r = evaluate(df, claim, check)
+    assert r.n == 5 and r.cells == 1
+    assert r.low is not None and r.high is not None
+    assert 49.9 < r.low <= r.value <= r.high < 50.1
+    assert r.verdict == "reproduced"

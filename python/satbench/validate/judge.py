@@ -1,6 +1,9 @@
 """Each claim's checks evaluated on the stored trials of its study's sets:
 the measured figure with a 95 % percentile-bootstrap interval (2,000
-resamples of the trials of each cell, seeded), and a verdict:
+resamples of the trials of each cell, seeded; where both sides of a check
+are the same trials, as study B's HTTP/1.1 and HTTP/2 clients are, the
+trials are resampled as pairs), the trials it used (each once), and a
+verdict:
 
 - ``reproduced``: the direction the study gives, and its size (where it
   gives one) inside the interval (../shared/STUDIES.md's rule);
@@ -94,9 +97,9 @@ def select(df: pd.DataFrame, where: dict[str, Any]) -> pd.DataFrame:
     return sel
 
 
-def _cells(df: pd.DataFrame, pair: tuple[str, ...], metric: str) -> dict[tuple[Any, ...], np.ndarray]:
-    """The metric's values per cell of the ``pair`` factors; ``a - b`` names a difference of two
-    metrics (a phase of cumulative timings: connect_ms - dns_ms)."""
+def _series(df: pd.DataFrame, pair: tuple[str, ...], metric: str) -> dict[tuple[Any, ...], pd.Series]:
+    """The metric's values per cell of the ``pair`` factors, indexed by their trials' rows; ``a - b``
+    names a difference of two metrics (a phase of cumulative timings: connect_ms - dns_ms)."""
     if " - " in metric:
         first, second = (m.strip() for m in metric.split(" - ", 1))
         if first not in df.columns or second not in df.columns:
@@ -107,9 +110,20 @@ def _cells(df: pd.DataFrame, pair: tuple[str, ...], metric: str) -> dict[tuple[A
     if d.empty:
         return {}
     if not keys:
-        return {(): d[metric].to_numpy(dtype=float)}
-    return {tuple(_norm(x) for x in (k if isinstance(k, tuple) else (k,))): g[metric].to_numpy(dtype=float)
+        return {(): d[metric].astype(float)}
+    return {tuple(_norm(x) for x in (k if isinstance(k, tuple) else (k,))): g[metric].astype(float)
             for k, g in d.groupby(keys, dropna=False)}
+
+
+def _cells(df: pd.DataFrame, pair: tuple[str, ...], metric: str) -> dict[tuple[Any, ...], np.ndarray]:
+    """The metric's values per cell of the ``pair`` factors (see :func:`_series`)."""
+    return {k: s.to_numpy(dtype=float) for k, s in _series(df, pair, metric).items()}
+
+
+def _trials(*cells: dict[tuple[Any, ...], pd.Series]) -> int:
+    """How many trials the cells hold: a trial in both sides of a check (two metrics of one trial,
+    such as study B's HTTP/1.1 and HTTP/2 clients) counts once."""
+    return len(set().union(*(s.index for c in cells for s in c.values())))
 
 
 def _bootstrap(groups: list[np.ndarray], stat: Callable[[list[np.ndarray]], float], seed: int = 1
@@ -122,19 +136,30 @@ def _bootstrap(groups: list[np.ndarray], stat: Callable[[list[np.ndarray]], floa
     return value, float(lo), float(hi)
 
 
-def _relative(a: dict[tuple[Any, ...], np.ndarray], b: dict[tuple[Any, ...], np.ndarray]
+def _relative(a: dict[tuple[Any, ...], pd.Series], b: dict[tuple[Any, ...], pd.Series]
               ) -> tuple[float, float, float, int, int] | None:
+    """The mean over cells of each cell's relative difference of means, in %. Where both sides are
+    the same trials (two metrics of each), the trials are resampled as pairs; otherwise each side
+    on its own."""
     keys = [k for k in a if k in b]
     if not keys:
         return None
-    groups = [a[k] for k in keys] + [b[k] for k in keys]
     n = len(keys)
+    if all(a[k].index.equals(b[k].index) for k in keys):
+        pairs = [np.column_stack([a[k].to_numpy(dtype=float), b[k].to_numpy(dtype=float)]) for k in keys]
 
-    def stat(gs: list[np.ndarray]) -> float:
-        return float(np.mean([(gs[i].mean() / gs[n + i].mean() - 1) * 100 for i in range(n)]))
+        def paired(gs: list[np.ndarray]) -> float:
+            return float(np.mean([(g[:, 0].mean() / g[:, 1].mean() - 1) * 100 for g in gs]))
 
-    v, lo, hi = _bootstrap(groups, stat)
-    return v, lo, hi, sum(len(g) for g in groups), n
+        v, lo, hi = _bootstrap(pairs, paired)
+    else:
+        groups = [a[k].to_numpy(dtype=float) for k in keys] + [b[k].to_numpy(dtype=float) for k in keys]
+
+        def stat(gs: list[np.ndarray]) -> float:
+            return float(np.mean([(gs[i].mean() / gs[n + i].mean() - 1) * 100 for i in range(n)]))
+
+        v, lo, hi = _bootstrap(groups, stat)
+    return v, lo, hi, _trials({k: a[k] for k in keys}, {k: b[k] for k in keys}), n
 
 
 def _sides(df: pd.DataFrame, claim: Claim, check: Check) -> tuple[pd.DataFrame, pd.DataFrame, str, str]:
@@ -160,7 +185,7 @@ def evaluate(df: pd.DataFrame, claim: Claim, check: Check) -> Result:
         return _floor(df, claim, check)
     if check.kind in ("relative", "similar"):
         a, b, ma, mb = _sides(df, claim, check)
-        got = _relative(_cells(a, check.pair, ma), _cells(b, check.pair, mb))
+        got = _relative(_series(a, check.pair, ma), _series(b, check.pair, mb))
         if got is None:
             return none()
         v, lo, hi, n, cells = got
@@ -212,11 +237,11 @@ def evaluate(df: pd.DataFrame, claim: Claim, check: Check) -> Result:
                       hi, len(x), int(d[check.x].nunique()))
     if check.kind == "spread":
         a, b, ma, mb = _sides(df, claim, check)
-        ca, cb = _cells(a, check.pair, ma), _cells(b, check.pair, mb)
-        keys = [k for k in ca if k in cb and len(ca[k]) > 1 and len(cb[k]) > 1]
+        sa, sb = _series(a, check.pair, ma), _series(b, check.pair, mb)
+        keys = [k for k in sa if k in sb and len(sa[k]) > 1 and len(sb[k]) > 1]
         if not keys:
             return none()
-        groups = [ca[k] for k in keys] + [cb[k] for k in keys]
+        groups = [sa[k].to_numpy(dtype=float) for k in keys] + [sb[k].to_numpy(dtype=float) for k in keys]
         n = len(keys)
 
         def cv_ratio(gs: list[np.ndarray]) -> float:
@@ -232,7 +257,7 @@ def evaluate(df: pd.DataFrame, claim: Claim, check: Check) -> Result:
         verdict = ("reproduced" if (lo > 1 if want > 0 else hi < 1) else
                    "differs" if (hi < 1 if want > 0 else lo > 1) else "inconclusive")
         return Result(claim, check, verdict, f"coefficient of variation × {v:.2f} [{lo:.2f}, {hi:.2f}]", v, lo, hi,
-                      sum(len(g) for g in groups), n)
+                      _trials({k: sa[k] for k in keys}, {k: sb[k] for k in keys}), n)
     if check.kind == "largest_effect":
         return _largest(df, claim, check)
     raise ValueError(check.kind)
@@ -266,7 +291,7 @@ def _largest(df: pd.DataFrame, claim: Claim, check: Check) -> Result:
         if k not in moved.columns or k not in check.a:
             continue
         moved = moved[~_match(moved[k], check.a[k])]
-        got = _relative(_cells(moved, (), metric), _cells(base, (), metric))
+        got = _relative(_series(moved, (), metric), _series(base, (), metric))
         if got is not None:
             v, lo, hi, used, _ = got
             effects[k] = (abs(v), min(abs(lo), abs(hi)) if lo * hi > 0 else 0.0, max(abs(lo), abs(hi)))
