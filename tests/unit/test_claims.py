@@ -126,3 +126,36 @@ def test_a_check_on_two_metrics_of_the_same_trials_counts_each_trial_once_and_pa
     assert r.low is not None and r.high is not None
     assert 49.9 < r.low <= r.value <= r.high < 50.1
     assert r.verdict == "reproduced"
+
+
+def test_the_largest_effect_of_a_factorial_design_comes_from_its_main_effects() -> None:
+    import itertools
+
+    import pandas as pd
+
+    from satbench.validate.claims import Check, Claim
+    from satbench.validate.judge import evaluate
+
+    # A 2^3 design, 2 repetitions: every trial has several knobs off their baseline, so no
+    # one-at-a-time comparison exists; the main effects rank the knobs.
+    def design(effects: dict[str, float]) -> pd.DataFrame:
+        rows = []
+        for i, (cc, iw, ss) in enumerate(itertools.product(["cubic", "bbr"], [10, 30], [1, 0])):
+            for rep in range(2):
+                plt = (10_000 + effects["cc"] * (cc == "bbr") + effects["iw"] * (iw == 30)
+                       + effects["ss"] * (ss == 0) + (50 if rep else -50) + i)
+                rows.append({"key": f"t{i}-{rep}", "protocol": "h2", "link": "net-terrible", "cc": cc,
+                             "server.tcp_initcwnd": iw, "server.sysctl.net.ipv4.tcp_slow_start_after_idle": ss,
+                             "plt_ms": plt})
+        return pd.DataFrame(rows)
+
+    knobs = ("cc", "server.tcp_initcwnd", "server.sysctl.net.ipv4.tcp_slow_start_after_idle")
+    check = Check(label="largest", kind="largest_effect", knobs=knobs, knob="cc",
+                  a={"protocol": "h2", "link": "net-terrible", "cc": "cubic", "server.tcp_initcwnd": 10,
+                     "server.sysctl.net.ipv4.tcp_slow_start_after_idle": 1})
+    claim = Claim(id="D1", study="D", text="", published="", metric="plt_ms", where={}, checks=(check,))
+    r = evaluate(design({"cc": -5000, "iw": -500, "ss": 0}), claim, check)
+    assert r.verdict == "reproduced" and r.n == 16 and "main effects" in r.measured, r.measured
+    assert r.value is not None and -5100 < r.value < -4900
+    assert evaluate(design({"cc": -100, "iw": -2000, "ss": 0}), claim, check).verdict == "differs"
+    assert evaluate(design({"cc": -1000, "iw": -990, "ss": 0}), claim, check).verdict == "inconclusive"

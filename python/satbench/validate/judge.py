@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 from ..model import HEADER_FLOOR_PCT
+from ..results.analysis import FactorialEffect, factorial_effects, is_knob
 from .claims import Check, Claim
 
 BOOTSTRAP = 2000
@@ -280,7 +281,11 @@ def _directional(v: float, lo: float, hi: float, want: int, published: float | N
 
 
 def _largest(df: pd.DataFrame, claim: Claim, check: Check) -> Result:
-    """The knob whose change from the baseline moves the metric most (one factor at a time)."""
+    """The knob whose change from the baseline moves the metric most: one factor at a time, or,
+    where the trials vary several knobs at once (a two-level factorial design, as study D's full
+    set), by the design's main effects (:func:`_largest_factorial`)."""
+    if (factorial := _largest_factorial(df, claim, check)) is not None:
+        return factorial
     base = select(df, {**claim.where, **check.a})  # every knob at its baseline level
     metric = check.metric or claim.metric
     effects: dict[str, tuple[float, float, float]] = {}
@@ -307,6 +312,41 @@ def _largest(df: pd.DataFrame, claim: Claim, check: Check) -> Result:
         mine = effects[check.knob]
         verdict = "differs" if top[1][1] > mine[2] else "inconclusive"
     return Result(claim, check, verdict, f"|effect| on the mean: {text}", top[1][0], None, None, n, len(effects))
+
+
+def _largest_factorial(df: pd.DataFrame, claim: Claim, check: Check) -> Result | None:
+    """The largest main effect of a two-level factorial design over every knob its trials vary
+    (None if the trials vary their knobs one at a time): the check's knob first, its interval
+    apart from the next one's, is reproduced; another knob first, apart from it, differs."""
+    fixed = {k: v for k, v in check.a.items() if k not in check.knobs}
+    cell = select(df, {**claim.where, **fixed})
+    metric = check.metric or claim.metric
+    knobs = [c for c in cell.columns if is_knob(c) and cell[c].nunique(dropna=True) == 2]
+    if check.knob not in knobs or metric not in cell.columns:
+        return None
+    baseline = {k: v for k, v in check.a.items() if k in check.knobs}
+    offs = [(~_match(cell[k], baseline[k])).astype(int) for k in knobs if k in baseline]
+    if len(offs) < 2 or int(pd.concat(offs, axis=1).sum(axis=1).max()) < 2:
+        return None  # one knob off its baseline at a time
+    effects = factorial_effects(cell, knobs, metric, network="none", interactions=False,
+                                baseline={k: v for k, v in baseline.items() if k in knobs})
+    if len(effects) < 2:
+        return None
+    top, second = effects[0], effects[1]
+
+    def apart(a: FactorialEffect, b: FactorialEffect) -> bool:
+        return min(abs(a.ci_low), abs(a.ci_high)) > max(abs(b.ci_low), abs(b.ci_high)) and a.ci_low * a.ci_high > 0
+
+    mine = next(e for e in effects if e.term == check.knob)
+    if top.term == check.knob:
+        verdict = "reproduced" if apart(top, second) else "inconclusive"
+    else:
+        verdict = "differs" if apart(top, mine) else "inconclusive"
+    unit = _unit(metric)
+    text = ", ".join(f"{e.term} {e.minus} to {e.plus}: {e.effect:+.0f} {unit} [{e.ci_low:+.0f}, {e.ci_high:+.0f}]"
+                     for e in effects[:3])
+    return Result(claim, check, verdict, f"main effects ({len(knobs)} knobs, largest first): {text}", top.effect,
+                  top.ci_low, top.ci_high, len(cell.dropna(subset=[metric])), len(knobs))
 
 
 def _bound(df: pd.DataFrame, claim: Claim, check: Check) -> Result:
