@@ -6,8 +6,9 @@ from __future__ import annotations
 from satbench.endpoints.browser import LoadResult, outcome
 
 
-def resource(url: str, end_ms: float | None, failed: str | None = None) -> dict[str, object]:
-    return {"url": url, "protocol": "h2", "status": 200, "connection": "1", "bytes": 1000, "failed": failed,
+def resource(url: str, end_ms: float | None, failed: str | None = None, nbytes: int | None = 1000
+             ) -> dict[str, object]:
+    return {"url": url, "protocol": "h2", "status": 200, "connection": "1", "bytes": nbytes, "failed": failed,
             "start_ms": None if end_ms is None else 1.0, "response_start_ms": None, "end_ms": end_ms}
 
 
@@ -16,7 +17,9 @@ def test_untimed_responses_are_counted() -> None:
                    fcp_ms=50.0, resources=[resource("https://server.test/p/", 20.0),
                                            resource("https://server.test/p/a.jpg", 60.0),
                                            resource("https://server.test/p/b.jpg", None),
-                                           resource("https://server.test/p/c.jpg", None, failed="net::ERR_FAILED")])
+                                           resource("https://server.test/p/c.jpg", None, failed="net::ERR_FAILED"),
+                                           resource("https://server.test/p/d.jpg", None, nbytes=None)])
     m = outcome(r).metrics
-    assert m["responses"] == 4
-    assert m["responses_untimed"] == 1  # b.jpg; c.jpg failed, which its own count says
+    assert m["responses"] == 5
+    # b.jpg; c.jpg failed (the load's failures say so) and d.jpg never finished
+    assert m["responses_untimed"] == 1

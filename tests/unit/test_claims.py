@@ -126,6 +126,10 @@ def test_a_check_on_two_metrics_of_the_same_trials_counts_each_trial_once_and_pa
     assert r.low is not None and r.high is not None
     assert 49.9 < r.low <= r.value <= r.high < 50.1
     assert r.verdict == "reproduced"
+    # A trial without one of the two metrics leaves the pairs of the others.
+    gap = pd.concat([df, pd.DataFrame([{"key": "t5", "link": "fair-lte", "plt_ms_h1": 3000.0}])], ignore_index=True)
+    r = evaluate(gap, claim, check)
+    assert r.n == 5 and r.low is not None and 49.9 < r.low
 
 
 def test_the_largest_effect_of_a_factorial_design_comes_from_its_main_effects() -> None:
@@ -142,12 +146,21 @@ def test_the_largest_effect_of_a_factorial_design_comes_from_its_main_effects() 
         rows = []
         for i, (cc, iw, ss) in enumerate(itertools.product(["cubic", "bbr"], [10, 30], [1, 0])):
             for rep in range(2):
+                # (each run's own few ms, so that the residuals are not all alike)
                 plt = (10_000 + effects["cc"] * (cc == "bbr") + effects["iw"] * (iw == 30)
                        + effects["ss"] * (ss == 0) + (50 if rep else -50) + i)
-                rows.append({"key": f"t{i}-{rep}", "protocol": "h2", "link": "net-terrible", "cc": cc,
-                             "server.tcp_initcwnd": iw, "server.sysctl.net.ipv4.tcp_slow_start_after_idle": ss,
-                             "plt_ms": plt})
+                rows.append({"key": f"t{i}-{rep}", "experiment": "full", "protocol": "h2", "link": "net-terrible",
+                             "cc": cc, "server.tcp_initcwnd": iw,
+                             "server.sysctl.net.ipv4.tcp_slow_start_after_idle": ss, "plt_ms": plt})
         return pd.DataFrame(rows)
+
+    def one_at_a_time(offset: float) -> pd.DataFrame:
+        # A quick set: each knob changed alone, 3 trials each, on a page ``offset`` ms slower.
+        levels = [("cubic", 10, 1), ("bbr", 10, 1), ("cubic", 30, 1), ("cubic", 10, 0)]
+        return pd.DataFrame([{"key": f"q{i}-{rep}", "experiment": "quick", "protocol": "h2", "link": "net-terrible",
+                              "cc": cc, "server.tcp_initcwnd": iw, "server.sysctl.net.ipv4.tcp_slow_start_after_idle": ss,
+                              "plt_ms": 10_000 + offset + (-3000 if cc == "bbr" else 0) + 10 * rep}
+                             for i, (cc, iw, ss) in enumerate(levels) for rep in range(3)])
 
     knobs = ("cc", "server.tcp_initcwnd", "server.sysctl.net.ipv4.tcp_slow_start_after_idle")
     check = Check(label="largest", kind="largest_effect", knobs=knobs, knob="cc",
@@ -159,3 +172,10 @@ def test_the_largest_effect_of_a_factorial_design_comes_from_its_main_effects() 
     assert r.value is not None and -5100 < r.value < -4900
     assert evaluate(design({"cc": -100, "iw": -2000, "ss": 0}), claim, check).verdict == "differs"
     assert evaluate(design({"cc": -1000, "iw": -990, "ss": 0}), claim, check).verdict == "inconclusive"
+    # A one-at-a-time set is judged one at a time; stored beside the factorial one, it does not
+    # enter the factorial's model (its page is another).
+    quick = evaluate(one_at_a_time(0), claim, check)
+    assert quick.measured.startswith("|effect| on the mean") and quick.verdict == "reproduced", quick.measured
+    both = evaluate(pd.concat([design({"cc": -5000, "iw": -500, "ss": 0}), one_at_a_time(8000)], ignore_index=True),
+                    claim, check)
+    assert (both.value, both.n) == (r.value, 16)

@@ -224,8 +224,10 @@ def outcome(r: LoadResult) -> ClientOutcome:
         "connections_opened": r.connections, "bytes_received": r.bytes_received, "responses": len(r.resources),
         "responses_cached": sum(bool(x.get("cached")) for x in r.resources),
         # Responses the browser finished but gave no Resource Timing for: their objects' times are
-        # missing, and the bound and the overhead count only the objects that have them.
-        "responses_untimed": sum(x["end_ms"] is None and not x.get("failed") for x in r.resources),
+        # missing, and the bound and the overhead count only the objects that have them. (Chromium's
+        # count: Firefox lists only the responses Resource Timing has.)
+        "responses_untimed": sum(x["end_ms"] is None and x.get("bytes") is not None and not x.get("failed")
+                                 for x in r.resources),
         "browser_wall_s": r.wall_s, **(r.visual or {}).get("metrics", {})}
     objects = [ObjectTiming(client=0, url=x["url"], protocol=x["protocol"], status=x["status"], bytes=x["bytes"],
                             start_ms=x["start_ms"], ttfb_ms=x["response_start_ms"], end_ms=x["end_ms"],

@@ -20,9 +20,11 @@ A claim's checks (``[[claim.check]]``) each compare trials of its set:
   correlation, ``direction`` "falls" or "rises".
 - ``spread``: the coefficient of variation of a against b's, ``direction``
   "higher" or "lower".
-- ``largest_effect``: among the ``knobs``, the one whose change moves the
-  metric most (a one-factor-at-a-time comparison against the baseline) is
-  ``knob``.
+- ``largest_effect``: the knob whose change moves the metric most is
+  ``knob``: among the ``knobs`` (their baseline levels in ``a``), each
+  changed one at a time against the baseline; or, where a set's trials
+  change several knobs at once (a two-level factorial design, study D's
+  full set), among every knob of that design, by its main effects.
 - ``bound`` and ``floor`` (the physical checks): no valid trial of any set
   run below its lower bound; no overhead below the TCP/IP header floor. A
   failed physical check is an error of the testbed, not a finding.

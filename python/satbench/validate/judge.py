@@ -2,7 +2,8 @@
 the measured figure with a 95 % percentile-bootstrap interval (2,000
 resamples of the trials of each cell, seeded; where both sides of a check
 are the same trials, as study B's HTTP/1.1 and HTTP/2 clients are, the
-trials are resampled as pairs), the trials it used (each once), and a
+trials are resampled as pairs; a factorial design's main effects have the
+t-intervals of their model instead), the trials it used (each once), and a
 verdict:
 
 - ``reproduced``: the direction the study gives, and its size (where it
@@ -137,22 +138,26 @@ def _bootstrap(groups: list[np.ndarray], stat: Callable[[list[np.ndarray]], floa
     return value, float(lo), float(hi)
 
 
-def _relative(a: dict[tuple[Any, ...], pd.Series], b: dict[tuple[Any, ...], pd.Series]
+def _relative(a: dict[tuple[Any, ...], pd.Series], b: dict[tuple[Any, ...], pd.Series], paired: bool = False
               ) -> tuple[float, float, float, int, int] | None:
-    """The mean over cells of each cell's relative difference of means, in %. Where both sides are
-    the same trials (two metrics of each), the trials are resampled as pairs; otherwise each side
-    on its own."""
+    """The mean over cells of each cell's relative difference of means, in %. ``paired``: both
+    sides are the same trials (two metrics of each), resampled as pairs, those that have both
+    metrics; otherwise each side on its own."""
     keys = [k for k in a if k in b]
+    if paired:
+        a = {k: a[k].loc[both] for k in keys if len(both := a[k].index.intersection(b[k].index))}
+        b = {k: b[k].loc[a[k].index] for k in a}
+        keys = list(a)
     if not keys:
         return None
     n = len(keys)
-    if all(a[k].index.equals(b[k].index) for k in keys):
+    if paired:
         pairs = [np.column_stack([a[k].to_numpy(dtype=float), b[k].to_numpy(dtype=float)]) for k in keys]
 
-        def paired(gs: list[np.ndarray]) -> float:
+        def ratio(gs: list[np.ndarray]) -> float:
             return float(np.mean([(g[:, 0].mean() / g[:, 1].mean() - 1) * 100 for g in gs]))
 
-        v, lo, hi = _bootstrap(pairs, paired)
+        v, lo, hi = _bootstrap(pairs, ratio)
     else:
         groups = [a[k].to_numpy(dtype=float) for k in keys] + [b[k].to_numpy(dtype=float) for k in keys]
 
@@ -186,7 +191,9 @@ def evaluate(df: pd.DataFrame, claim: Claim, check: Check) -> Result:
         return _floor(df, claim, check)
     if check.kind in ("relative", "similar"):
         a, b, ma, mb = _sides(df, claim, check)
-        got = _relative(_series(a, check.pair, ma), _series(b, check.pair, mb))
+        # The same trials on both sides (two metrics of each, as study B's client groups): pairs.
+        paired = not a.empty and a.index.equals(b.index) and ma != mb
+        got = _relative(_series(a, check.pair, ma), _series(b, check.pair, mb), paired)
         if got is None:
             return none()
         v, lo, hi, n, cells = got
@@ -315,38 +322,46 @@ def _largest(df: pd.DataFrame, claim: Claim, check: Check) -> Result:
 
 
 def _largest_factorial(df: pd.DataFrame, claim: Claim, check: Check) -> Result | None:
-    """The largest main effect of a two-level factorial design over every knob its trials vary
-    (None if the trials vary their knobs one at a time): the check's knob first, its interval
-    apart from the next one's, is reproduced; another knob first, apart from it, differs."""
+    """The largest main effect of a two-level factorial design (None if no set's trials vary
+    several knobs at once: the one-at-a-time comparison applies). The design is one set's trials
+    (one ``experiment``) whose knobs all have two levels; its main effects come from a
+    main-effects model with 95 % t-intervals, signed, in the metric's unit. The check's knob
+    first, its interval apart from every other one's, is reproduced; another knob first, apart
+    from the check's, differs; anything else is inconclusive."""
     fixed = {k: v for k, v in check.a.items() if k not in check.knobs}
-    cell = select(df, {**claim.where, **fixed})
     metric = check.metric or claim.metric
-    knobs = [c for c in cell.columns if is_knob(c) and cell[c].nunique(dropna=True) == 2]
-    if check.knob not in knobs or metric not in cell.columns:
+    sel = select(df, {**claim.where, **fixed})
+    if metric not in sel.columns or check.knob is None:
         return None
     baseline = {k: v for k, v in check.a.items() if k in check.knobs}
-    offs = [(~_match(cell[k], baseline[k])).astype(int) for k in knobs if k in baseline]
-    if len(offs) < 2 or int(pd.concat(offs, axis=1).sum(axis=1).max()) < 2:
-        return None  # one knob off its baseline at a time
-    effects = factorial_effects(cell, knobs, metric, network="none", interactions=False,
-                                baseline={k: v for k, v in baseline.items() if k in knobs})
-    if len(effects) < 2:
-        return None
-    top, second = effects[0], effects[1]
+    sets = [g for _, g in sel.groupby("experiment")] if "experiment" in sel.columns else [sel]
+    for cell in sets:
+        cell = cell.dropna(subset=[metric])
+        knobs = [c for c in cell.columns if is_knob(c) and cell[c].notna().all() and cell[c].nunique() == 2]
+        offs = [(~_match(cell[k], baseline[k])).astype(int) for k in knobs if k in baseline]
+        if check.knob not in knobs or len(offs) < 2 or int(pd.concat(offs, axis=1).sum(axis=1).max()) < 2:
+            continue  # not this set's design, or its knobs change one at a time
+        effects = factorial_effects(cell, knobs, metric, network="none",  # no column "none": one cell
+                                    interactions=False, baseline={k: baseline[k] for k in baseline if k in knobs})
+        mine = next((e for e in effects if e.term == check.knob), None)
+        if mine is None or len(effects) < 2:
+            return Result(claim, check, "not measured", f"{check.knob}'s main effect is not estimable here")
+        top, rest = effects[0], effects[1:]
 
-    def apart(a: FactorialEffect, b: FactorialEffect) -> bool:
-        return min(abs(a.ci_low), abs(a.ci_high)) > max(abs(b.ci_low), abs(b.ci_high)) and a.ci_low * a.ci_high > 0
+        def apart(a: FactorialEffect, b: FactorialEffect) -> bool:
+            return a.ci_low * a.ci_high > 0 and min(abs(a.ci_low), abs(a.ci_high)) > max(abs(b.ci_low),
+                                                                                         abs(b.ci_high))
 
-    mine = next(e for e in effects if e.term == check.knob)
-    if top.term == check.knob:
-        verdict = "reproduced" if apart(top, second) else "inconclusive"
-    else:
-        verdict = "differs" if apart(top, mine) else "inconclusive"
-    unit = _unit(metric)
-    text = ", ".join(f"{e.term} {e.minus} to {e.plus}: {e.effect:+.0f} {unit} [{e.ci_low:+.0f}, {e.ci_high:+.0f}]"
-                     for e in effects[:3])
-    return Result(claim, check, verdict, f"main effects ({len(knobs)} knobs, largest first): {text}", top.effect,
-                  top.ci_low, top.ci_high, len(cell.dropna(subset=[metric])), len(knobs))
+        if top.term == check.knob:
+            verdict = "reproduced" if all(apart(top, e) for e in rest) else "inconclusive"
+        else:
+            verdict = "differs" if apart(top, mine) else "inconclusive"
+        unit = _unit(metric)
+        text = ", ".join(f"{e.term} {e.minus} to {e.plus}: {e.effect:+.0f} {unit} [{e.ci_low:+.0f}, "
+                         f"{e.ci_high:+.0f}]" for e in effects[:3])
+        return Result(claim, check, verdict, f"main effects ({len(effects)} knobs, largest first): {text}",
+                      top.effect, top.ci_low, top.ci_high, len(cell), len(effects))
+    return None
 
 
 def _bound(df: pd.DataFrame, claim: Claim, check: Check) -> Result:
