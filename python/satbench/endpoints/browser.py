@@ -42,10 +42,8 @@ FRAMES_TAIL_MS = 200
 #: objects (flags has 200, images640 640) would keep no timing for the rest.
 RESOURCE_TIMING_BUFFER = 100_000
 
-_OBSERVER = """
+_OBSERVER = f"performance.setResourceTimingBufferSize({RESOURCE_TIMING_BUFFER});\n" + """
 window.__satbench = {lcp: []};
-performance.setResourceTimingBufferSize(%d);
-""" % RESOURCE_TIMING_BUFFER + """
 new PerformanceObserver((list) => {
   for (const e of list.getEntries()) {
     window.__satbench.lcp.push({t: e.startTime, size: e.size, url: e.url || null,
