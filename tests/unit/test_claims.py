@@ -132,6 +132,26 @@ def test_a_check_on_two_metrics_of_the_same_trials_counts_each_trial_once_and_pa
     assert r.n == 5 and r.low is not None and 49.9 < r.low
 
 
+def test_a_spread_check_on_two_metrics_of_the_same_trials_resamples_them_as_pairs() -> None:
+    import pandas as pd
+
+    from satbench.validate.claims import Check, Claim
+    from satbench.validate.judge import evaluate
+
+    # Eight trials, each with two client groups whose loads always differ by the same factor: their
+    # coefficients of variation are equal in every resample of the trials as pairs, so the ratio's
+    # interval is 1 exactly. Resampled side by side, the two sides' draws differ and it spreads.
+    base = [4000.0, 6000.0, 12000.0, 5000.0, 9000.0, 7000.0, 15000.0, 3000.0]
+    df = pd.DataFrame({"key": [f"t{i}" for i in range(8)], "plt_ms_h1": base, "plt_ms_h2": [x * 2 for x in base]})
+    check = Check(label="spread", kind="spread", a={"metric": "plt_ms_h2"}, b={"metric": "plt_ms_h1"}, pair=())
+    claim = Claim(id="B3", study="B", text="", published="", metric="plt_ms", where={}, checks=(check,))
+    r = evaluate(df, claim, check)
+    assert r.n == 8 and r.cells == 1
+    assert r.low is not None and r.high is not None
+    assert 0.999 < r.low <= r.high < 1.001, r.measured
+    assert r.verdict == "inconclusive"
+
+
 def test_the_largest_effect_of_a_factorial_design_comes_from_its_main_effects() -> None:
     import itertools
 

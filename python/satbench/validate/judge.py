@@ -246,21 +246,36 @@ def evaluate(df: pd.DataFrame, claim: Claim, check: Check) -> Result:
     if check.kind == "spread":
         a, b, ma, mb = _sides(df, claim, check)
         sa, sb = _series(a, check.pair, ma), _series(b, check.pair, mb)
+        # The same trials on both sides (two metrics of each): resampled as pairs, as in _relative.
+        paired = not a.empty and a.index.equals(b.index) and ma != mb
+        if paired:
+            sa = {k: sa[k].loc[both] for k in sa if k in sb and len(both := sa[k].index.intersection(sb[k].index))}
+            sb = {k: sb[k].loc[sa[k].index] for k in sa}
         keys = [k for k in sa if k in sb and len(sa[k]) > 1 and len(sb[k]) > 1]
         if not keys:
             return none()
-        groups = [sa[k].to_numpy(dtype=float) for k in keys] + [sb[k].to_numpy(dtype=float) for k in keys]
         n = len(keys)
 
-        def cv_ratio(gs: list[np.ndarray]) -> float:
-            r = []
-            for i in range(n):
-                cva = gs[i].std(ddof=1) / gs[i].mean()
-                cvb = gs[n + i].std(ddof=1) / gs[n + i].mean()
-                r.append(cva / cvb if cvb > 0 else math.nan)
-            return float(np.nanmean(r))
+        def cv(g: np.ndarray) -> float:
+            return float(g.std(ddof=1) / g.mean())
 
-        v, lo, hi = _bootstrap(groups, cv_ratio)
+        def ratio(cva: float, cvb: float) -> float:
+            return cva / cvb if cvb > 0 else math.nan
+
+        if paired:
+            pairs = [np.column_stack([sa[k].to_numpy(dtype=float), sb[k].to_numpy(dtype=float)]) for k in keys]
+
+            def cv_pairs(gs: list[np.ndarray]) -> float:
+                return float(np.nanmean([ratio(cv(g[:, 0]), cv(g[:, 1])) for g in gs]))
+
+            v, lo, hi = _bootstrap(pairs, cv_pairs)
+        else:
+            groups = [sa[k].to_numpy(dtype=float) for k in keys] + [sb[k].to_numpy(dtype=float) for k in keys]
+
+            def cv_ratio(gs: list[np.ndarray]) -> float:
+                return float(np.nanmean([ratio(cv(gs[i]), cv(gs[n + i])) for i in range(n)]))
+
+            v, lo, hi = _bootstrap(groups, cv_ratio)
         want = 1 if check.direction != "lower" else -1
         verdict = ("reproduced" if (lo > 1 if want > 0 else hi < 1) else
                    "differs" if (hi < 1 if want > 0 else lo > 1) else "inconclusive")
