@@ -118,15 +118,20 @@ def _trial(db: Path, which: str) -> tuple[str, str, Path, dict[str, Any] | None]
         raise InputError(f"{db}: no such results database")
     con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
-        rows = con.execute("SELECT key, factors, artefacts, link_counters FROM trials WHERE CAST(id AS TEXT) = ? "
-                           "OR key LIKE ?", (which, which + "%")).fetchall()
+        rows = con.execute("SELECT t.key, t.factors, t.artefacts, t.link_counters, t.id, e.name FROM trials t "
+                           "JOIN experiments e ON e.id = t.experiment_id WHERE CAST(t.id AS TEXT) = ? "
+                           "OR t.key LIKE ?", (which, which + "%")).fetchall()
     except sqlite3.DatabaseError as e:
         raise InputError(f"{db}: not a satbench results database ({e})") from None
     finally:
         con.close()
-    if len(rows) != 1:
-        raise InputError(f"TRIAL {which}: {'no' if not rows else len(rows)} trials match (give an id or a key)")
-    key, factors, art, counters = rows[0]
+    if not rows:
+        raise InputError(f"TRIAL {which}: no trials match (give an id or a key)")
+    if len(rows) > 1:
+        # A key is the trial's factors: the same trial of two experiments shares it.
+        some = ", ".join(f"{r[4]} ({r[5]})" for r in rows[:5])
+        raise InputError(f"TRIAL {which}: {len(rows)} trials match, give one id: {some}")
+    key, factors, art, counters = rows[0][:4]
     f = json.loads(factors)
     label = " ".join(f"{k}={f[k]}" for k in ("link", "protocol", "cc", "page", "client") if k in f)
     if not art or not (Path(art) / "server").is_dir():
