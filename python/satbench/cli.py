@@ -676,6 +676,9 @@ def _run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--artefacts-on-workers", action="store_true",
                    help="with a cluster: keep each trial's artefacts on its worker (stored as HOST:PATH) "
                         "instead of fetching them")
+    p.add_argument("--scenario", action="append", metavar="NAME",
+                   help="run only the trials of this [[scenario]] (repeatable; a later run of the whole file "
+                        "resumes and adds the rest)")
 
 
 def _fmt_clock(s: float) -> str:
@@ -750,6 +753,8 @@ def _executor(a: argparse.Namespace, exp: experiment_spec.Experiment) -> Any:
 
 def _run(a: argparse.Namespace, _: list[str]) -> int:
     exp = experiment_spec.load(a.file)
+    if a.scenario:
+        exp = exp.only_scenarios(a.scenario)
     s = runner.run(exp, Path(a.db), progress=_progress, executor=_executor(a, exp))
     print(f"{s.experiment}: {s.ran} trials run in {s.seconds:.0f} s ({s.valid} valid, {s.invalid} invalid, "
           f"{s.failed} failed); {s.already + s.ran - s.failed} of {s.planned} done; results in {s.db}")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from satbench.endpoints.sites import SITE_VERSION
-from satbench.errors import ProfileError
+from satbench.errors import InputError, ProfileError
 from satbench.experiment import design, estimate, spec
 from satbench.experiment.plan import Plan
 from satbench.experiment.trialspec import TrialSpec
@@ -76,6 +76,12 @@ repetitions = 3
     assert len(e.trials) == 6 + 6 - 2
     shared = [t for t in e.trials if t.factors["protocol"] == "h2" and t.factors["cc"] == "bbr" and t.rep <= 2]
     assert all(t.scenarios == ["a", "b"] for t in shared)
+    # One scenario's trials alone (`satbench run --scenario b`): the same keys, shared ones included.
+    only_b = e.only_scenarios(["b"])
+    assert len(only_b.trials) == 6 and {t.key for t in only_b.trials} <= {t.key for t in e.trials}
+    assert all("b" in t.scenarios for t in only_b.trials)
+    with pytest.raises(InputError, match="no scenario 'c' .its scenarios: a, b"):
+        e.only_scenarios(["b", "c"])
     listed = spec.load(write(tmp_path, GOOD.replace('protocol = ["h1", "h2", "h3"]\ncc = ["cubic", "bbr"]\n', "")
                                    + '\n[[trial]]\nprotocol = "h2"\n\n[[trial]]\nprotocol = "h3"\ncc = "bbr"\n'))
     assert sorted((t.factors["protocol"], t.factors["cc"], t.rep) for t in listed.trials) == [

@@ -699,10 +699,12 @@ def run(exp: Experiment, db: Path, *, progress: Callable[[Event], None] | None =
             exp.name, exp.file, exp.text, exp.spec_json(order.seed), order.seed), report)
         done = store.done(eid)
         todo = [t for t in order.trials if t.key not in done]
-        summary = RunSummary(experiment=exp.name, db=db, planned=len(order.trials), already=len(done))
+        # (of this run's trials: a run of some of a file's scenarios leaves the others' stored trials aside)
+        already = len(order.trials) - len(todo)
+        summary = RunSummary(experiment=exp.name, db=db, planned=len(order.trials), already=already)
         runner = Runner(exp, order.seed, pages_root or db.parent / "pages",
                         (art_root or db.parent / "artefacts") / exp.name, lab)
-        report(Started(exp.name, db, len(order.trials), len(done), len(todo), order.seed, store.migrated_from))
+        report(Started(exp.name, db, len(order.trials), already, len(todo), order.seed, store.migrated_from))
         t_start = time.monotonic()
         stopping: list[int] = []
 

@@ -49,7 +49,7 @@ from typing import Any, Callable
 
 from ..endpoints import client_class, server_class
 from ..endpoints.options import needs_returning_client
-from ..errors import ProfileError
+from ..errors import InputError, ProfileError
 from ..link import profile as link_profile
 from ..link.spec import LinkSpec, check, resolve
 from ..model import ServerKind
@@ -102,6 +102,16 @@ class Experiment:
         """The study with only its first ``n`` repetitions of every cell (repetitions count from 1), the
         same keys (a full run later resumes and adds the rest); under another ``name`` if given."""
         return dataclasses.replace(self, name=name or self.name, trials=[t for t in self.trials if t.rep <= n])
+
+    def only_scenarios(self, names: list[str]) -> Experiment:
+        """The study's trials of the named ``[[scenario]]`` tables only, the same keys (a run of the whole
+        file later resumes and adds the rest). An unknown name is an :class:`InputError` naming the
+        file's scenarios."""
+        have = list(dict.fromkeys(s for t in self.trials for s in t.scenarios if s))
+        unknown = [n for n in names if n not in have]
+        if unknown:
+            raise InputError(f"{self.file}: no scenario {unknown[0]!r} (its scenarios: {', '.join(have)})")
+        return dataclasses.replace(self, trials=[t for t in self.trials if set(t.scenarios) & set(names)])
 
     @property
     def baseline(self) -> dict[str, Any]:
