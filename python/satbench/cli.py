@@ -677,8 +677,8 @@ def _run_args(p: argparse.ArgumentParser) -> None:
                    help="with a cluster: keep each trial's artefacts on its worker (stored as HOST:PATH) "
                         "instead of fetching them")
     p.add_argument("--scenario", action="append", metavar="NAME",
-                   help="run only the trials of this [[scenario]] (repeatable; a later run of the whole file "
-                        "resumes and adds the rest)")
+                   help="run only the trials of this scenario: a [[scenario]] table's name, 'main' for [factors], "
+                        "'trialN' for the N-th [[trial]] (repeatable; a later run of the whole file adds the rest)")
 
 
 def _fmt_clock(s: float) -> str:

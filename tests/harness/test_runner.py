@@ -89,6 +89,30 @@ def test_resume_runs_only_what_is_missing_and_keeps_the_order(tmp_path: Path) ->
     assert [t.key for t in e.run_order(999).trials] == order  # the file's seed wins over a stored one
 
 
+def test_a_part_of_a_study_counts_its_own_trials_and_keeps_the_whole_plan(tmp_path: Path) -> None:
+    # A run of some of a file's trials (`--scenario`, `validate --repetitions`) beside another part
+    # already stored: progress counts this part's trials (not "5/4"), and the stored plan stays the file's.
+    import dataclasses
+
+    db = tmp_path / "r.sqlite"
+    e = exp()
+
+    def part(protocol: str) -> spec.Experiment:
+        return dataclasses.replace(e, trials=[t for t in e.trials if t.spec.factors["protocol"] == protocol],
+                                   planned=len(e.trials))
+
+    events(part("h1"), db)
+    s, seen = events(part("h2"), db)
+    started = next(x for x in seen if isinstance(x, runner.Started))
+    assert (started.planned, started.already, started.todo) == (4, 0, 4) and (s.already, s.ran) == (0, 4)
+    assert [(x.done, x.planned) for x in seen if isinstance(x, runner.TrialDone)] == [(i, 4) for i in range(1, 5)]
+    con = sqlite3.connect(db)
+    assert json.loads(con.execute("SELECT spec FROM experiments WHERE name = 'fake'").fetchone()[0])["trials"] == 8
+    con.close()
+    s, _ = events(e, db)
+    assert (s.already, s.ran) == (8, 0)
+
+
 def test_no_seed_in_the_file_keeps_the_first_runs_order(tmp_path: Path) -> None:
     db = tmp_path / "r.sqlite"
     e = spec.build("noseed", {"link": "wire", "protocol": ["h1", "h2", "h3"], "page": "blank", "client": "loader"},

@@ -52,7 +52,7 @@ CASES = [
     Case("run into another program's database", ["run", "{d}/e.toml", "--db", "{d}/db.sqlite"], ["not satbench's"],
          {"e.toml": EXP.encode(), "db.sqlite": _other_sqlite}),
     Case("run a scenario the file lacks", ["run", "{d}/e.toml", "--db", "{d}/db.sqlite", "--scenario", "nosuch"],
-         ["e.toml", "no scenario 'nosuch'", "its scenarios: main"], {"e.toml": EXP.encode()}),
+         ["--scenario nosuch", "no such scenario in", "e.toml", "its scenarios: main"], {"e.toml": EXP.encode()}),
     Case("run into a text file", ["run", "{d}/e.toml", "--db", "{d}/db.sqlite"], ["not an SQLite file"],
          {"e.toml": EXP.encode(), "db.sqlite": b"not a database"}),
     Case("run into a database that cannot be made", ["run", "{d}/e.toml", "--db", "/proc/satbench/db.sqlite"],

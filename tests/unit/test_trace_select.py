@@ -26,7 +26,8 @@ def _db(tmp_path: Path) -> Path:
     con.executemany("INSERT INTO trials VALUES (?, ?, ?, ?, ?, NULL)",
                     [(78, 1, "51fe8173617b2c49", '{"link": "geo"}', str(art)),
                      (301, 2, "51fe8173617b2c49", '{"link": "geo"}', str(art)),
-                     (5, 2, "0aa1", '{"link": "lan"}', str(art))])
+                     (5, 2, "0aa1", '{"link": "lan"}', str(art)),
+                     (6, 2, "78aa", '{"link": "leo"}', str(art))])
     con.commit()
     con.close()
     return db
@@ -39,6 +40,9 @@ def test_a_key_two_experiments_share_is_refused_naming_each_trials_id(tmp_path: 
     assert "2 trials match" in str(e.value)
     assert "78 (quic-bbr-start-geo)" in str(e.value) and "301 (geo-stacks)" in str(e.value)
     assert _trial(db, "301")[0] == "51fe8173617b2c49"
+    # Digits that are one trial's id and the start of another's key name the trial of that id.
+    assert _trial(db, "78")[0] == "51fe8173617b2c49"
+    assert _trial(db, "78a")[1] == "link=leo"
     assert _trial(db, "0aa1")[1] == "link=lan"
     with pytest.raises(InputError, match="no trials match"):
         _trial(db, "ffff")

@@ -740,7 +740,7 @@ def run(exp: Experiment, db: Path, *, progress: Callable[[Event], None] | None =
                 plt = rec.metrics.get("plt_ms")
                 if plt is not None and rec.status is TrialStatus.VALID:
                     cells.setdefault(cell, []).append(plt)
-                report(TrialDone(len(done) + i, len(order.trials), time.monotonic() - t_start,
+                report(TrialDone(already + i, len(order.trials), time.monotonic() - t_start,
                                  est_left * (spent_real / spent_est if spent_est else 1.0), t, rec, cell,
                                  statistics.median(cells[cell]) if cells.get(cell) else None))
         except KeyboardInterrupt:

@@ -97,21 +97,26 @@ class Experiment:
     parallel: int | None = None
     #: Each factor's levels as [factors] lists them (the first is its baseline, unless the design says another).
     levels: dict[str, list[Any]] = field(default_factory=dict)
+    #: The whole file's trial count, where ``trials`` is a part of it (some repetitions or scenarios).
+    planned: int | None = None
 
     def first_repetitions(self, n: int, name: str | None = None) -> Experiment:
         """The study with only its first ``n`` repetitions of every cell (repetitions count from 1), the
         same keys (a full run later resumes and adds the rest); under another ``name`` if given."""
-        return dataclasses.replace(self, name=name or self.name, trials=[t for t in self.trials if t.rep <= n])
+        return dataclasses.replace(self, name=name or self.name, trials=[t for t in self.trials if t.rep <= n],
+                                   planned=self.planned or len(self.trials))
 
     def only_scenarios(self, names: list[str]) -> Experiment:
-        """The study's trials of the named ``[[scenario]]`` tables only, the same keys (a run of the whole
-        file later resumes and adds the rest). An unknown name is an :class:`InputError` naming the
-        file's scenarios."""
+        """The study's trials of the named scenarios only (a ``[[scenario]]`` table's name; ``main`` for
+        [factors], ``trialN`` for the N-th ``[[trial]]``), the same keys (a run of the whole file later
+        resumes and adds the rest). An unknown name is an :class:`InputError` naming the file's."""
         have = list(dict.fromkeys(s for t in self.trials for s in t.scenarios if s))
         unknown = [n for n in names if n not in have]
         if unknown:
-            raise InputError(f"{self.file}: no scenario {unknown[0]!r} (its scenarios: {', '.join(have)})")
-        return dataclasses.replace(self, trials=[t for t in self.trials if set(t.scenarios) & set(names)])
+            listed = ", ".join(have[:8]) + (f" and {len(have) - 8} more" if len(have) > 8 else "")
+            raise InputError(f"--scenario {unknown[0]}: no such scenario in {self.file} (its scenarios: {listed})")
+        return dataclasses.replace(self, trials=[t for t in self.trials if set(t.scenarios) & set(names)],
+                                   planned=self.planned or len(self.trials))
 
     @property
     def baseline(self) -> dict[str, Any]:
@@ -133,7 +138,7 @@ class Experiment:
     def spec_json(self, seed: int) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "repetitions": self.repetitions,
                 "order": self.order, "seed": seed, "timeout_s": self.timeout_s, "warmup": self.warmup,
-                "artefacts": self.artefacts, "varied": self.varied, "trials": len(self.trials),
+                "artefacts": self.artefacts, "varied": self.varied, "trials": self.planned or len(self.trials),
                 "design": self.design.to_json() if self.design else None, "block": self.block,
                 "levels": {k: v for k, v in self.levels.items() if len(v) > 1}, "baseline": self.baseline}
 

@@ -127,6 +127,9 @@ def _trial(db: Path, which: str) -> tuple[str, str, Path, dict[str, Any] | None]
         con.close()
     if not rows:
         raise InputError(f"TRIAL {which}: no trials match (give an id or a key)")
+    by_id = [r for r in rows if str(r[4]) == which]
+    if by_id:  # an id is exact; digits that also begin some keys name the trial of that id
+        rows = by_id
     if len(rows) > 1:
         # A key is the trial's factors: the same trial of two experiments shares it.
         some = ", ".join(f"{r[4]} ({r[5]})" for r in rows[:5])
