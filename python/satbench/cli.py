@@ -645,10 +645,19 @@ def _plan_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--db", help="results database: mark trials already done")
     p.add_argument("--all", action="store_true", help="list every trial (default: the first 50)")
     p.add_argument("--json", action="store_true")
+    _scenario_arg(p)
+
+
+def _scenario_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--scenario", action="append", metavar="NAME",
+                   help="only the trials of this scenario: a [[scenario]] table's name, 'main' for [factors], "
+                        "'trialN' for the N-th [[trial]] (repeatable; a later run of the whole file adds the rest)")
 
 
 def _plan(a: argparse.Namespace, _: list[str]) -> int:
     exp = experiment_spec.load(a.file)
+    if a.scenario:
+        exp = exp.only_scenarios(a.scenario)
     stored_seed, done = None, frozenset[str]()
     if a.db and Path(a.db).exists():
         from .results.read import Results  # noqa: PLC0415 - pandas loads on use (a plan without --db needs none)
@@ -676,9 +685,7 @@ def _run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--artefacts-on-workers", action="store_true",
                    help="with a cluster: keep each trial's artefacts on its worker (stored as HOST:PATH) "
                         "instead of fetching them")
-    p.add_argument("--scenario", action="append", metavar="NAME",
-                   help="run only the trials of this scenario: a [[scenario]] table's name, 'main' for [factors], "
-                        "'trialN' for the N-th [[trial]] (repeatable; a later run of the whole file adds the rest)")
+    _scenario_arg(p)
 
 
 def _fmt_clock(s: float) -> str:
