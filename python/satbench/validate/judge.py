@@ -326,14 +326,16 @@ def _largest(df: pd.DataFrame, claim: Claim, check: Check) -> Result:
     if check.knob not in effects or len(effects) < 2:
         return Result(claim, check, "not measured", "the knobs' one-at-a-time changes are not all in the data")
     ranked = sorted(effects.items(), key=lambda kv: -kv[1][0])
-    top, second = ranked[0], ranked[1]
-    text = ", ".join(f"{k} {e[0]:.1f} %" for k, e in ranked)
-    if top[0] == check.knob:
-        verdict = "reproduced" if top[1][1] > second[1][2] else "inconclusive"
+    (top, (size, low, high)), rest = ranked[0], ranked[1:]
+    text = ", ".join(f"{k} {e[0]:.1f} % [{e[1]:.1f}, {e[2]:.1f}]" for k, e in ranked)
+    # As for a factorial design: the first knob's interval apart from every other one's (reproduced),
+    # or, another knob first, from the check's knob's (differs).
+    if top == check.knob:
+        verdict = "reproduced" if all(low > e[2] for _, e in rest) else "inconclusive"
     else:
-        mine = effects[check.knob]
-        verdict = "differs" if top[1][1] > mine[2] else "inconclusive"
-    return Result(claim, check, verdict, f"|effect| on the mean: {text}", top[1][0], None, None, n, len(effects))
+        verdict = "differs" if low > effects[check.knob][2] else "inconclusive"
+    return Result(claim, check, verdict, f"|effect| on the mean [95 % interval]: {text}", size, low, high, n,
+                  len(effects))
 
 
 def _largest_factorial(df: pd.DataFrame, claim: Claim, check: Check) -> Result | None:
