@@ -3,7 +3,7 @@ without a Resource Timing entry are counted, not passed over."""
 
 from __future__ import annotations
 
-from satbench.endpoints.browser import LoadResult, outcome
+from satbench.endpoints.browser import LoadResult, judge, outcome
 
 
 def resource(url: str, end_ms: float | None, failed: str | None = None, nbytes: int | None = 1000
@@ -23,3 +23,13 @@ def test_untimed_responses_are_counted() -> None:
     assert m["responses"] == 5
     # b.jpg; c.jpg failed (the load's failures say so) and d.jpg never finished
     assert m["responses_untimed"] == 1
+
+
+def test_a_failed_request_is_named_in_the_reason() -> None:
+    # Chromium's failed request has no response: its URL comes from the request it sent.
+    r = LoadResult(url="https://server.test/p/", protocol="h1", valid=True, invalid_reason=None, plt_ms=100.0,
+                   fcp_ms=50.0, resources=[{**resource("https://server.test/p/", 20.0), "protocol": "http/1.1"}])
+    judge(r, "http/1.1", {"7.12": "net::ERR_TIMED_OUT", "7.13": "net::ERR_FAILED"},
+          {"7.12": "https://s3.test/p/279.jpg", "7.13": "https://s3.test/p/280.jpg"})
+    assert not r.valid
+    assert r.invalid_reason == "2 requests failed; first: net::ERR_TIMED_OUT (https://s3.test/p/279.jpg)"

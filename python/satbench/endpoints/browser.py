@@ -187,9 +187,11 @@ def page_metrics(res: LoadResult, data: dict[str, Any]) -> None:
         res.lcp_ms, res.lcp_element, res.lcp_url = last["t"], last["element"], last["url"]
 
 
-def judge(res: LoadResult, want: str, failed: dict[str, str] | None = None) -> None:
+def judge(res: LoadResult, want: str, failed: dict[str, str] | None = None,
+          urls: dict[str, str] | None = None) -> None:
     """Mark the load invalid, with the reason, if any response used another
-    protocol than ``want``, any request failed, or nothing was loaded or painted."""
+    protocol than ``want``, any request failed (``failed``: request id to error; ``urls``: request
+    id to URL, to name the first failed request), or nothing was loaded or painted."""
     # A response from the HTTP cache (a repeat view's) crossed no connection now.
     wrong = [r for r in res.resources if r["protocol"] != want and not r.get("cached")]
     if wrong:
@@ -201,8 +203,10 @@ def judge(res: LoadResult, want: str, failed: dict[str, str] | None = None) -> N
                     if not (res.page_result is not None and v == "net::ERR_ABORTED")}:
         # (A page that measures for itself closes its own streams: aborted
         # requests are its doing, and it reports its own errors.)
+        rid, error = next(iter(failed.items()))
+        where = f" ({urls[rid]})" if urls and rid in urls else ""
         res.valid = False
-        res.invalid_reason = f"{len(failed)} requests failed; first: {next(iter(failed.values()))}"
+        res.invalid_reason = f"{len(failed)} requests failed; first: {error}{where}"
     elif res.plt_ms is None or res.fcp_ms is None:
         res.valid = False
         res.invalid_reason = "no load event or no first contentful paint"

@@ -144,6 +144,7 @@ class Browser:
             shots: list[tuple[float, bytes]] = []
             finished: dict[str, int] = {}
             failed: dict[str, str] = {}
+            sent: dict[str, str] = {}  # request id -> URL: a request that fails has no response to name it
             browser = self._pw.chromium.launch(executable_path=self._executable(host, Path(tmp)), headless=True,
                                                args=_flags(opts, url), env={"HOME": str(home), "PATH": "/usr/bin:/bin"})
             try:
@@ -175,6 +176,8 @@ class Browser:
                        lambda ev: finished.__setitem__(ev["requestId"], int(ev.get("encodedDataLength", 0))))
                 cdp.on("Network.loadingFailed",
                        lambda ev: failed.__setitem__(ev["requestId"], ev.get("errorText", "failed")))
+                cdp.on("Network.requestWillBeSent",
+                       lambda ev: sent.__setitem__(ev["requestId"], (ev.get("request") or {}).get("url", "")))
                 cdp.send("Network.enable")
                 # A first view has no cache to use; a repeat view's first load fills it for the second.
                 cdp.send("Network.setCacheDisabled", {"cacheDisabled": not opts.repeat_view})
@@ -215,7 +218,7 @@ class Browser:
                     # the protocol closes it), its TLS sessions, 0-RTT keys, Alt-Svc and (unless
                     # cold) cache kept; then the same page again, measured.
                     first = _result(url, opts, want, t0, version, error, data, dict(responses), dict(finished),
-                                    dict(failed))
+                                    dict(failed), dict(sent))
                     page.goto("about:blank")
                     page.evaluate("chrome.benchmarking.closeConnections()")
                     if opts.cold_cache:
@@ -226,6 +229,7 @@ class Browser:
                     responses.clear()
                     finished.clear()
                     failed.clear()
+                    sent.clear()
                     t0 = time.monotonic()
                     error, data = visit()
                 if opts.frames:
@@ -237,7 +241,7 @@ class Browser:
                 if closing is not None:
                     closing()
                 browser.close()
-        res = _result(url, opts, want, t0, version, error, data, responses, finished, failed)
+        res = _result(url, opts, want, t0, version, error, data, responses, finished, failed, sent)
         res.emulation = emulation
         res.first_view = first
         if opts.frames and res.valid:
@@ -255,7 +259,7 @@ def browse(url: str, opts: BrowseOptions) -> LoadResult:
 
 def _result(url: str, opts: BrowseOptions, want: str, t0: float, version: str, error: str | None,
             data: dict[str, Any], responses: dict[str, dict[str, Any]], finished: dict[str, int],
-            failed: dict[str, str]) -> LoadResult:
+            failed: dict[str, str], sent: dict[str, str] | None = None) -> LoadResult:
     wall = time.monotonic() - t0
     res = LoadResult(url=url, protocol=opts.protocol, valid=True, invalid_reason=None, browser=f"chromium {version}",
                      wall_s=wall)
@@ -275,7 +279,7 @@ def _result(url: str, opts: BrowseOptions, want: str, t0: float, version: str, e
                               "start_ms": t.get("startTime"), "response_start_ms": t.get("responseStart"),
                               "end_ms": t.get("responseEnd"), "transfer_size": t.get("transferSize"),
                               "next_hop_protocol": t.get("nextHopProtocol")})
-    judge(res, want, failed)
+    judge(res, want, failed, sent)
     return res
 
 
