@@ -48,8 +48,20 @@ fn now_ms() -> f64 {
     satbench_common::unix_ns() as f64 / 1e6
 }
 
-fn err(e: impl std::fmt::Display) -> String {
-    e.to_string()
+/// An error as text, with its causes (hyper's "connection error" says
+/// nothing without the operating system's error under it).
+fn err(e: impl std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let more = c.to_string();
+        if !text.ends_with(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        cause = c.source();
+    }
+    text
 }
 
 /// One client's run and the connections it opened.
@@ -554,5 +566,31 @@ impl Client {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::err;
+
+    #[derive(Debug)]
+    struct Outer(std::io::Error);
+
+    impl std::fmt::Display for Outer {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("connection error")
+        }
+    }
+
+    impl std::error::Error for Outer {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    #[test]
+    fn an_error_is_told_with_its_causes() {
+        let reset = std::io::Error::from(std::io::ErrorKind::ConnectionReset);
+        assert_eq!(err(Outer(reset)), "connection error: connection reset");
     }
 }
