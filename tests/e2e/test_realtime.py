@@ -131,6 +131,24 @@ def test_a_quiet_event_stream_outlives_the_idle_timeout(tmp_path: Path) -> None:
     assert len([e for e in log if e.get("type") == "message" and e["dir"] == "up"]) == 4
 
 
+def test_posts_outlive_the_servers_idle_timeout_on_kept_alive_connections(tmp_path: Path) -> None:
+    """A room over SSE and HTTP/1.1 whose members post every 2 s to a server that closes a connection
+    idle for 1 s: each kept-alive POST connection is closed between messages (its FIN a one-way delay
+    later), and the loader sends the next on a new one, as browsers do, instead of failing the member
+    ("channel closed"). Study C's full room, 100 messages at a 30 s idle timeout, lost members so."""
+    [t] = _run(tmp_path, "idle", 'client = "loader"\nclients = 3\nprotocol = "h1"\nrealtime = "sse"\n'
+                                 'scenario = "room"\nmessages = 5\ninterval_ms = 2000\n'
+                                 '"server.idle_timeout_s" = 1\n')
+    assert t["status"] == "valid", t["reason"]
+    assert t["m"]["rt_lost"] == 0 and t["m"]["rt_duplicated"] == 0
+    log = _log(t["art"])
+    assert len([e for e in log if e.get("type") == "message" and e["dir"] == "up"]) == 15
+    # The server did close idle POST connections: the loader came back on new ones.
+    closed = [e for e in log if e.get("type") == "connection" and e.get("error") in
+              ("idle timeout", "read header from client timeout")]
+    assert len(closed) >= 3, [e.get("error") for e in log if e.get("type") == "connection"]
+
+
 def test_the_loader_runs_many_users_in_a_chat_room(tmp_path: Path) -> None:
     """Five light clients of one loader in one room, per mechanism and protocol: every member's messages
     reach every other member once and in order, never sooner than up and down the satellite, through the

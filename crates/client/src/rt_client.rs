@@ -48,6 +48,18 @@ fn now_ms() -> f64 {
     satbench_common::unix_ns() as f64 / 1e6
 }
 
+/// A copy of a request with a whole body in memory (to send it again).
+fn clone_request(req: &Request<Full<Bytes>>) -> Request<Full<Bytes>> {
+    let mut b = Request::builder()
+        .method(req.method().clone())
+        .uri(req.uri().clone())
+        .version(req.version());
+    if let Some(h) = b.headers_mut() {
+        *h = req.headers().clone();
+    }
+    b.body(req.body().clone()).expect("a valid request's copy")
+}
+
 /// An error as text, with its causes (hyper's "connection error" says
 /// nothing without the operating system's error under it).
 fn err(e: impl std::error::Error) -> String {
@@ -282,16 +294,33 @@ impl Client {
                 .map(|_| ());
         }
         let _permit = self.permits.acquire().await.map_err(err)?;
-        let reuse = self.idle.lock().expect("idle").pop();
-        let mut s = match reuse {
-            Some(s) => s,
-            None => self.new_h1().await?,
-        };
-        s.ready().await.map_err(err)?;
-        let resp = s.send_request(req).await.map_err(err)?;
-        Client::answer(resp, "send").await?;
-        self.idle.lock().expect("idle").push(s);
-        Ok(())
+        // A kept-alive connection the server has closed (its idle timeout) is
+        // dropped; one it closes while the request is on its way (the race
+        // of RFC 9112, section 9.3.1, a one-way delay wide) fails the request
+        // before any answer, which is then sent again on a new connection, as
+        // browsers do. A fresh connection's failure is the client's error.
+        loop {
+            let reuse = self.idle.lock().expect("idle").pop();
+            let (mut s, reused) = match reuse {
+                Some(s) if !s.is_closed() => (s, true),
+                Some(_) => continue,
+                None => (self.new_h1().await?, false),
+            };
+            if s.ready().await.is_err() && reused {
+                continue;
+            }
+            match s.send_request(clone_request(&req)).await {
+                Ok(resp) => {
+                    Client::answer(resp, "send").await?;
+                    self.idle.lock().expect("idle").push(s);
+                    return Ok(());
+                }
+                // No answer came: on a reused connection, the server's close
+                // (canceled, closed, or an end without TLS's close_notify).
+                Err(_) if reused => continue,
+                Err(e) => return Err(err(e)),
+            }
+        }
     }
 
     /// The client's messages, once `go` fires, on its schedule: each
