@@ -138,16 +138,26 @@ def _bootstrap(groups: list[np.ndarray], stat: Callable[[list[np.ndarray]], floa
     return value, float(lo), float(hi)
 
 
+def _paired(a: pd.DataFrame, b: pd.DataFrame, ma: str, mb: str) -> bool:
+    """Whether a check's two sides are the same trials (two metrics of each, as study B's client groups)."""
+    return not a.empty and a.index.equals(b.index) and ma != mb
+
+
+def _pairs(a: dict[tuple[Any, ...], pd.Series], b: dict[tuple[Any, ...], pd.Series]
+           ) -> tuple[dict[tuple[Any, ...], pd.Series], dict[tuple[Any, ...], pd.Series]]:
+    """Both sides cut to the trials that have both metrics, cell by cell, in the same order."""
+    a = {k: a[k].loc[both] for k in a if k in b and len(both := a[k].index.intersection(b[k].index))}
+    return a, {k: b[k].loc[a[k].index] for k in a}
+
+
 def _relative(a: dict[tuple[Any, ...], pd.Series], b: dict[tuple[Any, ...], pd.Series], paired: bool = False
               ) -> tuple[float, float, float, int, int] | None:
     """The mean over cells of each cell's relative difference of means, in %. ``paired``: both
     sides are the same trials (two metrics of each), resampled as pairs, those that have both
     metrics; otherwise each side on its own."""
-    keys = [k for k in a if k in b]
     if paired:
-        a = {k: a[k].loc[both] for k in keys if len(both := a[k].index.intersection(b[k].index))}
-        b = {k: b[k].loc[a[k].index] for k in a}
-        keys = list(a)
+        a, b = _pairs(a, b)
+    keys = [k for k in a if k in b]
     if not keys:
         return None
     n = len(keys)
@@ -191,8 +201,7 @@ def evaluate(df: pd.DataFrame, claim: Claim, check: Check) -> Result:
         return _floor(df, claim, check)
     if check.kind in ("relative", "similar"):
         a, b, ma, mb = _sides(df, claim, check)
-        # The same trials on both sides (two metrics of each, as study B's client groups): pairs.
-        paired = not a.empty and a.index.equals(b.index) and ma != mb
+        paired = _paired(a, b, ma, mb)  # the same trials on both sides: resampled as pairs
         got = _relative(_series(a, check.pair, ma), _series(b, check.pair, mb), paired)
         if got is None:
             return none()
@@ -246,11 +255,9 @@ def evaluate(df: pd.DataFrame, claim: Claim, check: Check) -> Result:
     if check.kind == "spread":
         a, b, ma, mb = _sides(df, claim, check)
         sa, sb = _series(a, check.pair, ma), _series(b, check.pair, mb)
-        # The same trials on both sides (two metrics of each): resampled as pairs, as in _relative.
-        paired = not a.empty and a.index.equals(b.index) and ma != mb
+        paired = _paired(a, b, ma, mb)  # the same trials on both sides: resampled as pairs, as in _relative
         if paired:
-            sa = {k: sa[k].loc[both] for k in sa if k in sb and len(both := sa[k].index.intersection(sb[k].index))}
-            sb = {k: sb[k].loc[sa[k].index] for k in sa}
+            sa, sb = _pairs(sa, sb)
         keys = [k for k in sa if k in sb and len(sa[k]) > 1 and len(sb[k]) > 1]
         if not keys:
             return none()
