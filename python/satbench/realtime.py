@@ -62,8 +62,11 @@ MAX_INTERVAL_MS = 20_000
 
 SCENARIOS = ("server", "client", "chat", "room")
 ARRIVALS = ("constant", "poisson")
-#: How far below its propagation delay a message may seem to arrive (the
-#: browser's clock is coarsened to 0.1 ms; stamps are rounded to 1 us).
+#: How far below its propagation delay a message may seem to arrive: a
+#: browser's clock is coarsened (Chromium's stamps come in steps of 0.1 ms,
+#: Firefox's in whole milliseconds: study C's full real-time set, 2026-11-28),
+#: so a message from the server may seem up to one step early; the loader's
+#: and the server's stamps are rounded to 1 us.
 BOUND_SLACK_MS = 1.0
 #: The server, as a message's sender or receiver.
 SERVER = -1
