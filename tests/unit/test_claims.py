@@ -223,3 +223,29 @@ def test_the_largest_effect_of_a_factorial_design_comes_from_its_main_effects() 
     both = evaluate(pd.concat([design({"cc": -5000, "iw": -500, "ss": 0}), one_at_a_time(8000)], ignore_index=True),
                     claim, check)
     assert (both.value, both.n) == (r.value, 16)
+
+
+def test_an_inconclusive_value_check_says_when_its_cells_lie_on_either_side() -> None:
+    """Study C's full room: long polling pooled over HTTP versions and Nagle straddles 'at least 2 RTT'
+    only because one cell (HTTP/2 with Nagle) lies above it and the others below; the check says so.
+    One population straddling the figure says nothing more."""
+    import pandas as pd
+
+    from satbench.validate.claims import Check, Claim
+    from satbench.validate.judge import evaluate
+
+    cells = {("h1", True): 1.54, ("h1", False): 1.56, ("h2", True): 1.52, ("h2", False): 2.55}
+    rows = [{"scenario": "room", "realtime": "poll", "protocol": p, "nodelay": nd,
+             "rt_latency_relay_median_rtt": v + 0.01 * i} for (p, nd), v in cells.items() for i in range(3)]
+    check = Check(label="long polling", kind="value", a={"realtime": "poll"}, pair=(), published=2,
+                  relation="at least")
+    claim = Claim(id="C5", study="C", text="", published="", metric="rt_latency_relay_median_rtt",
+                  where={"scenario": "room"}, checks=(check,))
+    r = evaluate(pd.DataFrame(rows), claim, check)
+    assert (r.verdict, r.n) == ("inconclusive", 12)
+    assert r.split.startswith("cells apart: 9 trials below 2")
+    assert "3 trials above 2 (2.55-2.57: protocol=h2 nodelay=False)" in r.split
+    # The same spread within one cell: nothing to tell apart.
+    one = pd.DataFrame([{**row, "protocol": "h1", "nodelay": True} for row in rows])
+    r = evaluate(one, claim, check)
+    assert (r.verdict, r.split) == ("inconclusive", "")

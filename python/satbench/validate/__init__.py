@@ -52,6 +52,8 @@ class Validation:
         lines = []
         for r in self.results:
             lines.append(f"{r.claim.id:4s} {r.check.label[:44]:44s} {r.measured[:58]:58s} n={r.n:<4d} {r.verdict}")
+            if r.split:
+                lines.append(f"{'':4s} {'':44s} {r.split}")
         return "\n".join(lines)
 
 
@@ -124,7 +126,8 @@ def write_html(v: Validation, out: Path, command: str) -> Path:
             "differs", "direction reproduced, size differs") else "")
         rows.append(f"<tr class='{r.verdict.split()[0].rstrip(',')}'><td>{r.claim.id}</td>"
                     f"<td>{html.escape(r.claim.text)}</td><td>{html.escape(r.claim.published)}</td>"
-                    f"<td>{html.escape(r.check.label)}</td><td>{html.escape(r.measured)}</td><td>{r.n}</td>"
+                    f"<td>{html.escape(r.check.label)}</td><td>{html.escape(r.measured)}"
+                    + (f"<br><small>{html.escape(r.split)}</small>" if r.split else "") + f"</td><td>{r.n}</td>"
                     f"<td>{html.escape(r.verdict)}{link}</td></tr>")
     sets = "".join(f"<li><code>{html.escape(f)}</code> ({name}, {n} trials)</li>" for name, f, n in v.sets)
     page = f"""<!doctype html><meta charset="utf-8"><title>satbench validation</title>

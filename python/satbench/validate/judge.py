@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..experiment.factors import FACTORS
 from ..model import HEADER_FLOOR_PCT
 from ..results.analysis import FactorialEffect, factorial_effects, is_knob
 from .claims import Check, Claim
@@ -55,6 +56,8 @@ class Result:
     #: Trials the check used, and the cells they formed.
     n: int = 0
     cells: int = 0
+    #: Why a pooled check is inconclusive when its trials' own cells are not: which lie on which side.
+    split: str = ""
 
     @property
     def failed(self) -> bool:
@@ -229,8 +232,9 @@ def evaluate(df: pd.DataFrame, claim: Claim, check: Check) -> Result:
             verdict = "reproduced" if hi <= p else "differs" if lo > p else "inconclusive"
         else:  # the published figure as rounded: an interval of its own
             verdict = "reproduced" if lo <= p + check.precision and p - check.precision <= hi else "differs"
+        split = _split(a, metric, p, check.pair) if verdict == "inconclusive" else ""
         return Result(claim, check, verdict, _fmt(v, lo, hi, _unit(metric)), v, lo, hi,
-                      sum(len(g) for g in groups), len(groups))
+                      sum(len(g) for g in groups), len(groups), split)
     if check.kind == "trend":
         a = select(df, {**claim.where, **check.a})
         metric = str(check.a.get("metric") or check.metric or claim.metric)
@@ -291,6 +295,35 @@ def evaluate(df: pd.DataFrame, claim: Claim, check: Check) -> Result:
     if check.kind == "largest_effect":
         return _largest(df, claim, check)
     raise ValueError(check.kind)
+
+
+def _split(df: pd.DataFrame, metric: str, published: float, pair: tuple[str, ...]) -> str:
+    """Whether a value check's trials, pooled, straddle the published figure only because they mix
+    cells that lie on either side of it: the cells of every factor that varies among them (besides
+    the check's own ``pair``), each with its interval; "" unless some cell lies wholly below the
+    figure and another wholly above."""
+    d = df.dropna(subset=[metric]) if metric in df.columns else df.iloc[0:0]
+    keys = [f for f in FACTORS if f in d.columns and f not in pair and d[f].nunique(dropna=False) > 1]
+    if not keys or math.isnan(published):
+        return ""
+    below: list[tuple[str, np.ndarray]] = []
+    above: list[tuple[str, np.ndarray]] = []
+    for k, g in d.groupby(keys, dropna=False):
+        vals = g[metric].to_numpy(dtype=float)
+        _, lo, hi = _bootstrap([vals], lambda gs: float(gs[0].mean()))
+        name = " ".join(f"{f}={_norm(x)}" for f, x in zip(keys, k if isinstance(k, tuple) else (k,)))
+        if hi < published:
+            below.append((name, vals))
+        elif lo > published:
+            above.append((name, vals))
+    if not below or not above:
+        return ""
+
+    def side(cells: list[tuple[str, np.ndarray]], where: str) -> str:
+        vals = np.concatenate([v for _, v in cells])
+        told = "; ".join(n for n, _ in cells) if len(cells) <= 3 else f"{len(cells)} cells"
+        return (f"{len(vals)} trials {where} {published:g} ({vals.min():.3g}-{vals.max():.3g}: {told})")
+    return "cells apart: " + side(below, "below") + ", " + side(above, "above")
 
 
 def _unit(metric: str) -> str:
