@@ -232,7 +232,7 @@ def test_an_inconclusive_value_check_says_when_its_cells_lie_on_either_side() ->
     import pandas as pd
 
     from satbench.validate.claims import Check, Claim
-    from satbench.validate.judge import evaluate
+    from satbench.validate.judge import _split, evaluate
 
     cells = {("h1", True): 1.54, ("h1", False): 1.56, ("h2", True): 1.52, ("h2", False): 2.55}
     rows = [{"scenario": "room", "realtime": "poll", "protocol": p, "nodelay": nd,
@@ -245,7 +245,15 @@ def test_an_inconclusive_value_check_says_when_its_cells_lie_on_either_side() ->
     assert (r.verdict, r.n) == ("inconclusive", 12)
     assert r.split.startswith("cells apart: 9 trials below 2")
     assert "3 trials above 2 (2.55-2.57: protocol=h2 nodelay=False)" in r.split
-    # The same spread within one cell: nothing to tell apart.
-    one = pd.DataFrame([{**row, "protocol": "h1", "nodelay": True} for row in rows])
-    r = evaluate(one, claim, check)
+    # Cells that straddle the figure alike (chance, not pooling): nothing to tell apart, although
+    # some cell's trials all lie on one side.
+    noise = [1.7, 2.0, 2.3, 1.8, 1.95, 2.25, 1.65, 2.05, 2.35, 1.5, 1.6, 1.9]
+    alike = pd.DataFrame([{**row, "rt_latency_relay_median_rtt": v} for row, v in zip(rows, noise)])
+    r = evaluate(alike, claim, check)
     assert (r.verdict, r.split) == ("inconclusive", "")
+    # A cell of one trial is no cell; a factor whose levels are tables (clients) groups as well.
+    lone = pd.DataFrame([*[{**row, "clients": {"h1": 1}} for row in rows if row["protocol"] == "h1"],
+                         {**rows[-1], "clients": {"h2": 1}}, *[{**row, "clients": {"h1": 1}} for row in rows[6:8]]])
+    assert _split(lone, "rt_latency_relay_median_rtt", 2.0, ()) == ""
+    assert _split(lone.drop(columns="clients"), "rt_latency_relay_median_rtt", 2.0, ()) == ""
+    assert _split(pd.DataFrame(rows), "rt_latency_relay_median_rtt", 2.0, ()).startswith("cells apart")

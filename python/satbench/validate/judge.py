@@ -297,33 +297,51 @@ def evaluate(df: pd.DataFrame, claim: Claim, check: Check) -> Result:
     raise ValueError(check.kind)
 
 
+#: How sure the "cells apart" note must be that a check's cells differ (one-way ANOVA's p below this).
+SPLIT_P = 0.01
+
+
 def _split(df: pd.DataFrame, metric: str, published: float, pair: tuple[str, ...]) -> str:
-    """Whether a value check's trials, pooled, straddle the published figure only because they mix
-    cells that lie on either side of it: the cells of every factor that varies among them (besides
-    the check's own ``pair``), each with its interval; "" unless some cell lies wholly below the
-    figure and another wholly above."""
-    d = df.dropna(subset=[metric]) if metric in df.columns else df.iloc[0:0]
-    keys = [f for f in FACTORS if f in d.columns and f not in pair and d[f].nunique(dropna=False) > 1]
-    if not keys or math.isnan(published):
+    """Why a value check's pooled trials straddle the published figure, when they do because they mix
+    cells of the factors that vary among them (besides the check's own ``pair``, which it pools on
+    purpose): "" unless the cells of two trials or more differ from each other (one-way ANOVA, p below
+    :data:`SPLIT_P`: chance alone says so once in a hundred checks) and some cell's every trial lies
+    below the figure and another's every trial above it; then the two sides, with their cells."""
+    if math.isnan(published) or metric not in df.columns:
         return ""
-    below: list[tuple[str, np.ndarray]] = []
-    above: list[tuple[str, np.ndarray]] = []
+    d = df.dropna(subset=[metric])
+    keys = [f for f in FACTORS if f in d.columns and f not in pair]
+    d = d.assign(**{f: d[f].map(_norm) for f in keys})  # a factor's level may be a table (clients)
+    keys = [f for f in keys if d[f].nunique(dropna=False) > 1]
+    if not keys:
+        return ""
+    cells = []
     for k, g in d.groupby(keys, dropna=False):
-        vals = g[metric].to_numpy(dtype=float)
-        _, lo, hi = _bootstrap([vals], lambda gs: float(gs[0].mean()))
-        name = " ".join(f"{f}={_norm(x)}" for f, x in zip(keys, k if isinstance(k, tuple) else (k,)))
-        if hi < published:
-            below.append((name, vals))
-        elif lo > published:
-            above.append((name, vals))
+        if len(g) >= 2:
+            name = " ".join(f"{f}={x}" for f, x in zip(keys, k if isinstance(k, tuple) else (k,)))
+            cells.append((name, g[metric].to_numpy(dtype=float)))
+    if len(cells) < 2 or _anova_p([v for _, v in cells]) >= SPLIT_P:
+        return ""
+    below = [(n, v) for n, v in cells if v.max() < published]
+    above = [(n, v) for n, v in cells if v.min() > published]
     if not below or not above:
         return ""
 
-    def side(cells: list[tuple[str, np.ndarray]], where: str) -> str:
-        vals = np.concatenate([v for _, v in cells])
-        told = "; ".join(n for n, _ in cells) if len(cells) <= 3 else f"{len(cells)} cells"
-        return (f"{len(vals)} trials {where} {published:g} ({vals.min():.3g}-{vals.max():.3g}: {told})")
+    def side(group: list[tuple[str, np.ndarray]], where: str) -> str:
+        vals = np.concatenate([v for _, v in group])
+        told = "; ".join(n for n, _ in group) if len(group) <= 3 else f"{len(group)} cells"
+        return f"{len(vals)} trials {where} {published:g} ({vals.min():.3g}-{vals.max():.3g}: {told})"
     return "cells apart: " + side(below, "below") + ", " + side(above, "above")
+
+
+def _anova_p(groups: list[np.ndarray]) -> float:
+    """One-way ANOVA's p-value that the groups share a mean; 0 when they differ and none varies within."""
+    from scipy import stats  # noqa: PLC0415 - loaded only when a check is inconclusive
+
+    within = sum(float(((g - g.mean()) ** 2).sum()) for g in groups)
+    if within == 0.0:
+        return 0.0 if len({float(g.mean()) for g in groups}) > 1 else 1.0
+    return float(stats.f_oneway(*groups).pvalue)
 
 
 def _unit(metric: str) -> str:
