@@ -62,12 +62,18 @@ MAX_INTERVAL_MS = 20_000
 
 SCENARIOS = ("server", "client", "chat", "room")
 ARRIVALS = ("constant", "poisson")
-#: How far below its propagation delay a message may seem to arrive: a
+#: How far below its propagation delay a message may seem to arrive, at
+#: least: the loader's and the server's stamps are rounded to 1 us, and a
 #: browser's clock is coarsened (Chromium's stamps come in steps of 0.1 ms,
-#: Firefox's in whole milliseconds: study C's full real-time set, 2026-11-28),
-#: so a message from the server may seem up to one step early; the loader's
-#: and the server's stamps are rounded to 1 us.
+#: Firefox's in whole milliseconds: study C's full real-time set,
+#: 2026-11-28). A page's stamp is two coarsened terms (performance.timeOrigin
+#: and performance.now()), each off by less than one step either way, so the
+#: slack is the larger of this and two of the client's steps
+#: (:func:`clock_step_ms`): a Firefox message from the server was stamped
+#: 1.26 ms under its path's propagation delay.
 BOUND_SLACK_MS = 1.0
+#: The steps a client's clock may come in, coarsest first (ms).
+CLOCK_STEPS_MS = (1.0, 0.1, 0.01, 0.001)
 #: The server, as a message's sender or receiver.
 SERVER = -1
 
@@ -239,21 +245,36 @@ def judge(rt: RealtimeSpec, protocol: str, results: Sequence[dict[str, Any] | No
     if scenario == "room":
         metrics["rt_reordered_relay"] = float(reordered_relay)
     every = [r for reqs in reqs_of for r in reqs]
+    step = clock_step_ms(rs)
     verdict = Verdict(metrics, messages, invalid="; ".join(problems[:5]) or None,
-                      env={"session": sessions[0] if not many else sessions,
+                      env={"session": sessions[0] if not many else sessions, "clock_step_ms": step,
                            "requests": len(every),
                            "websocket": sorted({str(r["websocket"]) for r in every if r.get("websocket")}) or None,
                            "webtransport": sorted({str(r["webtransport"]) for r in every
                                                    if r.get("webtransport")}) or None})
     down_ms, up_ms = one_way_ms(links)
     floor = {"down": down_ms, "up": up_ms, "relay": up_ms + down_ms}
+    slack = max(BOUND_SLACK_MS, 2 * step)
     for m in messages:
         lat = m.latency_ms
-        if lat is not None and lat < floor[m.dir] - BOUND_SLACK_MS:
+        if lat is not None and lat < floor[m.dir] - slack:
             verdict.failed = (f"harness error: message {m.dir} {m.seq} took {lat:.2f} ms, below the propagation "
-                              f"delay of its path {floor[m.dir]:.1f} ms")
+                              f"delay of its path {floor[m.dir]:.1f} ms by more than its clock's slack ({slack:g} ms)")
             break
     return verdict
+
+
+def clock_step_ms(results: Sequence[dict[str, Any]]) -> float:
+    """The coarsest step of :data:`CLOCK_STEPS_MS` that every stamp the clients made (each message's
+    sending and receiving, the start) is a whole multiple of: how coarse the clients' clock is."""
+    stamps = [float(v) for r in results for v in (r.get("start_ms"), r.get("open_ms")) if v is not None]
+    stamps += [float(m[f]) for r in results for d in ("down", "up") for m in r.get(d) or []
+               for f in ("recv_ms", "t_ms") if m.get(f) is not None and (d == "up" or f == "recv_ms")]
+    us = [round(v * 1000) for v in stamps]  # whole microseconds: exact in a float for any Unix time in ms
+    for step in CLOCK_STEPS_MS:
+        if us and all(u % round(step * 1000) == 0 for u in us):
+            return step
+    return CLOCK_STEPS_MS[-1]
 
 
 def wire_per_message(metrics: Mapping[str, float | None]) -> dict[str, float | None]:
