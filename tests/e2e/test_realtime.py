@@ -220,6 +220,8 @@ def test_firefox_runs_the_scenario_too(tmp_path: Path) -> None:
     assert t["env"]["realtime"]["websocket"] == ["extended-connect"]
     assert [(d, s) for d, s, *_ in t["messages"]] == [("down", k) for k in range(5)]
     assert min(lat for *_, lat in t["messages"]) >= GEO_ONE_WAY_MS - 1.0
+    # The page's clock is not coarsened to whole milliseconds (Firefox's default).
+    assert t["env"]["realtime"]["clock_step_ms"] < 1.0
 
 
 def test_real_time_factors_that_cannot_run_are_refused(tmp_path: Path) -> None:
