@@ -147,11 +147,12 @@ def trial(art: Path) -> None:
     if blocked:
         sizes = sorted(b.size for b, *_ in blocked)
         left = [b.t - w for b, w, _, _ in blocked]
-        back = [(a, done) for b, w, done, peer in blocked if (a := acked_at(peer, b)) is not None]
+        back = [(a, w, done) for b, w, done, peer in blocked if (a := acked_at(peer, b)) is not None]
         print(f"  the blocking segment: {sizes[0]}-{sizes[-1]} bytes (median {statistics.median(sizes):.0f}), left "
               f"{med_ms([-x for x in left])} before the write (median); its ACK came back "
-              f"{med_ms([a - w for (a, _), (_, w, _, _) in zip(back, blocked)])} after the write, and the answer "
-              f"completed {med_ms([done - a for a, done in back])} after that ACK (medians)")
+              f"{med_ms([a - w for a, w, _ in back])} after the write, and the answer "
+              f"completed {med_ms([done - a for a, _, done in back])} after that ACK (medians; {len(back)} of "
+              f"{len(blocked)} ACKs found)")
 
 if __name__ == "__main__":
     if len(sys.argv) < 2:

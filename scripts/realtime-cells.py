@@ -9,7 +9,6 @@ WebTransport's trials are in the "Nagle off" columns.
 Usage: .venv/bin/python scripts/realtime-cells.py DB EXPERIMENT
 (docs/validation.md, "C5 at full size"; docs/results.md, "Real-time web")."""
 
-import statistics
 import sys
 
 from satbench import open_results
@@ -46,7 +45,7 @@ def main(db: str, experiment: str) -> None:
                 for dr in dirs:
                     cells = [cell(g[(g["client"] == c) & (g["nodelay"] == nd)], dr) for c, nd in cols]
                     print(f"| {NAMES[mech]} | {sc} | {proto} | {dr} | " + " | ".join(cells) + " |")
-    print(f"\n{len(d)} valid trials; {statistics.median(d['rt_path_rtt_ms']):.0f} ms path RTT (median)"
+    print(f"\n{len(d)} valid trials; {d['rt_path_rtt_ms'].median():.0f} ms path RTT (median)"
           if "rt_path_rtt_ms" in d and not d.empty else "")
 
 

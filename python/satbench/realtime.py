@@ -74,6 +74,9 @@ ARRIVALS = ("constant", "poisson")
 BOUND_SLACK_MS = 1.0
 #: The steps a client's clock may come in, coarsest first (ms).
 CLOCK_STEPS_MS = (1.0, 0.1, 0.01, 0.001)
+#: The fewest stamps from which a clock's step is read (ten stamps of a 0.1 ms clock all fall on whole
+#: milliseconds once in 10^10 trials).
+MIN_STAMPS = 10
 #: The server, as a message's sender or receiver.
 SERVER = -1
 
@@ -266,13 +269,16 @@ def judge(rt: RealtimeSpec, protocol: str, results: Sequence[dict[str, Any] | No
 
 def clock_step_ms(results: Sequence[dict[str, Any]]) -> float:
     """The coarsest step of :data:`CLOCK_STEPS_MS` that every stamp the clients made (each message's
-    sending and receiving, the start) is a whole multiple of: how coarse the clients' clock is."""
+    sending and receiving, the start) is a whole multiple of: how coarse the clients' clock is; the
+    finest with fewer than :data:`MIN_STAMPS` stamps."""
     stamps = [float(v) for r in results for v in (r.get("start_ms"), r.get("open_ms")) if v is not None]
     stamps += [float(m[f]) for r in results for d in ("down", "up") for m in r.get(d) or []
                for f in ("recv_ms", "t_ms") if m.get(f) is not None and (d == "up" or f == "recv_ms")]
     us = [round(v * 1000) for v in stamps]  # whole microseconds: exact in a float for any Unix time in ms
+    if len(us) < MIN_STAMPS:  # too few to tell a coarse clock from chance: the finest step, the tightest bound
+        return CLOCK_STEPS_MS[-1]
     for step in CLOCK_STEPS_MS:
-        if us and all(u % round(step * 1000) == 0 for u in us):
+        if all(u % round(step * 1000) == 0 for u in us):
             return step
     return CLOCK_STEPS_MS[-1]
 

@@ -257,3 +257,9 @@ def test_an_inconclusive_value_check_says_when_its_cells_lie_on_either_side() ->
     assert _split(lone, "rt_latency_relay_median_rtt", 2.0, ()) == ""
     assert _split(lone.drop(columns="clients"), "rt_latency_relay_median_rtt", 2.0, ()) == ""
     assert _split(pd.DataFrame(rows), "rt_latency_relay_median_rtt", 2.0, ()).startswith("cells apart")
+    # One cell wholly below and one wholly above, but so noisy that they may share a mean (ANOVA p = 0.15).
+    noisy = pd.DataFrame([{"protocol": p, "rt_latency_relay_median_rtt": v}
+                          for p, vs in (("h1", (1.0, 1.9, 1.95)), ("h2", (2.05, 2.1, 3.0))) for v in vs])
+    assert _split(noisy, "rt_latency_relay_median_rtt", 2.0, ()) == ""
+    assert _split(noisy.assign(rt_latency_relay_median_rtt=[1.5, 1.51, 1.52, 2.5, 2.51, 2.52]),
+                  "rt_latency_relay_median_rtt", 2.0, ()).startswith("cells apart: 3 trials below 2")

@@ -303,8 +303,8 @@ SPLIT_P = 0.01
 
 def _split(df: pd.DataFrame, metric: str, published: float, pair: tuple[str, ...]) -> str:
     """Why a value check's pooled trials straddle the published figure, when they do because they mix
-    cells of the factors that vary among them (besides the check's own ``pair``, which it pools on
-    purpose): "" unless the cells of two trials or more differ from each other (one-way ANOVA, p below
+    cells of the factors that vary among them (besides the check's own ``pair``, whose cells it
+    already keeps apart): "" unless the cells of two trials or more differ from each other (one-way ANOVA, p below
     :data:`SPLIT_P`: chance alone says so once in a hundred checks) and some cell's every trial lies
     below the figure and another's every trial above it; then the two sides, with their cells."""
     if math.isnan(published) or metric not in df.columns:
@@ -320,7 +320,7 @@ def _split(df: pd.DataFrame, metric: str, published: float, pair: tuple[str, ...
         if len(g) >= 2:
             name = " ".join(f"{f}={x}" for f, x in zip(keys, k if isinstance(k, tuple) else (k,)))
             cells.append((name, g[metric].to_numpy(dtype=float)))
-    if len(cells) < 2 or _anova_p([v for _, v in cells]) >= SPLIT_P:
+    if len(cells) < 2 or not _anova_p([v for _, v in cells]) < SPLIT_P:  # NaN too
         return ""
     below = [(n, v) for n, v in cells if v.max() < published]
     above = [(n, v) for n, v in cells if v.min() > published]
