@@ -84,16 +84,20 @@ def trial(art: Path) -> None:
     post_wait = []  # a segment of HTTP/2 answers to POSTs (DATA of a few bytes): how long after the last POST it left
     small: dict[str, list[Small]] = collections.defaultdict(list)
     acks: dict[str, list[tuple[float, int]]] = collections.defaultdict(list)
-    for t, src, sp, dst, dp, ln, seq, ack, types, lengths in tshark(
+    ends: list[tuple[float, str]] = []  # segments that complete a poll answer (HTTP/2 DATA, HTTP/1.1 response)
+    for t, src, sp, dst, dp, ln, seq, ack, types, lengths, code in tshark(
             art, ["frame.time_epoch", "ip.src", "tcp.srcport", "ip.dst", "tcp.dstport", "tcp.len", "tcp.seq",
-                  "tcp.ack", "http2.type", "http2.length"], "tcp"):
+                  "tcp.ack", "http2.type", "http2.length", "http.response.code"], "tcp"):
         to, frm = f"{dst}:{dp}", f"{src}:{sp}"
-        if to in conn_of and 0 < int(ln) < MSS:
-            small[to].append(Small(float(t), int(seq) + int(ln), int(ln)))
+        if to in conn_of:
             data = [int(n) for n, ty in zip(lengths.split(","), types.split(",")) if ty == "0"] if types else []
-            p = posts[conn_of[to]]
-            if data and max(data) <= POLL_DATA_MIN and (j := bisect.bisect_right(p, float(t))):
-                post_wait.append(float(t) - p[j - 1])
+            if (data and max(data) > POLL_DATA_MIN) or (code and not types):
+                ends.append((float(t), to))
+            if 0 < int(ln) < MSS:
+                small[to].append(Small(float(t), int(seq) + int(ln), int(ln)))
+                p = posts[conn_of[to]]
+                if data and max(data) <= POLL_DATA_MIN and (j := bisect.bisect_right(p, float(t))):
+                    post_wait.append(float(t) - p[j - 1])
         elif frm in conn_of:
             acks[frm].append((float(t), int(ack)))
 
@@ -108,28 +112,18 @@ def trial(art: Path) -> None:
 
     held: list[tuple[float, Small | None, float, float, str]] = []  # hold, blocking segment, write, done, peer
     free: list[Small | None] = []
-    for t, dst, dp, types, lengths in tshark(art, ["frame.time_epoch", "ip.dst", "tcp.dstport", "http2.type",
-                                                   "http2.length"], "(http2.type == 0) || http.response"):
-        peer = f"{dst}:{dp}"
-        conn = conn_of.get(peer)
-        if conn is None or not writes[conn]:
-            continue
-        if types:
-            data = [int(n) for n, ty in zip(lengths.split(","), types.split(",")) if ty == "0"]
-            if max(data, default=0) <= POLL_DATA_MIN:
-                continue
-        w = writes[conn]
-        i = bisect.bisect_right(w, float(t))
-        if i == 0 or float(t) - w[i - 1] > 5:
+    for t, peer in ends:
+        w = writes[conn_of[peer]]
+        i = bisect.bisect_right(w, t)
+        if i == 0 or t - w[i - 1] > 5:
             continue  # an answer without relays (the room's start, its end)
-        write = w[i - 1]
-        first = write
+        write = first = w[i - 1]
         while i - 2 >= 0 and first - w[i - 2] <= ONE_ANSWER_S:
             i -= 1
             first = w[i - 1]
         b = blocking(peer, first)
-        if float(t) - write > HELD_S:
-            held.append((float(t) - write, b, first, float(t), peer))
+        if t - write > HELD_S:
+            held.append((t - write, b, first, t, peer))
         else:
             free.append(b)
 
@@ -153,6 +147,7 @@ def trial(art: Path) -> None:
               f"{med_ms([a - w for a, w, _ in back])} after the write, and the answer "
               f"completed {med_ms([done - a for a, _, done in back])} after that ACK (medians; {len(back)} of "
               f"{len(blocked)} ACKs found)")
+
 
 if __name__ == "__main__":
     if len(sys.argv) < 2:

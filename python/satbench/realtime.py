@@ -271,9 +271,9 @@ def clock_step_ms(results: Sequence[dict[str, Any]]) -> float:
     """The coarsest step of :data:`CLOCK_STEPS_MS` that every stamp the clients made (each message's
     sending and receiving, the start) is a whole multiple of: how coarse the clients' clock is; the
     finest with fewer than :data:`MIN_STAMPS` stamps."""
+    mine = {"down": "recv_ms", "up": "t_ms"}  # the client's own stamp of each message it received or sent
     stamps = [float(v) for r in results for v in (r.get("start_ms"), r.get("open_ms")) if v is not None]
-    stamps += [float(m[f]) for r in results for d in ("down", "up") for m in r.get(d) or []
-               for f in ("recv_ms", "t_ms") if m.get(f) is not None and (d == "up" or f == "recv_ms")]
+    stamps += [float(m[f]) for r in results for d, f in mine.items() for m in r.get(d) or [] if m.get(f) is not None]
     us = [round(v * 1000) for v in stamps]  # whole microseconds: exact in a float for any Unix time in ms
     if len(us) < MIN_STAMPS:  # too few to tell a coarse clock from chance: the finest step, the tightest bound
         return CLOCK_STEPS_MS[-1]
