@@ -1,9 +1,14 @@
 """A browser's load as the runner stores it: responses the browser finished
-without a Resource Timing entry are counted, not passed over."""
+without a Resource Timing entry are counted, not passed over; the settings
+every load shares are in the trial's environment."""
 
 from __future__ import annotations
 
+from satbench.endpoints import client_class
+from satbench.endpoints.base import Client
 from satbench.endpoints.browser import LoadResult, judge, outcome
+from satbench.experiment.runner import Lab, static_environment
+from satbench.model import ClientKind
 
 
 def resource(url: str, end_ms: float | None, failed: str | None = None, nbytes: int | None = 1000
@@ -33,3 +38,16 @@ def test_a_failed_request_is_named_in_the_reason() -> None:
           {"7.12": "https://s3.test/p/279.jpg", "7.13": "https://s3.test/p/280.jpg"})
     assert not r.valid
     assert r.invalid_reason == "2 requests failed; first: net::ERR_TIMED_OUT (https://s3.test/p/279.jpg)"
+
+
+def test_the_environment_records_each_clients_settings() -> None:
+    # A page-load trial in Firefox says whether its timers were coarsened: the profile's prefs are
+    # in env.client_settings, as Chromium's flags are; the loader has none to record.
+    def quiet(kind: ClientKind) -> type[Client]:
+        return type("Quiet", (client_class(kind),), {"version": classmethod(lambda cls: "test")})
+
+    env = static_environment(Lab(client=quiet), {ClientKind.FIREFOX, ClientKind.LOADER})
+    assert env["client_settings"]["firefox"]["prefs"]["privacy.reduceTimerPrecision"] is False
+    assert "loader" not in env["client_settings"] and "chromium" not in env["client_settings"]
+    env = static_environment(Lab(client=quiet), {ClientKind.CHROMIUM})
+    assert "--headless" in env["client_settings"]["chromium"]["flags"]

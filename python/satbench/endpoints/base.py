@@ -13,7 +13,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 from ..model import (
     DEFAULT_QUIC_STACK,
@@ -100,6 +100,13 @@ class Client(ABC):
     @classmethod
     def version(cls) -> str | None:
         """The client's version, for the trial's environment (None: no separate program)."""
+        return None
+
+    @classmethod
+    def settings(cls) -> dict[str, Any] | None:
+        """What every load of this client shares and its version does not say (a browser's
+        command-line flags, its profile's preferences), for the trial's environment; the settings
+        a trial's factors choose (its protocol, its connections) follow from the factors."""
         return None
 
     @abstractmethod

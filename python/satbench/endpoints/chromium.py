@@ -455,6 +455,10 @@ class Chromium(Client):
     def version(cls) -> str | None:
         return program_version(CHROMIUM)
 
+    @classmethod
+    def settings(cls) -> dict[str, Any]:
+        return {"flags": list(BASE_FLAGS)}
+
     def load(self, req: LoadRequest) -> ClientOutcome:
         art = req.artefacts
         opts = BrowseOptions(protocol=req.protocol.version.value, timeout_s=req.timeout_s, start_at=req.start_at,

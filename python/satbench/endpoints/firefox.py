@@ -335,6 +335,10 @@ class Firefox(Client):
     def version(cls) -> str | None:
         return program_version(FIREFOX)
 
+    @classmethod
+    def settings(cls) -> dict[str, Any]:
+        return {"prefs": dict(QUIET_PREFS)}
+
     def load(self, req: LoadRequest) -> ClientOutcome:
         art = req.artefacts
         frames = bool({"frames", "video"} & req.keep)

@@ -166,7 +166,9 @@ def static_environment(lab: Lab, kinds: set[ClientKind]) -> dict[str, Any]:
             "browser": lab.client(ClientKind.CHROMIUM).version() if browsers else None,
             "firefox": lab.client(ClientKind.FIREFOX).version() if browsers else None,
             "quiche": _lock_version("quiche"), "hyper": _lock_version("hyper"), "rustls": _lock_version("rustls"),
-            "cores": os.cpu_count(), "host": platform.node(), "binaries": _binaries()}
+            "cores": os.cpu_count(), "host": platform.node(), "binaries": _binaries(),
+            "client_settings": {k.value: s for k in sorted(kinds, key=lambda k: k.value)
+                                if (s := lab.client(k).settings()) is not None}}
 
 
 def _binaries() -> dict[str, Any]:
