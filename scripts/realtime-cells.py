@@ -3,7 +3,9 @@
 scenario, HTTP version and direction, one column per client (Chromium,
 Firefox, the loader's room) and Nagle setting. Each cell: the median of the
 valid trials' median one-way latencies in ms, [the range of those
-medians], (the median in RTTs), and the number of trials. QUIC has no Nagle:
+medians], (the median in RTTs), and the number of trials, as the report's
+real-time table's "trial medians" (satbench.workloads.realtime.trial_medians),
+here laid out one column per client and Nagle setting. QUIC has no Nagle:
 WebTransport's trials are in the "Nagle off" columns.
 
 Usage: .venv/bin/python scripts/realtime-cells.py DB EXPERIMENT
@@ -12,6 +14,7 @@ Usage: .venv/bin/python scripts/realtime-cells.py DB EXPERIMENT
 import sys
 
 from satbench import open_results
+from satbench.workloads.realtime import trial_medians
 
 NAMES = {"poll": "long polling", "sse": "SSE", "ws": "WebSocket", "wt": "WebTransport"}
 #: The directions a scenario's updates run in: the server's, the client's, both in a chat, member to member in a room.
@@ -19,12 +22,8 @@ DIRS = {"server": ("down",), "client": ("up",), "chat": ("down", "up"), "room": 
 
 
 def cell(g: object, direction: str) -> str:
-    ms = g[f"rt_latency_{direction}_median_ms"].dropna()  # type: ignore[index]
-    rtt = g[f"rt_latency_{direction}_median_rtt"].dropna()  # type: ignore[index]
-    if ms.empty:
-        return "-"
-    in_rtt = f" ({rtt.median():.2f})" if not rtt.empty else ""
-    return f"{ms.median():.0f} [{ms.min():.0f}-{ms.max():.0f}]{in_rtt} n={len(ms)}"
+    per = trial_medians(g, direction)
+    return "-" if per is None else str(per)
 
 
 def main(db: str, experiment: str) -> None:

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import pandas as pd
 import pytest
 
 from satbench import load_profile, realtime
 from satbench.link.spec import LinkSpec, resolve
 from satbench.realtime import RealtimeSpec, client_results, one_way_ms
+from satbench.workloads.realtime import trial_medians
 
 T0 = 1_795_000_000_000.0  # unix ms
 
@@ -230,3 +232,16 @@ def test_webtransport_is_one_session_over_http3(geo: dict[str, LinkSpec]) -> Non
     assert v.invalid is None and v.env is not None and v.env["webtransport"] == ["extended-connect"]
     assert "WebTransport should have opened one session" in str(judge(f, one, session * 2, geo).invalid)
     assert "over h2, not h3" in str(judge(f, one, [{**session[0], "proto": "h2"}], geo).invalid)
+
+
+def test_a_cells_trials_are_summarised_by_their_own_medians() -> None:
+    # The report's "trial medians" and scripts/realtime-cells.py: each trial one figure, so that two
+    # trials far apart show as a range, where pooled messages would hide them.
+    t = pd.DataFrame({"rt_latency_down_median_ms": [606.0, 1210.0, None],
+                      "rt_latency_down_median_rtt": [1.0, 2.0, None]})
+    per = trial_medians(t, "down")
+    assert per is not None and (per.median_ms, per.low_ms, per.high_ms, per.trials) == (908.0, 606.0, 1210.0, 2)
+    assert per.median_rtt == 1.5 and str(per) == "908 [606-1210] (1.50) n=2"
+    assert trial_medians(t, "up") is None  # no trial has the direction
+    no_rtt = trial_medians(t.drop(columns="rt_latency_down_median_rtt"), "down")
+    assert no_rtt is not None and no_rtt.median_rtt is None and str(no_rtt) == "908 [606-1210] n=2"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from .. import realtime
@@ -144,6 +144,36 @@ REALTIME_NAMES = {"poll": "long polling", "sse": "Server-Sent Events", "ws": "We
 DIRECTIONS = {"down": "server to client", "up": "client to server", "relay": "client to client (room)"}
 
 
+@dataclass(frozen=True)
+class TrialMedians:
+    """A cell's trials each as one figure, its median one-way latency in a direction: what the
+    pooled messages hide is how far the trials of a cell lie apart."""
+
+    median_ms: float
+    low_ms: float
+    high_ms: float
+    #: The median of the trials' medians in units of their path's base RTT (None: no RTT known).
+    median_rtt: float | None
+    trials: int
+
+    def __str__(self) -> str:
+        rtt = f" ({self.median_rtt:.2f})" if self.median_rtt is not None else ""
+        return f"{self.median_ms:.0f} [{self.low_ms:.0f}-{self.high_ms:.0f}]{rtt} n={self.trials}"
+
+
+def trial_medians(trials: Any, direction: str) -> TrialMedians | None:
+    """The trials' (a frame of valid trials' metrics) median one-way latencies in ``direction``
+    (``down``, ``up``, ``relay``): their median, range and count (None: no trial has one)."""
+    ms = trials[f"rt_latency_{direction}_median_ms"].dropna() if f"rt_latency_{direction}_median_ms" in trials \
+        else None
+    if ms is None or ms.empty:
+        return None
+    col = f"rt_latency_{direction}_median_rtt"
+    rtt = trials[col].dropna() if col in trials else None
+    return TrialMedians(float(ms.median()), float(ms.min()), float(ms.max()),
+                        float(rtt.median()) if rtt is not None and not rtt.empty else None, len(ms))
+
+
 def _section(r: Results, name: str, valid: Any, varied: list[str], figs: Figures) -> str:
     """Real-time trials: every message's one-way latency, pooled per
     combination of mechanism, scenario, Nagle and the other varied factors
@@ -170,19 +200,25 @@ def _section(r: Results, name: str, valid: Any, varied: list[str], figs: Figures
         cell = cell if isinstance(cell, tuple) else (cell,)
         lat, rtts = g["latency_ms"].tolist(), g["rtt"].dropna().tolist()
         t = rt.loc[rt["trial_id"].isin(g["trial_id"].unique())]
+        per = trial_medians(t, str(cell[-1]))
         rows.append([" ".join(f"{k}={v}" for k, v in zip(by, cell[:-1])), DIRECTIONS.get(str(cell[-1]), cell[-1]),
-                     t["trial_id"].nunique(), len(g), float(t["rt_setup_ms"].median()),
+                     t["trial_id"].nunique(), len(g),
+                     "-" if per is None else f"{per.median_ms:.0f} [{per.low_ms:.0f}-{per.high_ms:.0f}]",
+                     float(t["rt_setup_ms"].median()),
                      float(t["rt_first_update_ms"].median()),
                      statistics.median(lat), nearest_rank(lat, 0.95), max(lat),
                      *((statistics.median(rtts), nearest_rank(rtts, 0.95), max(rtts)) if rtts else ("-",) * 3)])
     out = ("<h3>Real-time web</h3><p class='note'>Every message's one-way latency (its receive stamp minus its "
            "send stamp on the host's one clock: for messages from the server, from when it was due; for a room's, "
            "from when their sender sent them), pooled over the trials of each combination and direction, in ms "
-           "and in units of the path's base RTT (95th percentiles by nearest rank); set-up is the client's time "
-           "to an open channel (an opened long-polling session, an event stream's response, a WebSocket's open; "
+           "and in units of the path's base RTT (95th percentiles by nearest rank); trial medians are each "
+           "trial's own median latency, their median and [range] across the combination's trials; set-up is the "
+           "client's time to an open channel (an opened long-polling session, an event stream's response, a "
+           "WebSocket's open; "
            "the median over a trial's clients), first update the time from then to the first message.</p>"
-           + table_html(rows, ["combination", "direction", "trials", "messages", "set-up (ms)", "first update (ms)",
-                           "median (ms)", "p95 (ms)", "max (ms)", "median (RTT)", "p95 (RTT)", "max (RTT)"]))
+           + table_html(rows, ["combination", "direction", "trials", "messages", "trial medians (ms)", "set-up (ms)",
+                           "first update (ms)", "median (ms)", "p95 (ms)", "max (ms)", "median (RTT)", "p95 (RTT)",
+                           "max (RTT)"]))
     scenarios = level_order(m["scenario"]) if "scenario" in m else ["all"]
     fig, axes = plt.subplots(1, len(scenarios), figsize=(4.8 * len(scenarios), 3.4), squeeze=False)
     for ax, sc in zip(axes[0], scenarios):
