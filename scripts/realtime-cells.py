@@ -3,9 +3,10 @@
 scenario, HTTP version and direction, one column per client (Chromium,
 Firefox, the loader's room) and Nagle setting. Each cell: the median of the
 valid trials' median one-way latencies in ms, [the range of those
-medians], (the median in RTTs), and the number of trials, as the report's
-real-time table's "trial medians" (satbench.workloads.realtime.trial_medians),
-here laid out one column per client and Nagle setting. QUIC has no Nagle:
+medians], (the median in RTTs), and the number of trials
+(satbench.workloads.realtime.trial_medians, whose ms part is the report's
+real-time "trial medians" column), laid out one column per client and
+Nagle setting. QUIC has no Nagle:
 WebTransport's trials are in the "Nagle off" columns.
 
 Usage: .venv/bin/python scripts/realtime-cells.py DB EXPERIMENT

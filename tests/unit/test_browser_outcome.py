@@ -4,9 +4,14 @@ every load shares are in the trial's environment."""
 
 from __future__ import annotations
 
+from typing import cast
+
+import pytest
+
 from satbench.endpoints import client_class
 from satbench.endpoints.base import Client
 from satbench.endpoints.browser import LoadResult, judge, outcome
+from satbench.experiment import runner
 from satbench.experiment.runner import Lab, static_environment
 from satbench.model import ClientKind
 
@@ -40,11 +45,14 @@ def test_a_failed_request_is_named_in_the_reason() -> None:
     assert r.invalid_reason == "2 requests failed; first: net::ERR_TIMED_OUT (https://s3.test/p/279.jpg)"
 
 
-def test_the_environment_records_each_clients_settings() -> None:
+def test_the_environment_records_each_clients_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     # A page-load trial in Firefox says whether its timers were coarsened: the profile's prefs are
     # in env.client_settings, as Chromium's flags are; the loader has none to record.
     def quiet(kind: ClientKind) -> type[Client]:
-        return type("Quiet", (client_class(kind),), {"version": classmethod(lambda cls: "test")})
+        return cast(type[Client], type("Quiet", (client_class(kind),), {"version": classmethod(lambda cls: "test")}))
+
+    monkeypatch.setattr(runner, "_binaries", dict)  # no hashing of release binaries, no git, in a unit test
+    monkeypatch.setattr(runner, "_git_commit", lambda: None)
 
     env = static_environment(Lab(client=quiet), {ClientKind.FIREFOX, ClientKind.LOADER})
     assert env["client_settings"]["firefox"]["prefs"]["privacy.reduceTimerPrecision"] is False

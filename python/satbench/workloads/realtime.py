@@ -17,6 +17,8 @@ from ..model import ClientKind, ClientOutcome, Protocol, TrialStatus
 from . import Problem, Table, Workload
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from ..endpoints.base import LoadRequest
     from ..experiment.trialspec import TrialSpec
     from ..link.spec import LinkSpec
@@ -156,12 +158,16 @@ class TrialMedians:
     median_rtt: float | None
     trials: int
 
+    def range_ms(self) -> str:
+        """The median and [range] in ms, as the report's table gives them."""
+        return f"{self.median_ms:.0f} [{self.low_ms:.0f}-{self.high_ms:.0f}]"
+
     def __str__(self) -> str:
         rtt = f" ({self.median_rtt:.2f})" if self.median_rtt is not None else ""
-        return f"{self.median_ms:.0f} [{self.low_ms:.0f}-{self.high_ms:.0f}]{rtt} n={self.trials}"
+        return f"{self.range_ms()}{rtt} n={self.trials}"
 
 
-def trial_medians(trials: Any, direction: str) -> TrialMedians | None:
+def trial_medians(trials: pd.DataFrame, direction: str) -> TrialMedians | None:
     """The trials' (a frame of valid trials' metrics) median one-way latencies in ``direction``
     (``down``, ``up``, ``relay``): their median, range and count (None: no trial has one)."""
     ms = trials[f"rt_latency_{direction}_median_ms"].dropna() if f"rt_latency_{direction}_median_ms" in trials \
@@ -203,7 +209,7 @@ def _section(r: Results, name: str, valid: Any, varied: list[str], figs: Figures
         per = trial_medians(t, str(cell[-1]))
         rows.append([" ".join(f"{k}={v}" for k, v in zip(by, cell[:-1])), DIRECTIONS.get(str(cell[-1]), cell[-1]),
                      t["trial_id"].nunique(), len(g),
-                     "-" if per is None else f"{per.median_ms:.0f} [{per.low_ms:.0f}-{per.high_ms:.0f}]",
+                     "-" if per is None else per.range_ms(),
                      float(t["rt_setup_ms"].median()),
                      float(t["rt_first_update_ms"].median()),
                      statistics.median(lat), nearest_rank(lat, 0.95), max(lat),
