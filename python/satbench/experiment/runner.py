@@ -167,8 +167,9 @@ def static_environment(lab: Lab, kinds: set[ClientKind]) -> dict[str, Any]:
             "firefox": lab.client(ClientKind.FIREFOX).version() if browsers else None,
             "quiche": _lock_version("quiche"), "hyper": _lock_version("hyper"), "rustls": _lock_version("rustls"),
             "cores": os.cpu_count(), "host": platform.node(), "binaries": _binaries(),
+            # The browsers' (their flags and prefs); the others' settings are their factors.
             "client_settings": {k.value: s for k in sorted(kinds, key=lambda k: k.value)
-                                if (s := lab.client(k).settings()) is not None}}
+                                if k.browser and (s := lab.client(k).settings()) is not None}}
 
 
 def _binaries() -> dict[str, Any]:
