@@ -170,14 +170,12 @@ class TrialMedians:
 def trial_medians(trials: pd.DataFrame, direction: str) -> TrialMedians | None:
     """The trials' (a frame of valid trials' metrics) median one-way latencies in ``direction``
     (``down``, ``up``, ``relay``): their median, range and count (None: no trial has one)."""
-    ms = trials[f"rt_latency_{direction}_median_ms"].dropna() if f"rt_latency_{direction}_median_ms" in trials \
-        else None
-    if ms is None or ms.empty:
+    col_ms, col_rtt = f"rt_latency_{direction}_median_ms", f"rt_latency_{direction}_median_rtt"
+    if col_ms not in trials or (ms := trials[col_ms].dropna()).empty:
         return None
-    col = f"rt_latency_{direction}_median_rtt"
-    rtt = trials[col].dropna() if col in trials else None
+    rtt = trials[col_rtt].dropna() if col_rtt in trials else ms.iloc[0:0]
     return TrialMedians(float(ms.median()), float(ms.min()), float(ms.max()),
-                        float(rtt.median()) if rtt is not None and not rtt.empty else None, len(ms))
+                        None if rtt.empty else float(rtt.median()), len(ms))
 
 
 def _section(r: Results, name: str, valid: Any, varied: list[str], figs: Figures) -> str:
@@ -220,8 +218,8 @@ def _section(r: Results, name: str, valid: Any, varied: list[str], figs: Figures
            "and in units of the path's base RTT (95th percentiles by nearest rank); trial medians are each "
            "trial's own median latency, their median and [range] across the combination's trials; set-up is the "
            "client's time to an open channel (an opened long-polling session, an event stream's response, a "
-           "WebSocket's open; "
-           "the median over a trial's clients), first update the time from then to the first message.</p>"
+           "WebSocket's open; the median over a trial's clients), first update the time from then to the first "
+           "message.</p>"
            + table_html(rows, ["combination", "direction", "trials", "messages", "trial medians (ms)", "set-up (ms)",
                            "first update (ms)", "median (ms)", "p95 (ms)", "max (ms)", "median (RTT)", "p95 (RTT)",
                            "max (RTT)"]))
