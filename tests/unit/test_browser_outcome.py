@@ -12,7 +12,7 @@ from satbench.endpoints import client_class
 from satbench.endpoints.base import Client
 from satbench.endpoints.browser import LoadResult, judge, outcome
 from satbench.experiment import runner
-from satbench.experiment.runner import Lab, static_environment
+from satbench.experiment.runner import Lab, static_environment, trial_environment
 from satbench.model import ClientKind
 
 
@@ -59,3 +59,7 @@ def test_the_environment_records_each_clients_settings(monkeypatch: pytest.Monke
     assert "loader" not in env["client_settings"] and "chromium" not in env["client_settings"]
     env = static_environment(Lab(client=quiet), {ClientKind.CHROMIUM})
     assert "--headless" in env["client_settings"]["chromium"]["flags"]
+    # Each trial keeps only its own clients' settings: a loader trial of a mixed sweep has none.
+    env = static_environment(Lab(client=quiet), {ClientKind.CHROMIUM, ClientKind.LOADER})
+    assert trial_environment(env, [ClientKind.LOADER])["client_settings"] == {}
+    assert list(trial_environment(env, [ClientKind.CHROMIUM])["client_settings"]) == ["chromium"]

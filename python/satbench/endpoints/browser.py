@@ -90,7 +90,8 @@ class BrowseOptions:
     #: Navigate at this unix time, not before.
     start_at: float | None = None
     #: A population's barrier (see LoadRequest.release): called once the
-    #: browser is ready; navigate at the instant it returns.
+    #: browser is ready; navigate at the instant it returns (Chromium arms a
+    #: timer in its page for it; Firefox is asked at the instant).
     release: Callable[[], float] | None = None
     #: Other hosts the page loads from (a sharded page's), besides the URL's:
     #: HTTP/3 is forced on each of them too.

@@ -86,6 +86,13 @@ def _flags(opts: BrowseOptions, url: str) -> list[str]:
 
 _STARTING = threading.Lock()
 
+#: A population's release (experiment/population.py): the blank page navigates itself to the URL at
+#: a unix time (ms), a timer in the renderer, so that no driver round trip lies between the common
+#: instant and each browser's navigation start (performance.timeOrigin). A renderer-initiated
+#: navigation from about:blank, where a single load goes through the driver (page.goto).
+_NAVIGATE_AT = """([u, t]) => { const go = () => { location.href = u; }; const d = t - Date.now();
+  if (d > 0) setTimeout(go, d); else go(); }"""
+
 
 def _children() -> set[int]:
     """This process's children (of every thread)."""
@@ -199,17 +206,24 @@ class Browser:
                     start_frames()
                 page.add_init_script(_OBSERVER)
 
-                def visit() -> tuple[str | None, dict[str, Any]]:
+                def visit(at: float | None = None) -> tuple[str | None, dict[str, Any]]:
                     try:
-                        page.goto(url, wait_until="load", timeout=opts.timeout_s * 1000)
+                        if at is None:
+                            page.goto(url, wait_until="load", timeout=opts.timeout_s * 1000)
+                        else:
+                            with page.expect_navigation(wait_until="load", timeout=opts.timeout_s * 1000):
+                                page.evaluate(_NAVIGATE_AT, [url, at * 1000])
                     except PlaywrightError as e:
                         if "has been closed" in str(e) or not browser.is_connected():
                             raise  # the browser died: the harness failed, not the path
                         return str(e).splitlines()[0], {}
                     return None, settle(lambda: page.evaluate(_COLLECT), opts, lambda: page.wait_for_timeout(50))
 
-                opts.start()
-                error, data = visit()
+                if opts.release is not None:  # a population's: the page navigates itself at the instant
+                    error, data = visit(opts.release())
+                else:
+                    opts.start()
+                    error, data = visit()
                 version = browser.version
                 first: LoadResult | None = None
                 if opts.repeat_view:

@@ -7,7 +7,11 @@ and HTTP/3 clients of any kind loading the same page at the same instant.
 Each client runs on its own client host behind the same terminal
 (``hosts = "shared"`` puts them all on one). Every client prepares (a
 browser launches, a loader starts) and then waits for one barrier: a wall
-clock instant shared by every namespace. What each really started at is
+clock instant shared by every namespace. Chromium is told the instant a
+second ahead and navigates itself at it, from a timer in its blank page:
+asked through its driver at the instant, four browsers on two cores started
+up to hundreds of ms apart (the driver's round trip on a busy machine); so
+released, 2 to 37 ms (docs/benchmarks.md, "Browsers at once"). What each really started at is
 measured (a page's ``performance.timeOrigin``, the loader's own clock), and
 the **start skew** is the last start minus the first. A trial is valid only
 if every client's load is valid, the skew is within its target (5 ms for
@@ -45,6 +49,9 @@ READY_TIMEOUT_S = 120.0
 #: From the last client ready to the common start: a base, and per loader client (its process starts then).
 RELEASE_LEAD_S = 0.1
 RELEASE_LEAD_PER_LOADER_S = 0.03
+#: The base with browsers: each is told the instant and arms a timer in its blank page, one call
+#: through its driver each (tens to hundreds of ms apiece on a busy machine), all before the instant.
+RELEASE_LEAD_BROWSERS_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -146,7 +153,7 @@ def run(population: list[Group], request: LoadRequest, hosts: list[Any], client:
     loaders = sum(g.n for g in population if not g.kind.browser)
     # One barrier: each client waits at it when ready (a browser launched, a loader about to start);
     # the last to arrive sets the instant, a lead ahead (a loader process must start by then).
-    lead_s = RELEASE_LEAD_S + (RELEASE_LEAD_PER_LOADER_S * loaders)
+    lead_s = (RELEASE_LEAD_BROWSERS_S if browsers else RELEASE_LEAD_S) + (RELEASE_LEAD_PER_LOADER_S * loaders)
     instant: list[float] = []
     barrier = threading.Barrier(n, action=lambda: instant.append(time.time() + lead_s))
 

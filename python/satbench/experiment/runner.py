@@ -172,6 +172,14 @@ def static_environment(lab: Lab, kinds: set[ClientKind]) -> dict[str, Any]:
                                 if k.browser and (s := lab.client(k).settings()) is not None}}
 
 
+def trial_environment(shared: dict[str, Any], kinds: list[ClientKind]) -> dict[str, Any]:
+    """A trial's share of the sweep's environment: the settings of the clients that load in it
+    only (a loader trial of a sweep that also runs Chromium carries no Chromium flags)."""
+    settings = shared.get("client_settings") or {}
+    mine = {k.value for k in kinds}
+    return {**shared, "client_settings": {k: v for k, v in settings.items() if k in mine}}
+
+
 def _binaries() -> dict[str, Any]:
     """The binaries the trials run, where each is and its sha256 (a SATBENCH_*_BIN path, or the
     workspace's build, which the commit alone may not say: a tree built and then changed)."""
@@ -377,7 +385,8 @@ class Runner:
         rec.link_counters = None if tb.link_counters is None else tb.link_counters.raw
 
     def _record(self, t: Trial, seq: int, seed: int, clock: _Clock, art: Path) -> TrialRecord:
-        env = {**self.env, "loadavg": os.getloadavg(), "emulator_seed": seed, "order_seed": self.order_seed}
+        env = {**trial_environment(self.env, t.spec.kinds), "loadavg": os.getloadavg(), "emulator_seed": seed,
+               "order_seed": self.order_seed}
         return TrialRecord(key=t.key, rep=t.rep, seq=seq, factors=t.factors, scenarios=t.scenarios,
                            status=TrialStatus.FAILED, reason=None, started=clock.started, duration_s=0.0,
                            overhead_s=None, seed=seed, env=env, links=t.links, artefacts=str(art))
