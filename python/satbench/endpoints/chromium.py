@@ -90,8 +90,8 @@ _STARTING = threading.Lock()
 #: a unix time (ms), a timer in the renderer, so that no driver round trip lies between the common
 #: instant and each browser's navigation start (performance.timeOrigin). A renderer-initiated
 #: navigation from about:blank, where a single load goes through the driver (page.goto).
-_NAVIGATE_AT = """([u, t]) => { const go = () => { location.href = u; }; const d = t - Date.now();
-  if (d > 0) setTimeout(go, d); else go(); }"""
+#: Always from a timer, even when late: the evaluate call returns before its page goes away.
+_NAVIGATE_AT = """([u, t]) => { setTimeout(() => { location.href = u; }, Math.max(0, t - Date.now())); }"""
 
 
 def _children() -> set[int]:
