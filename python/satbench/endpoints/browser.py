@@ -91,7 +91,7 @@ class BrowseOptions:
     start_at: float | None = None
     #: A population's barrier (see LoadRequest.release): called once the
     #: browser is ready; navigate at the instant it returns (Chromium arms a
-    #: timer in its page for it; Firefox is asked at the instant).
+    #: timer in its page for it; Firefox is asked at the instant: ``start``).
     release: Callable[[], float] | None = None
     #: Other hosts the page loads from (a sharded page's), besides the URL's:
     #: HTTP/3 is forced on each of them too.
@@ -109,9 +109,14 @@ class BrowseOptions:
     repeat_view: bool = False
     cold_cache: bool = False
 
+    def instant(self) -> float | None:
+        """The moment to navigate (unix time): the population's, once its barrier releases, or the fixed
+        one; None: now."""
+        return self.release() if self.release is not None else self.start_at
+
     def start(self) -> None:
-        """Wait for the moment to navigate: the population's, or the fixed one."""
-        wait_until(self.release() if self.release is not None else self.start_at)
+        """Wait for the moment to navigate."""
+        wait_until(self.instant())
 
     def validate(self) -> None:
         if self.protocol not in choices(Protocol):

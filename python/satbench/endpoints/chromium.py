@@ -86,10 +86,11 @@ def _flags(opts: BrowseOptions, url: str) -> list[str]:
 
 _STARTING = threading.Lock()
 
-#: A population's release (experiment/population.py): the blank page navigates itself to the URL at
-#: a unix time (ms), a timer in the renderer, so that no driver round trip lies between the common
-#: instant and each browser's navigation start (performance.timeOrigin). A renderer-initiated
-#: navigation from about:blank, where a single load goes through the driver (page.goto).
+#: A load with an instant (a population's release, experiment/population.py): the blank page
+#: navigates itself to the URL at a unix time (ms), a timer in the renderer, so that no driver round
+#: trip lies between the common instant and each browser's navigation start (performance.timeOrigin).
+#: A renderer-initiated navigation from about:blank; a load with no instant goes through the driver
+#: (page.goto).
 #: Always from a timer, even when late: the evaluate call returns before its page goes away.
 _NAVIGATE_AT = """([u, t]) => { setTimeout(() => { location.href = u; }, Math.max(0, t - Date.now())); }"""
 
@@ -206,7 +207,7 @@ class Browser:
                     start_frames()
                 page.add_init_script(_OBSERVER)
 
-                def visit(at: float | None = None) -> tuple[str | None, dict[str, Any]]:
+                def visit(at: float | None) -> tuple[str | None, dict[str, Any]]:
                     try:
                         if at is None:
                             page.goto(url, wait_until="load", timeout=opts.timeout_s * 1000)
@@ -219,11 +220,7 @@ class Browser:
                         return str(e).splitlines()[0], {}
                     return None, settle(lambda: page.evaluate(_COLLECT), opts, lambda: page.wait_for_timeout(50))
 
-                if opts.release is not None:  # a population's: the page navigates itself at the instant
-                    error, data = visit(opts.release())
-                else:
-                    opts.start()
-                    error, data = visit()
+                error, data = visit(opts.instant())  # a population's instant: the page navigates itself then
                 version = browser.version
                 first: LoadResult | None = None
                 if opts.repeat_view:
@@ -245,7 +242,7 @@ class Browser:
                     failed.clear()
                     sent.clear()
                     t0 = time.monotonic()
-                    error, data = visit()
+                    error, data = visit(None)
                 if opts.frames:
                     page.wait_for_timeout(FRAMES_TAIL_MS)  # the last frames are still on their way
                     cdp.send("Page.stopScreencast")

@@ -10,9 +10,8 @@ browser launches, a loader starts) and then waits for one barrier: a wall
 clock instant shared by every namespace. Chromium is told the instant a
 second ahead and navigates itself at it, from a timer in its blank page:
 asked through its driver at the instant, four browsers on two cores started
-up to 336 ms apart (the driver's round trip on a busy machine), a third of
-them over 50 ms; so released, a median 14-21 ms and 3.5 % over 50 ms
-(docs/benchmarks.md, "Browsers at once"). What each really started at is
+as far apart as the driver's round trip on a busy machine (before and
+after: docs/benchmarks.md, "Browsers at once"). What each really started at is
 measured (a page's ``performance.timeOrigin``, the loader's own clock), and
 the **start skew** is the last start minus the first. A trial is valid only
 if every client's load is valid, the skew is within its target (5 ms for
