@@ -41,11 +41,13 @@ def _probe_during_bulk(tb: Testbed, ecn: bool = False) -> list[float]:
         tb.client.run(["sysctl", "-q", "-w", "net.ipv4.tcp_ecn=1"], check=True)
     result: dict = {}
     t = threading.Thread(target=lambda: result.setdefault(
-        "bulk", measure.bulk(tb.client, tb.server, seconds=8, cc="cubic")))
+        "bulk", measure.bulk(tb.client, tb.server, seconds=7, cc="cubic")))
     t.start()
     try:
         threading.Event().wait(3.0)  # the buffer fills in the download's first seconds
-        r = measure.probe(tb.client, tb.server, count=60, interval_ms=50, size=64)
+        # Probes from 3 to 6 s, and their last echoes waited for 600 ms (a round trip is 240 ms at most
+        # here); a lost one is not waited for longer.
+        r = measure.probe(tb.client, tb.server, count=60, interval_ms=50, size=64, wait_ms=600)
     finally:
         t.join()
     assert result["bulk"].goodput_bps(skip_s=2) > 5e6

@@ -123,7 +123,8 @@ def test_every_path_element_server_lookup_and_terminal_carries_ipv6(tmp_path: Pa
 
 
 def test_the_vpn_tunnel_carries_ipv6(tmp_path: Path) -> None:
-    # ip = v6 and dual through the WireGuard tunnel over GEO: the clients' IPv6 goes into the tunnel
+    # ip = v6 and dual through the WireGuard tunnel (over the LAN profile: the tunnel over GEO is
+    # test_tunnel's): the clients' IPv6 goes into the tunnel
     # (its ends have IPv6 addresses too, a ULA), the endpoint forwards it with its own IPv6 address,
     # and on the satellite there is only the tunnel's UDP over IPv4. With v6 every connection the
     # server sees is IPv6 from the endpoint. With dual the clients choose: glibc's address selection
@@ -131,7 +132,7 @@ def test_the_vpn_tunnel_carries_ipv6(tmp_path: Path) -> None:
     # so the loader goes over IPv4; whatever each chose is counted.
     exp = tmp_path / "vpn6.toml"
     exp.write_text('[experiment]\nname = "vpn6"\nseed = 1\ntimeout_s = 90\norder = "sequential"\n'
-                   'artefacts = ["server"]\n[factors]\nlink = "geo"\npage = "uniform-100k"\ntunnel = "wireguard"\n'
+                   'artefacts = ["server"]\n[factors]\nlink = "lan"\npage = "uniform-100k"\ntunnel = "wireguard"\n'
                    'ip = ["v6", "dual"]\n[[scenario]]\nname = "loader"\nclient = "loader"\nprotocol = "h2"\n'
                    '[[scenario]]\nname = "chromium"\nclient = "chromium"\nprotocol = "h3"\n')
     db = tmp_path / "vpn6.sqlite"

@@ -41,6 +41,7 @@ name = "sndbuf"
 protocol = "h2"
 cc = "cubic"
 "server.sndbuf" = 65536
+page = "bulk:1M"  # 64 KB a round trip: 3 MB would take 48 of GEO's round trips, this 16
 """
 
 

@@ -1,7 +1,9 @@
 """An HTTP proxy at the gateway (``proxy = "nginx"``): clients speak HTTP/2
 (or HTTP/1.1) to it over the satellite while the origin sees only HTTP/1.1
 requests from it (its access log proves it); QUIC passes untouched; the
-proxy's log counts every request; impossible combinations are refused."""
+proxy's log counts every request; impossible combinations are refused. The
+studies run over the LAN profile: what they assert is who spoke what to whom,
+which the link's delay does not change (the gateway is the same namespace)."""
 
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ from ..helpers import SATBENCH, run_cli, satbench_leftovers
 def test_clients_speak_h2_to_the_proxy_and_the_origin_sees_http11(tmp_path: Path) -> None:
     exp = tmp_path / "p.toml"
     exp.write_text('[experiment]\nname = "p"\nseed = 1\ntimeout_s = 90\norder = "sequential"\n'
-                   'artefacts = ["server"]\n[factors]\nlink = "geo"\nprotocol = ["h2", "h3"]\n'
+                   'artefacts = ["server"]\n[factors]\nlink = "lan"\nprotocol = ["h2", "h3"]\n'
                    'page = "uniform-500k"\nclient = "loader"\nproxy = "nginx"\n')
     db = tmp_path / "p.sqlite"
     p = run_cli("run", str(exp), "--db", str(db), timeout=400)
@@ -60,7 +62,7 @@ def test_clients_speak_h2_to_the_proxy_and_the_origin_sees_http11(tmp_path: Path
 def test_chromium_gets_h2_from_the_proxy(tmp_path: Path) -> None:
     exp = tmp_path / "b.toml"
     exp.write_text('[experiment]\nname = "b"\nseed = 1\ntimeout_s = 90\nartefacts = ["server"]\n[factors]\n'
-                   'link = "geo"\nprotocol = "h2"\npage = "uniform-500k"\nclient = "chromium"\nproxy = "nginx"\n')
+                   'link = "lan"\nprotocol = "h2"\npage = "uniform-500k"\nclient = "chromium"\nproxy = "nginx"\n')
     db = tmp_path / "b.sqlite"
     p = run_cli("run", str(exp), "--db", str(db), timeout=400)
     assert p.returncode == 0, p.stdout + p.stderr
@@ -83,7 +85,7 @@ def test_chromium_gets_h2_from_the_proxy(tmp_path: Path) -> None:
 def test_a_warm_cache_answers_every_request(tmp_path: Path) -> None:
     exp = tmp_path / "c.toml"
     exp.write_text('[experiment]\nname = "c"\nseed = 1\ntimeout_s = 90\norder = "sequential"\n'
-                   'artefacts = ["server"]\n[factors]\nlink = "geo"\nprotocol = "h2"\npage = "uniform-500k"\n'
+                   'artefacts = ["server"]\n[factors]\nlink = "lan"\nprotocol = "h2"\npage = "uniform-500k"\n'
                    'client = "loader"\nproxy = [{ kind = "nginx", cache = "cold" }, { kind = "gateway", cache = "warm" }]\n')
     db = tmp_path / "c.sqlite"
     p = run_cli("run", str(exp), "--db", str(db), timeout=400)
@@ -114,7 +116,7 @@ def test_nghttpx_fetches_over_h2_or_h1_from_every_shards_origin(tmp_path: Path) 
     protocol the trial set: HTTP/2 on one connection per origin, or HTTP/1.1."""
     exp = tmp_path / "n.toml"
     exp.write_text('[experiment]\nname = "n"\nseed = 1\ntimeout_s = 90\norder = "sequential"\n'
-                   'artefacts = ["server"]\n[factors]\nlink = "geo"\nprotocol = "h2"\npage = "flags"\n'
+                   'artefacts = ["server"]\n[factors]\nlink = "lan"\nprotocol = "h2"\npage = "flags"\n'
                    'client = "loader"\nshards = 2\n'
                    'proxy = [{ kind = "nghttpx", upstream = "h2" }, { kind = "nghttpx", upstream = "h1" }]\n')
     db = tmp_path / "n.sqlite"

@@ -13,20 +13,21 @@ from pathlib import Path
 import pytest
 
 from satbench.results.report import write_report
-from tests.e2e.test_quic_stacks import trials
+from tests.e2e.test_quic_stacks import assert_within_bounds, trials
 from tests.helpers import run_cli
 
 
 def test_chromium_frames_give_the_visual_metrics_over_geo(tmp_path: Path) -> None:
     exp = tmp_path / "visual.toml"
-    exp.write_text('[experiment]\nname = "visual"\nseed = 2\nrepetitions = 2\ntimeout_s = 90\n'
+    exp.write_text('[experiment]\nname = "visual"\nseed = 2\ntimeout_s = 90\n'
                    'artefacts = ["frames"]\n[factors]\nlink = "geo"\nprotocol = "h2"\npage = "uniform-500k"\n'
                    'client = "chromium"\n')
     db = tmp_path / "db.sqlite"
     p = run_cli("run", str(exp), "--db", str(db), timeout=600)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     ts = trials(db)
-    assert len(ts) == 2 and all(t["status"] == "valid" for t in ts), [t["reason"] for t in ts]
+    assert len(ts) == 1 and all(t["status"] == "valid" for t in ts), [t["reason"] for t in ts]
+    assert_within_bounds(ts)  # the multi-object page over HTTP/2 in Chromium: test_bound's other versions
     for t in ts:
         m = t["m"]
         # The HTML cannot be painted before the handshake and its request: 3 round trips of 530 ms.
@@ -40,13 +41,13 @@ def test_chromium_frames_give_the_visual_metrics_over_geo(tmp_path: Path) -> Non
         assert m["visual_frames"] >= 4, m
         assert t["env"]["client"]["visual"]["source"].startswith("chromium devtools screencast")
     films = sorted((tmp_path / "artefacts").rglob("frames/ms_*.jpg"))
-    assert len({f.parent for f in films}) == 2 and len(films) >= 8, films
+    assert len({f.parent for f in films}) == 1 and len(films) >= 4, films
     # Every object names the connection that carried it (HTTP/2: one).
     con = sqlite3.connect(db)
     conns = con.execute("SELECT trial_id, count(DISTINCT connection), sum(connection IS NULL) FROM objects "
                         "WHERE url LIKE 'https://server.test/%' GROUP BY trial_id").fetchall()
     con.close()
-    assert [(n, missing) for _, n, missing in conns] == [(1, 0), (1, 0)], conns
+    assert [(n, missing) for _, n, missing in conns] == [(1, 0)], conns
     # The report shows the median trial's filmstrip and waterfall.
     page = write_report(db, tmp_path / "report").read_text()
     assert "<h3>Filmstrips</h3>" in page and page.count("data:image/jpeg;base64,") >= 3
@@ -68,14 +69,14 @@ def test_content_at_known_times_gives_known_visual_metrics(tmp_path: Path, brows
     # stamps are within a frame before and 50 ms after the nominal times (a loaded host delays the
     # page's timers).
     exp = tmp_path / "known.toml"
-    exp.write_text('[experiment]\nname = "known"\nseed = 1\nrepetitions = 2\ntimeout_s = 60\n'
+    exp.write_text('[experiment]\nname = "known"\nseed = 1\ntimeout_s = 60\n'
                    'artefacts = ["frames"]\n[factors]\nlink = "lan"\nprotocol = "h2"\npage = "visual"\n'
                    f'client = "{browser}"\n')
     db = tmp_path / "db.sqlite"
     p = run_cli("run", str(exp), "--db", str(db), timeout=300)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     ts = trials(db)
-    assert len(ts) == 2 and all(t["status"] == "valid" for t in ts), [t["reason"] for t in ts]
+    assert len(ts) == 1 and all(t["status"] == "valid" for t in ts), [t["reason"] for t in ts]
     con = sqlite3.connect(db)  # the client's own report (the page's result in it) is the trial's client.json
     raws = [json.loads((Path(a) / "client.json").read_text()) for (a,) in
             con.execute("SELECT artefacts FROM trials ORDER BY id")]
