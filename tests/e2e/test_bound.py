@@ -15,7 +15,7 @@ CLIENTS = ("chromium", "firefox", "loader")
 def test_the_bound_is_tight_where_a_page_is_its_round_trips_and_never_beaten(tmp_path: Path) -> None:
     # An HTML and one 10 KB image fit in the server's first window: the load is the handshake,
     # the HTML's round trip and the image's, over GEO. The fastest of two trials of each browser
-    # (the loader's one: it has no start-up of its own to vary) and protocol is within 15 % of its
+    # (one trial of the loader, to save time) and protocol is within 15 % of its
     # bound; no trial of any page (a multi-object page in Chromium over HTTP/1.1 and HTTP/3, over
     # HTTP/2 in test_visual; one connection in Firefox) is below its bound.
     exp = tmp_path / "tight.toml"
