@@ -127,3 +127,69 @@ def trial(**factors: object) -> TrialSpec:
     from satbench.experiment.trialspec import TrialSpec  # noqa: PLC0415 - tests that need no trial skip the import
 
     return TrialSpec.of({"link": "geo", "protocol": "h2", "page": "blank", **factors})
+
+
+def listening_sockets() -> set[tuple[str, str, int]]:
+    """The host namespace's listening sockets, as (kind, address, port), from /proc/net: TCP in
+    LISTEN, and UDP bound with no peer."""
+    import ipaddress  # noqa: PLC0415
+
+    out: set[tuple[str, str, int]] = set()
+    for kind, state in (("tcp", "0A"), ("tcp6", "0A"), ("udp", "07"), ("udp6", "07")):
+        try:
+            lines = Path("/proc/net", kind).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            f = line.split()
+            local, remote, st = f[1], f[2], f[3]
+            if st != state or (kind.startswith("udp") and int(remote.split(":")[1], 16) != 0):
+                continue
+            hexaddr, hexport = local.split(":")
+            raw = bytes.fromhex(hexaddr)
+            # Each 32-bit word is in the host's (little-endian) order.
+            raw = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
+            out.add((kind, str(ipaddress.ip_address(raw)), int(hexport, 16)))
+    return out
+
+
+def on_loopback(address: str) -> bool:
+    import ipaddress  # noqa: PLC0415
+
+    ip = ipaddress.ip_address(address)
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return ip.is_loopback
+
+
+class ListenerWatch:
+    """Samples the host namespace's listening sockets every ``every_s`` in a thread, from entering
+    to leaving: :attr:`new` is every listener seen that was not there before, :attr:`outside`
+    those of them not on loopback."""
+
+    def __init__(self, every_s: float = 0.1):
+        import threading  # noqa: PLC0415
+
+        self.every_s = every_s
+        self.before = listening_sockets()
+        self.new: set[tuple[str, str, int]] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self.new |= listening_sockets() - self.before
+            self._stop.wait(self.every_s)
+
+    @property
+    def outside(self) -> list[tuple[str, str, int]]:
+        return sorted(s for s in self.new if not on_loopback(s[1]))
+
+    def __enter__(self) -> ListenerWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.new |= listening_sockets() - self.before

@@ -547,16 +547,44 @@ def _timing(a: argparse.Namespace, _: list[str]) -> int:
 
 
 def _ca_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--nss-home", metavar="DIR", help="also make DIR/.pki/nssdb trust the CA (a browser HOME)")
+    p.add_argument("--nss-home", metavar="DIR", help="also make DIR/.pki/nssdb trust the CA (a browser HOME for "
+                                                     "tests only: a browser using it trusts every site this CA "
+                                                     "signs)")
+    p.add_argument("--renew", action="store_true", help="replace the CA and its certificates with new ones")
+    p.add_argument("--cluster", metavar="DIR", help="instead: make a Dask cluster's own CA and its scheduler, "
+                                                    "worker and client certificates in DIR (docs/security.md)")
+    p.add_argument("--days", type=ranged(1, 3650), default=365, help="--cluster: how long they are valid "
+                                                                     "(default 365)")
 
 
 def _ca(a: argparse.Namespace, _: list[str]) -> int:
-    c = ca.ensure()
+    if a.cluster:
+        from .experiment import cluster_tls  # noqa: PLC0415 - one command's module
+
+        if a.nss_home or a.renew:
+            raise InputError("ca --cluster: not with --nss-home or --renew")
+        d = Path(a.cluster)
+        if d.exists() and (not d.is_dir() or any(d.iterdir())):
+            raise InputError(f"ca --cluster: {d} exists and is not an empty folder")
+        tls = cluster_tls.make(d, days=a.days, keep_ca_key=True)
+        print(f"cluster CA:          {tls.ca}\nCA key (0600):       {d / 'ca.key'} (keep it off the workers)")
+        for role in cluster_tls.ROLES:
+            print(f"{role + ':':<21}{tls.cert(role)}, key {tls.key(role)} (0600)")
+        print("Dask's configuration for them (docs/security.md says which machine needs which):")
+        for k, v in tls.config().items():
+            print(f"  {k}: {v}")
+        return 0
+    c = ca.renew() if a.renew else ca.ensure()
     print(f"CA certificate:      {c.cert}\nCA key (0600):       {c.key}\n"
           f"server certificate:  {c.server_cert}\nserver key (0600):   {c.server_key}")
+    if a.renew:
+        print("renewed: browser HOMEs made with --nss-home trust the old CA; make them again")
     if a.nss_home:
         home = ca.nss_home(Path(a.nss_home), c)
         print(f"NSS database trusting the CA: {home / '.pki' / 'nssdb'} (use HOME={home} for the browser)")
+        print(f"satbench: warning: a browser using HOME={home} accepts any certificate this CA signs, for any "
+              f"site; its key is {c.key}. Use that HOME for tests only"
+              + ca.home_of_user_note(home), file=sys.stderr)
     return 0
 
 
@@ -748,6 +776,8 @@ def _executor(a: argparse.Namespace, exp: experiment_spec.Experiment) -> Any:
     logging.getLogger("distributed").setLevel(logging.ERROR)  # the coordinator says what matters itself
     if scheduler is not None:
         distributed.check_scheduler_address(scheduler)
+        if scheduler.startswith("tcp://"):
+            print(f"satbench: warning: {distributed.PLAIN_TCP_RISK}", file=sys.stderr)
     cores = distributed.split_cores(parallel) if parallel is not None else None
     if parallel is not None and parallel > 1:
         # N testbeds on this machine: refused where they would not measure as one at a time does.
@@ -852,9 +882,27 @@ def _worker(a: argparse.Namespace, _: list[str]) -> int:
     from .experiment import distributed, worker  # noqa: PLC0415 - Dask loads only for a cluster
 
     cores = distributed.parse_cores(a.cores) if a.cores else None
+    if a.scheduler.startswith("tcp://"):
+        print(f"satbench: warning: {distributed.PLAIN_TCP_RISK}", file=sys.stderr)
     worker.serve_worker(a.scheduler, testbeds=a.testbeds, name=a.name, cores=cores,
                         directory=Path(a.dir) if a.dir else None,
                         on_ready=lambda line: print(line, file=sys.stderr, flush=True))
+    return 0
+
+
+def _scheduler_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--listen", required=True, metavar="ADDRESS",
+                   help="where: tls://HOST:PORT (Dask's TLS configuration gives the certificates: satbench ca "
+                        "--cluster), or tcp://127.0.0.1:PORT")
+
+
+def _scheduler(a: argparse.Namespace, _: list[str]) -> int:
+    from .experiment import distributed  # noqa: PLC0415 - Dask loads only for a cluster
+    from .experiment.scheduler import serve_scheduler  # noqa: PLC0415
+
+    if a.listen.startswith("tcp://"):
+        print(f"satbench: warning: {distributed.PLAIN_TCP_RISK}", file=sys.stderr)
+    serve_scheduler(a.listen, on_ready=lambda line: print(line, file=sys.stderr, flush=True))
     return 0
 
 
@@ -958,6 +1006,8 @@ COMMANDS: tuple[Command, ...] = (
             _validate_args, _validate),
     Command("worker", "serve testbeds to a Dask scheduler: run the trials a 'satbench run --scheduler' sends",
             _worker_args, _worker),
+    Command("scheduler", "a Dask scheduler for satbench workers: mutual TLS, or plain TCP on loopback",
+            _scheduler_args, _scheduler),
     Command("report", "write an HTML report (with SVG figures and statistics) of a results database", _report_args,
             _report),
     Command("export", "export a results database as CSV or Parquet", _export_args, _export),

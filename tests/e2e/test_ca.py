@@ -51,6 +51,7 @@ def test_cli_shows_paths(tmp_path: Path) -> None:
     p = run_cli("ca", "--nss-home", str(tmp_path / "home"), env=env)
     assert p.returncode == 0, p.stderr
     assert str(tmp_path / "ca" / "ca.key") in p.stdout
+    assert "warning" in p.stderr and "accepts any certificate this CA signs" in p.stderr
     listed = subprocess.run(["certutil", "-L", "-d", f"sql:{tmp_path / 'home' / '.pki' / 'nssdb'}"],
                             capture_output=True, text=True).stdout
     assert "satbench test CA" in listed
@@ -93,3 +94,35 @@ def test_tls_through_the_link_is_trusted_by_curl_and_chromium(the_ca: ca.CA, tmp
         finally:
             srv.kill()
             srv.wait()
+
+
+def test_renew_replaces_the_ca_and_what_it_signed_and_keys_stay_private(tmp_path: Path) -> None:
+    env = {**os.environ, "SATBENCH_CA_DIR": str(tmp_path / "ca")}
+    old = ca.ensure(tmp_path / "ca")
+    before = old.cert.read_bytes()
+    site_cert, site_key = ca.issue(["www.example.org"], old)
+    os.chmod(old.key, 0o644)  # loosened by hand: the next use tightens it
+    os.chmod(old.dir, 0o755)
+    ca.ensure(old.dir)
+    assert stat.S_IMODE(old.key.stat().st_mode) == 0o600 and stat.S_IMODE(old.dir.stat().st_mode) == 0o700
+    p = run_cli("ca", "--renew", env=env)
+    assert p.returncode == 0, p.stderr
+    assert "renewed" in p.stdout
+    assert old.cert.read_bytes() != before and not site_cert.exists() and not site_key.exists()
+    v = subprocess.run(["openssl", "verify", "-CAfile", str(old.cert), str(old.server_cert)], capture_output=True,
+                       text=True)
+    assert v.returncode == 0, v.stdout + v.stderr
+    for k in (old.key, old.server_key):
+        assert stat.S_IMODE(k.stat().st_mode) == 0o600
+
+
+def test_cluster_credentials_from_the_cli(tmp_path: Path) -> None:
+    p = run_cli("ca", "--cluster", str(tmp_path / "cluster"), "--days", "30")
+    assert p.returncode == 0, p.stderr
+    for name in ("ca.pem", "scheduler.pem", "worker.pem", "client.pem"):
+        assert (tmp_path / "cluster" / name).exists()
+    for name in ("ca.key", "scheduler.key", "worker.key", "client.key"):
+        assert stat.S_IMODE((tmp_path / "cluster" / name).stat().st_mode) == 0o600
+    assert "distributed.comm.tls.worker.cert" in p.stdout
+    again = run_cli("ca", "--cluster", str(tmp_path / "cluster"))
+    assert again.returncode == 2 and again.stderr.count("\n") == 1 and "not an empty folder" in again.stderr

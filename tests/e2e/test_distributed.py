@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import sqlite3
+import ssl
 import statistics
 import subprocess
 import sys
@@ -21,9 +23,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from satbench.experiment import cluster_tls
+from satbench.experiment.cluster_tls import ClusterTLS
 from satbench.testbed.cleanup import RUN_ROOT, cleanup
 
-from ..helpers import SATBENCH, run_cli, satbench_leftovers
+from ..helpers import SATBENCH, ListenerWatch, run_cli, satbench_leftovers
 
 
 def write(tmp: Path, name: str, body: str, reps: int) -> Path:
@@ -75,28 +79,31 @@ def stop(procs: list[subprocess.Popen[bytes]]) -> None:
 
 
 @contextmanager
-def scheduler(tmp: Path) -> Iterator[str]:
-    """A Dask scheduler on loopback (plain TCP is allowed there)."""
-    port = free_port()
+def scheduler(tmp: Path, tls: ClusterTLS | None = None) -> Iterator[str]:
+    """A Dask scheduler on loopback: plain TCP (allowed there), or with ``tls`` mutual TLS."""
+    address = f"{'tls' if tls else 'tcp'}://127.0.0.1:{free_port()}"
     log = tmp / "scheduler.log"
     with open(log, "wb") as out:
-        p = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
-                              "--port", str(port), "--no-dashboard"], stdout=out, stderr=out,
-                             start_new_session=True)
+        p = subprocess.Popen([*SATBENCH, "scheduler", "--listen", address], stdout=out, stderr=out,
+                             start_new_session=True, env=with_tls(tls))
     try:
-        wait_for(log, "Scheduler at:", p)
-        yield f"tcp://127.0.0.1:{port}"
+        wait_for(log, f"satbench scheduler at {address}", p)
+        yield address
     finally:
         stop([p])
 
 
-def start_worker(tmp: Path, address: str, name: str, *extra: str,
-                 argv: list[str] | None = None) -> tuple[subprocess.Popen[bytes], Path]:
+def with_tls(tls: ClusterTLS | None) -> dict[str, str]:
+    return {**os.environ, **(tls.env() if tls else {})}
+
+
+def start_worker(tmp: Path, address: str, name: str, *extra: str, argv: list[str] | None = None,
+                 tls: ClusterTLS | None = None) -> tuple[subprocess.Popen[bytes], Path]:
     log = tmp / f"{name}.log"
     with open(log, "wb") as out:
         p = subprocess.Popen(argv or [*SATBENCH, "worker", "--scheduler", address, "--name", name,
                                       "--dir", str(tmp / "workerdir"), *extra],
-                             stdout=out, stderr=out, start_new_session=True)
+                             stdout=out, stderr=out, start_new_session=True, env=with_tls(tls))
     try:
         wait_for(log, f"satbench worker {name} at ", p)
     except BaseException:
@@ -124,10 +131,14 @@ SMALL = '[factors]\nlink = "lan"\nprotocol = ["h1", "h2"]\npage = "uniform-100k"
 def test_two_local_workers_store_each_trial_once_within_noise_of_a_sequential_run(tmp_path: Path) -> None:
     exp = write(tmp_path, "par", SMALL, reps=4)
     t0 = time.monotonic()
-    p = run_cli("run", str(exp), "--db", str(tmp_path / "par.sqlite"), "--parallel", "2", timeout=240)
+    with ListenerWatch() as watch:
+        p = run_cli("run", str(exp), "--db", str(tmp_path / "par.sqlite"), "--parallel", "2", timeout=240)
     parallel_s = time.monotonic() - t0
     assert p.returncode == 0, p.stdout + p.stderr
-    assert "worker local-1 joined" in p.stderr and "worker local-2 joined" in p.stderr
+    assert "worker local-1 joined (tls://127.0.0.1:" in p.stderr and "worker local-2 joined (tls://127.0.0.1:" in p.stderr
+    # Scheduler, workers and their HTTP servers: every one on loopback, and seen by the watch.
+    assert watch.outside == [], watch.outside
+    assert len([s for s in watch.new if s[0] == "tcp"]) >= 3, watch.new
     par = rows(tmp_path / "par.sqlite")
     assert len(par) == 8 and len({r["key"] for r in par}) == 8
     assert all(r["status"] == "valid" for r in par), [r["reason"] for r in par]
@@ -160,18 +171,50 @@ SLOW = '[factors]\nlink = "wire"\n"link.delay_ms" = 100\nprotocol = ["h1", "h2",
        'client = "loader"\n'
 
 
+def refused_without_our_certificate(address: str, tls: ClusterTLS, other: ClusterTLS) -> list[str]:
+    """How a worker at tls://HOST:PORT answered three clients: without a certificate, with another
+    CA's, and with the cluster's (which it must accept: the check can fail)."""
+    host, port = address.removeprefix("tls://").rsplit(":", 1)
+    out = []
+    for cert in (None, other, tls):
+        ctx = ssl.create_default_context(cafile=str(tls.ca))
+        ctx.check_hostname = False
+        if cert is not None:
+            ctx.load_cert_chain(cert.cert("client"), cert.key("client"))
+        with socket.create_connection((host, int(port)), timeout=3) as raw:
+            try:
+                with ctx.wrap_socket(raw) as s:
+                    s.settimeout(3)
+                    # TLS 1.3: the server's verdict on our certificate comes after Finished; once it
+                    # accepts, Dask's comm sends its handshake.
+                    out.append("closed" if s.recv(1) == b"" else "accepted")
+            except TimeoutError:
+                out.append("silent")
+            except (ssl.SSLError, ConnectionResetError) as e:
+                out.append(f"refused: {type(e).__name__}")
+    return out
+
+
 def test_a_worker_killed_mid_trial_loses_only_that_trial_run_again_elsewhere(tmp_path: Path) -> None:
+    """Also: with a TLS scheduler and two workers, nothing listens beyond loopback, and a worker
+    refuses a peer without the cluster's certificate."""
     exp = write(tmp_path, "kill", SLOW, reps=2)
     db = tmp_path / "kill.sqlite"
+    tls = cluster_tls.make(tmp_path / "tls")
+    other = cluster_tls.make(tmp_path / "other")
     procs: list[subprocess.Popen[bytes]] = []
-    with scheduler(tmp_path) as address:
+    with ListenerWatch() as watch, scheduler(tmp_path, tls) as address:
         try:
-            a, _ = start_worker(tmp_path, address, "wa")
-            b, _ = start_worker(tmp_path, address, "wb")
+            a, _ = start_worker(tmp_path, address, "wa", tls=tls)
+            b, b_log = start_worker(tmp_path, address, "wb", tls=tls)
             procs += [a, b]
+            m = re.search(r"satbench worker wb at (tls://127\.0\.0\.1:\d+)", b_log.read_text())
+            assert m, b_log.read_text()
+            answers = refused_without_our_certificate(m.group(1), tls, other)
+            assert answers[:2] == ["refused: SSLError"] * 2 and answers[2] == "accepted", answers
             with open(tmp_path / "run.log", "wb") as out:
                 run = subprocess.Popen([*SATBENCH, "run", str(exp), "--db", str(db), "--scheduler", address],
-                                       stdout=out, stderr=out, start_new_session=True)
+                                       stdout=out, stderr=out, start_new_session=True, env=with_tls(tls))
             procs.append(run)
             # Once a trial is stored and worker a is in the middle of one (it owns a testbed): SIGKILL it.
             deadline = time.monotonic() + 90
@@ -184,6 +227,8 @@ def test_a_worker_killed_mid_trial_loses_only_that_trial_run_again_elsewhere(tmp
             assert run.wait(timeout=120) == 0, (tmp_path / "run.log").read_text()
         finally:
             stop(procs)
+    assert watch.outside == [], watch.outside
+    assert len([s for s in watch.new if s[0] == "tcp"]) >= 3, watch.new  # scheduler, workers, their HTTP
     log = (tmp_path / "run.log").read_text()
     after = rows(db)
     assert [(r["id"], r["key"], r["started"]) for r in after[:len(before)]] == [

@@ -17,6 +17,7 @@ from satbench.experiment.distributed import (
     check_scheduler_address,
     identity,
     identity_difference,
+    listen_host,
     pack,
     parse_cores,
     split_cores,
@@ -68,6 +69,45 @@ def test_what_is_no_scheduler_address_is_refused(address: str) -> None:
 def test_an_unresolvable_host_is_refused() -> None:
     with pytest.raises(InputError, match="cannot resolve nowhere"):
         check_scheduler_address("tcp://nowhere:1", resolve=DNS)
+
+
+def test_a_worker_listens_on_loopback_or_on_its_interface_towards_the_scheduler_never_on_all() -> None:
+    def route(addr: str) -> str:
+        assert addr == "10.0.0.5"  # the scheduler's address, not one of ours
+        return "10.0.0.9"
+
+    assert listen_host("tcp://127.0.0.1:8786", resolve=DNS, route=route) == "127.0.0.1"
+    assert listen_host("tcp://localhost:8786", resolve=DNS, route=route) == "127.0.0.1"
+    assert listen_host("tcp://[::1]:8786", resolve=DNS, route=route) == "::1"
+    assert listen_host("tls://lab1:8786", resolve=DNS, route=route) == "10.0.0.9"
+    assert listen_host("tls://10.0.0.5", resolve=DNS, route=route) == "10.0.0.9"
+
+
+def test_cluster_credentials_are_private_and_reach_a_worker_through_its_environment(tmp_path: Path) -> None:
+    import stat
+    import subprocess
+    import sys
+
+    from satbench.experiment import cluster_tls
+
+    tls = cluster_tls.make(tmp_path / "tls")
+    assert stat.S_IMODE((tmp_path / "tls").stat().st_mode) == 0o700
+    for role in cluster_tls.ROLES:
+        assert stat.S_IMODE(tls.key(role).stat().st_mode) == 0o600
+        v = subprocess.run(["openssl", "verify", "-CAfile", str(tls.ca), str(tls.cert(role))], capture_output=True,
+                           text=True)
+        assert v.returncode == 0, v.stdout + v.stderr
+    assert not (tmp_path / "tls" / "ca.key").exists()  # a run's CA signs nothing after it is made
+    # What a worker started with tls.env() reads from Dask's configuration: the owner's names.
+    code = ("import dask.config, json; print(json.dumps({k: dask.config.get(k) for k in "
+            f"{sorted(tls.config())!r}}}))")
+    out = subprocess.run([sys.executable, "-c", code], env={"PATH": "/usr/bin:/bin", **tls.env()},
+                         capture_output=True, text=True, check=True).stdout
+    import json
+
+    got = json.loads(out)
+    assert got == {k: (v if isinstance(v, bool) else str(v)) for k, v in tls.config().items()}
+    assert got["distributed.comm.require-encryption"] is True
 
 
 OURS = {"satbench": "0.2.0", "commit": "a" * 40,

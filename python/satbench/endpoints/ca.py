@@ -10,6 +10,11 @@ server of a testbed (``server.test``, ``s1.test`` … ``s32.test``) and their
 addresses. Browsers trust the CA through an NSS database in a temporary HOME
 (:func:`nss_home`): that works for TLS and for QUIC in Chromium and Firefox.
 Keys are ECDSA P-256; certificates are valid for ten years from creation.
+
+The CA is made on this machine, once, and never leaves it. satbench never
+adds it to a system or user trust store: only to the NSS database of a
+browser HOME it makes for a trial, or of a folder ``satbench ca --nss-home``
+names (with a warning). ``satbench ca --renew`` (:func:`renew`) replaces it.
 """
 
 from __future__ import annotations
@@ -71,18 +76,28 @@ class CA:
 
 def _write_private(path: Path, data: bytes) -> None:
     """Write a private key readable by its owner only, from its creation on."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "wb") as f:
         f.write(data)
     os.chmod(path, 0o600)
+
+
+def _tighten(ca: CA) -> None:
+    """The folder mode 0700 and every key 0600, whatever they were set to since."""
+    os.chmod(ca.dir, 0o700)
+    for key in [ca.key, ca.server_key, *sorted((ca.dir / "sites").glob("*.key"))]:
+        if key.exists() and key.stat().st_mode & 0o077:
+            os.chmod(key, 0o600)
 
 
 def ensure(directory: Path | None = None) -> CA:
     """Return the CA, making it (and the server certificate) the first time."""
     ca = CA(directory or ca_dir())
     if all(p.exists() for p in (ca.cert, ca.key, ca.server_cert, ca.server_key)):
+        _tighten(ca)
         return ca
     ca.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.chmod(ca.dir, 0o700)
     now = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(days=1)
     until = now + datetime.timedelta(days=3650)
     pem = serialization.Encoding.PEM
@@ -124,6 +139,17 @@ def ensure(directory: Path | None = None) -> CA:
     return ca
 
 
+def renew(directory: Path | None = None) -> CA:
+    """A new CA (and server certificate) in place of the old one; the site
+    certificates it signed are removed, to be issued again when needed. A
+    browser HOME made to trust the old CA (``--nss-home``) must be made again."""
+    ca = CA(directory or ca_dir())
+    for p in (ca.cert, ca.key, ca.server_cert, ca.server_key):
+        p.unlink(missing_ok=True)
+    shutil.rmtree(ca.dir / "sites", ignore_errors=True)
+    return ensure(ca.dir)
+
+
 def issue(names: list[str], ca: CA | None = None) -> tuple[Path, Path]:
     """A server certificate (chain, key) for ``names`` alone, signed by the test CA: a replayed
     site's origin shows its own certificate, as on the real site. Made once per set of names and
@@ -156,6 +182,21 @@ def issue(names: list[str], ca: CA | None = None) -> tuple[Path, Path]:
     _write_private(keyfile, key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
     cert.write_bytes(leaf.public_bytes(pem) + ca_cert.public_bytes(pem))
     return cert, keyfile
+
+
+def home_of_user_note(home: Path) -> str:
+    """``"; ... is USER's home ..."`` when ``home`` is an account's home folder, else ``""``."""
+    import pwd  # noqa: PLC0415
+
+    try:
+        target = home.resolve()
+        users = [u.pw_name for u in pwd.getpwall() if u.pw_dir not in ("", "/") and Path(u.pw_dir).resolve() == target]
+    except OSError:
+        return ""
+    if not users:
+        return ""
+    return (f"; it is the home of {', '.join(users)}: their browsers now trust the CA. Undo with: certutil -D "
+            f"-d sql:{home / '.pki' / 'nssdb'} -n 'satbench test CA'")
 
 
 def nss_home(home: Path, ca: CA | None = None) -> Path:

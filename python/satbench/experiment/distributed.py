@@ -31,7 +31,11 @@ Closing the executor (Ctrl-C in the run) cancels what is submitted and not
 finished; what finished is stored already.
 
 Scheduler addresses are ``tls://`` or loopback ``tcp://``: the workers run
-as root and Dask moves pickled code (:func:`check_scheduler_address`).
+as root and Dask moves pickled code (:func:`check_scheduler_address`). A
+worker listens on one address, loopback or its interface towards the
+scheduler (:func:`listen_host`), and its HTTP server on loopback. A local
+cluster (``--parallel``) is on loopback with mutual TLS, with a CA made for
+the run (:mod:`.cluster_tls`).
 """
 
 from __future__ import annotations
@@ -66,6 +70,7 @@ from ..results.store import TrialRecord
 from ..testbed.cleanup import cleanup
 from ..testbed.proc import stop_process
 from ..version import __version__
+from . import cluster_tls
 from .design import Trial, trial_seed
 from .runner import Runner, Waiting, _git_commit
 from .spec import SCHEDULER_RE, Experiment
@@ -83,6 +88,11 @@ POLL_S = 0.5
 
 def _resolve(host: str) -> list[str]:
     return sorted({str(ai[4][0]) for ai in socket.getaddrinfo(host, None)})
+
+
+#: What a plain ``tcp://`` scheduler on loopback allows (said when one is used).
+PLAIN_TCP_RISK = ("plain tcp:// on loopback: every user of this machine can reach the cluster and run code "
+                  "through its workers as root; use tls:// (satbench ca --cluster DIR, docs/security.md)")
 
 
 def check_scheduler_address(address: str, *, resolve: Callable[[str], list[str]] = _resolve) -> str:
@@ -106,6 +116,39 @@ def check_scheduler_address(address: str, *, resolve: Callable[[str], list[str]]
     raise InputError(f"scheduler {address}: plain tcp:// is only allowed on loopback; workers run as root and Dask "
                      "sends pickled code, so use tls:// with certificates "
                      "(docs/manual.md: 'Studies on several machines')")
+
+
+def listen_host(address: str, *, resolve: Callable[[str], list[str]] = _resolve,
+                route: Callable[[str], str] | None = None) -> str:
+    """The one address a worker for scheduler ``address`` listens on: loopback
+    for a scheduler on loopback, else the address of this machine's interface
+    towards the scheduler (never every interface). ``route`` gives that
+    interface's address for a scheduler's address (tests)."""
+    m = re.fullmatch(SCHEDULER_RE, address)
+    if not m:
+        raise InputError(f"scheduler {address!r}: expected tls://HOST:PORT (or tcp://HOST:PORT on loopback)")
+    host = m.group(2).strip("[]")
+    try:
+        addrs = resolve(host)
+    except (OSError, UnicodeError) as e:
+        raise InputError(f"scheduler {address}: cannot resolve {host}: {e}") from None
+    ips = [ipaddress.ip_address(a.split("%")[0]) for a in addrs]
+    if not ips:
+        raise InputError(f"scheduler {address}: {host} has no address")
+    if all(ip.is_loopback for ip in ips):
+        return "::1" if all(ip.version == 6 for ip in ips) else "127.0.0.1"
+    return (route or _route_to)(str(next(ip for ip in ips if not ip.is_loopback)))
+
+
+def _route_to(addr: str) -> str:
+    """This machine's address on the route to ``addr`` (a UDP socket connected, nothing sent)."""
+    family = socket.AF_INET6 if ":" in addr else socket.AF_INET
+    with socket.socket(family, socket.SOCK_DGRAM) as s:
+        try:
+            s.connect((addr, 9))
+        except OSError as e:
+            raise TestbedError(f"no route to the scheduler at {addr}: {e}") from None
+        return str(s.getsockname()[0])
 
 
 def check_tls_config(address: str, role: str) -> None:
@@ -454,11 +497,16 @@ class DaskExecutor:
 
         if len(cores) != n:
             raise InputError(f"--parallel {n}: {len(cores)} sets of cores given")
-        self._cluster = LocalCluster(n_workers=0, processes=False, protocol="tcp://",  # type: ignore[no-untyped-call]
-                                     host="127.0.0.1", scheduler_port=0, dashboard_address=None)
+        # Loopback and mutual TLS, with a CA made for this run (its key never written): a local user
+        # who reaches the ports cannot run code through them as root. The folder is mode 0700 and goes
+        # with the run.
+        self._logs = Path(tempfile.mkdtemp(prefix="satbench-parallel-"))
+        tls = cluster_tls.make(self._logs / "tls", name="satbench --parallel")
+        self._cluster = LocalCluster(n_workers=0, processes=False, protocol="tls://",  # type: ignore[no-untyped-call]
+                                     host="127.0.0.1", scheduler_port=0, dashboard_address=None,
+                                     security=tls.security())
         self.client = Client(self._cluster, set_as_default=False)  # type: ignore[no-untyped-call]
         addr = self._cluster.scheduler_address
-        self._logs = Path(tempfile.mkdtemp(prefix="satbench-parallel-"))
         for i, cs in enumerate(cores):
             argv = [sys.executable, "-m", "satbench", "worker", "--scheduler", addr, "--name", f"local-{i + 1}",
                     "--cores", ",".join(map(str, cs))]
@@ -467,7 +515,7 @@ class DaskExecutor:
             with open(self._logs / f"worker-{i + 1}.log", "wb") as log:
                 # A session of its own: a Ctrl-C at the terminal reaches the coordinator, which stops them.
                 self._procs.append(subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                                    start_new_session=True))
+                                                    start_new_session=True, env={**os.environ, **tls.env()}))
         deadline = time.monotonic() + timeout_s
         while len(self.client.scheduler_info(n_workers=-1)["workers"]) < n:
             for i, p in enumerate(self._procs):
@@ -688,6 +736,7 @@ def dask_executor(*, scheduler: str | None = None, parallel: int | None = None,
     return make
 
 
-__all__ = ["MAX_ATTEMPTS", "RESOURCE", "Attempt", "Book", "ClusterEvent", "DaskExecutor", "Done", "Job",
-           "WorkerJoined", "WorkerLost", "WorkerRefused", "check_scheduler_address", "check_tls_config",
-           "dask_executor", "identity", "identity_difference", "pack", "parse_cores", "split_cores", "unpack"]
+__all__ = ["MAX_ATTEMPTS", "PLAIN_TCP_RISK", "RESOURCE", "Attempt", "Book", "ClusterEvent", "DaskExecutor", "Done",
+           "Job", "WorkerJoined", "WorkerLost", "WorkerRefused", "check_scheduler_address", "check_tls_config",
+           "dask_executor", "identity", "identity_difference", "listen_host", "pack", "parse_cores", "split_cores",
+           "unpack"]

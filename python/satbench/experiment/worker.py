@@ -48,6 +48,7 @@ from .distributed import (
     check_scheduler_address,
     check_tls_config,
     identity,
+    listen_host,
     pack,
     split_cores,
 )
@@ -270,8 +271,11 @@ def serve_worker(scheduler: str, *, testbeds: int = 1, name: str | None = None, 
 
 async def _serve(scheduler: str, testbeds: int, name: str, plugin: SatbenchWorker, directory: Path,
                  on_ready: Callable[[str], None]) -> None:
+    # One address for Dask's comm (loopback, or the interface towards the scheduler, with TLS there),
+    # and the HTTP server (health and metrics) on loopback: never every interface.
     w = Worker(scheduler, nthreads=testbeds, resources={RESOURCE: testbeds}, name=name, plugins=(plugin,),
-               memory_limit=0, local_directory=str(directory / "dask"))
+               memory_limit=0, local_directory=str(directory / "dask"), host=listen_host(scheduler),
+               protocol=scheduler.split("://", 1)[0], dashboard_address="127.0.0.1:0", dashboard=False)
     try:
         await w
     except (OSError, asyncio.TimeoutError) as e:
