@@ -412,16 +412,18 @@ def _record_args(p: argparse.ArgumentParser) -> None:
 
 def _record(a: argparse.Namespace, _: list[str]) -> int:
     """Load the page once in Chromium with its HAR (bodies embedded), and import it as a site."""
-    from .endpoints import sites  # noqa: PLC0415 - one command's modules
+    from .endpoints import safeio, sites  # noqa: PLC0415 - one command's modules
     from .endpoints.chromium import browse  # noqa: PLC0415 - Playwright loads on use
 
     _check_url(a.url)
     out = Path(a.out)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise InputError(f"--out {a.out}: cannot write there: {e.strerror}") from None
     har = out / "recording.har"
+    try:
+        safeio.real_folder(out)
+        if har.is_symlink():
+            har.unlink()  # the browser writes the recording here: never through a link planted in its place
+    except OSError as e:
+        raise InputError(f"--out {a.out}: cannot write there: {e.strerror or e}") from None
     r = browse(a.url, BrowseOptions(protocol=a.protocol, timeout_s=a.timeout, har=har))
     if not r.valid:
         print(f"satbench: {a.url}: the load was not valid ({r.invalid_reason}); nothing imported", file=sys.stderr)

@@ -17,6 +17,8 @@ that passes the types, never the raw strings:
     DirectionCounters   one direction of an emulated link, as the emulator counted
     LinkCounters        both directions, with the emulator's seed and duration
     ServerSummary       what the server's own telemetry says happened
+
+    HOST_NAME_RE        what a host name is (a testbed's server names, a recording's hosts)
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ import enum
 import statistics
 from dataclasses import dataclass, field
 from typing import Any
+
+#: A host name: labels of letters, digits and hyphens, at most 253 characters (no IP literal).
+HOST_NAME_RE = r"(?=.{1,253}$)([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)*[A-Za-z0-9-]{1,63}"
 
 
 class Protocol(enum.StrEnum):

@@ -151,9 +151,11 @@ def test_two_local_workers_store_each_trial_once_within_noise_of_a_sequential_ru
         assert Path(r["artefacts"]).parent == tmp_path / "artefacts" / "par"
     # The same file, one trial after another: the same trials, and PLTs within noise.
     t0 = time.monotonic()
-    p = run_cli("run", str(exp), "--db", str(tmp_path / "seq.sqlite"), timeout=240)
+    with ListenerWatch() as watch:
+        p = run_cli("run", str(exp), "--db", str(tmp_path / "seq.sqlite"), timeout=240)
     sequential_s = time.monotonic() - t0
     assert p.returncode == 0, p.stdout + p.stderr
+    assert watch.new == set(), watch.new  # one trial after another: no listener in the host namespace at all
     seq = rows(tmp_path / "seq.sqlite")
     assert {r["key"] for r in seq} == {r["key"] for r in par}
     for proto in ("h1", "h2"):

@@ -258,18 +258,20 @@ def test_the_files_a_trial_names_are_part_of_its_key(tmp_path: Path) -> None:
     page = {**plain, "page": f"site:{site}"}
     assert design.content_of(TrialSpec.of(page)) == {}  # no site there yet (refused where it is checked)
     site.mkdir()
-    (site / "site.json").write_text(json.dumps({"version": SITE_VERSION, "entries": [{"path": "/"}],
-                                                "source": "/here/a.har"}))
+
+    def manifest(source: str, path: str = "/") -> str:
+        return json.dumps({"version": SITE_VERSION, "page": "https://a.test/", "hosts": ["a.test"],
+                           "entries": [{"path": path, "host": "a.test", "body": "0" * 64}], "source": source})
+
+    (site / "site.json").write_text(manifest("/here/a.har"))
     a = design.content_of(TrialSpec.of(page))
     assert set(a) == {"page"}
     # Where it was imported from is not what it is: another folder with the same site, the same identity.
     other = tmp_path / "other"
     other.mkdir()
-    (other / "site.json").write_text(json.dumps({"source": "/elsewhere/a.har", "entries": [{"path": "/"}],
-                                                 "version": SITE_VERSION}))
+    (other / "site.json").write_text(manifest("/elsewhere/a.har"))
     assert design.content_of(TrialSpec.of({**plain, "page": f"site:{other}"})) == a
     edited = tmp_path / "edited"
     edited.mkdir()
-    (edited / "site.json").write_text(json.dumps({"version": SITE_VERSION, "entries": [{"path": "/a"}],
-                                                  "source": "/here/a.har"}))
+    (edited / "site.json").write_text(manifest("/here/a.har", "/a"))
     assert design.content_of(TrialSpec.of({**plain, "page": f"site:{edited}"}))["page"] != a["page"]

@@ -24,7 +24,13 @@ changed, so that the manifest says it:
   Upgrade, TE, Trailer, Proxy-*), HTTP/2 and HTTP/3 pseudo-headers
   (``:status``) and Content-Length (the server computes it) are left out.
 
-Nothing given is modified. ``materialize`` lays the folder out for replay: one
+Nothing given is modified, and a recording is treated as hostile
+(:mod:`.safeio`): every host must be a host name (so that no recorded name
+can become a path outside the folder: ``..``, ``/etc/x``, a NUL), a body is
+decompressed or filled to at most ``MAX_BODY_BYTES`` and a site's bodies to
+``MAX_SITE_BYTES`` in all (a gzip bomb is refused with exit code 2, never
+inflated), and every file is written whole under ``OUT``, never through a
+symlink. ``materialize`` lays the folder out for replay: one
 manifest per recorded host, which that host's satbench-server answers from
 (``--replay``: recorded statuses, headers and bodies; a request matched as Web
 Page Replay matches it, so a query that changes between runs still finds its
@@ -34,12 +40,11 @@ response; parameters named ``volatile`` at import are ignored).
 from __future__ import annotations
 
 import base64
-import gzip
 import hashlib
 import json
+import os
 import random
 import re
-import zlib
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -47,6 +52,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ..errors import InputError
+from ..model import HOST_NAME_RE
+from .safeio import MAX_ARCHIVE_BYTES, MAX_BODY_BYTES, MAX_SITE_BYTES, TooLarge, inflate, real_folder, write_new
 
 HOP_BY_HOP = {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "proxy-connection", "te",
               "trailer", "trailers", "transfer-encoding", "upgrade"}
@@ -98,23 +105,53 @@ class Site:
 
 
 class _Bodies:
-    """Bodies by content, written once each."""
+    """Bodies by content, written once each (whole, never through a symlink), at most
+    ``MAX_SITE_BYTES`` in all."""
 
-    def __init__(self, folder: Path):
-        self.folder = folder
-        folder.mkdir(parents=True, exist_ok=True)
+    def __init__(self, folder: Path, source: Path):
+        self.folder, self.source, self.total, self.seen = folder, source, 0, set[str]()
+        try:
+            real_folder(folder)
+        except OSError as e:
+            raise InputError(f"--out: {e}") from None
 
     def put(self, data: bytes) -> str:
         h = hashlib.sha256(data).hexdigest()
+        if h not in self.seen:
+            self.seen.add(h)
+            self.total += len(data)
+            if self.total > MAX_SITE_BYTES:
+                raise InputError(f"{self.source}: its bodies hold over {MAX_SITE_BYTES >> 30} GiB in all; refused")
         p = self.folder / h
-        if not p.exists():
-            p.write_bytes(data)
+        if p.is_symlink() or not p.is_file() or p.stat().st_size != len(data):
+            write_new(p, data)
         return h
 
 
-def _fill(url: str, n: int) -> bytes:
+def _fill(url: str, n: int, where: str) -> bytes:
     """``n`` incompressible bytes, the same for the same URL."""
+    if n > MAX_BODY_BYTES:
+        raise InputError(f"{where}: response.content.size {n} is over {MAX_BODY_BYTES >> 20} MiB; refused")
     return random.Random(hashlib.sha256(url.encode()).digest()).randbytes(n)
+
+
+def _host(url: str, where: str, field: str) -> tuple[str, str, str]:
+    """An http(s) URL's host (a host name, lowercased), path and query; refused with one line
+    otherwise."""
+    try:
+        u = urlsplit(url)
+        host = u.hostname
+    except ValueError:
+        raise InputError(f"{where}: {field} is not a URL: {url[:200]!r}") from None
+    if u.scheme not in ("http", "https") or not host:
+        raise InputError(f"{where}: {field} is not an http(s) URL: {url[:200]!r}")
+    last = host.rstrip(".").rsplit(".", 1)[-1]
+    # (A host whose last label is a number is an IPv4 address to a browser (WHATWG URL's "ends in a
+    # number"): it would go there, not to the name's server.)
+    if not re.fullmatch(HOST_NAME_RE, host) or last.isdigit() or re.fullmatch(r"0x[0-9a-f]*", last):
+        raise InputError(f"{where}: {field}'s host is no host name (an IP literal, or a name no browser "
+                         f"sends): {host[:200]!r}")
+    return host, u.path or "/", u.query
 
 
 def _headers(raw: list[tuple[str, str]], changed: list[str]) -> tuple[list[tuple[str, str]], str | None]:
@@ -131,25 +168,18 @@ def _headers(raw: list[tuple[str, str]], changed: list[str]) -> tuple[list[tuple
     return out, encoding
 
 
-def _decode(data: bytes, encoding: str | None) -> bytes:
-    """A body as recorded on the wire, decoded (raises ValueError if it is not what it says)."""
+def _decode(data: bytes, encoding: str | None, where: str) -> bytes:
+    """A body as recorded on the wire, decoded, at most ``MAX_BODY_BYTES`` (refused with one line
+    if it is more, or not what it says)."""
     if encoding in (None, "identity"):
         return data
-    if encoding == "gzip":
-        return gzip.decompress(data)
-    if encoding == "deflate":
-        try:
-            return zlib.decompress(data)
-        except zlib.error:
-            return zlib.decompress(data, -15)  # raw deflate, as some servers send it
-    if encoding == "br":
-        import brotli  # noqa: PLC0415 - only an archive of brotli bodies needs it
-
-        try:
-            return bytes(brotli.decompress(data))
-        except brotli.error as e:
-            raise ValueError(f"not brotli: {e}") from None
-    raise ValueError(f"unknown content encoding {encoding!r}")
+    try:
+        return inflate(data, encoding, MAX_BODY_BYTES)
+    except TooLarge:
+        raise InputError(f"{where}: the body is over {MAX_BODY_BYTES >> 20} MiB once decoded ({encoding}); "
+                         "refused") from None
+    except ValueError as e:
+        raise InputError(f"{where}: {e}") from None
 
 
 def import_har(path: Path, out: Path, volatile: Sequence[str] = ()) -> Site:
@@ -158,7 +188,7 @@ def import_har(path: Path, out: Path, volatile: Sequence[str] = ()) -> Site:
     log = doc.get("log") if isinstance(doc, dict) else None
     if not isinstance(log, dict) or not isinstance(log.get("entries"), list):
         raise InputError(f"{path}: not a HAR (no log.entries)")
-    bodies = _Bodies(out / "bodies")
+    bodies = _Bodies(out / "bodies", path)
     entries: list[Entry] = []
     for i, e in enumerate(log["entries"]):
         where = f"{path}: entry {i}"
@@ -167,18 +197,19 @@ def import_har(path: Path, out: Path, volatile: Sequence[str] = ()) -> Site:
             method, url, status = str(req["method"]).upper(), str(req["url"]), int(resp["status"])
             content = resp.get("content") or {}
             raw = [(str(h["name"]), str(h["value"])) for h in resp.get("headers") or []]
-        except (KeyError, TypeError, ValueError) as err:
+            if not isinstance(content, dict):
+                raise TypeError("response.content is not an object")
+            size = content.get("size")
+            size = size if isinstance(size, int) and size >= 0 else max(0, int(resp.get("bodySize") or 0))
+            wait = (e.get("timings") or {}).get("wait")
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as err:
             raise InputError(f"{where}: missing or malformed field {err}") from None
-        u = urlsplit(url)
-        if u.scheme not in ("http", "https") or not u.hostname:
-            raise InputError(f"{where}: request.url is not an http(s) URL: {url!r}")
+        host, url_path, query = _host(url, where, "request.url")
         changed: list[str] = []
         headers, encoding = _headers(raw, changed)
         text, filled = content.get("text"), False
         if text is None:
-            size = content.get("size")
-            size = size if isinstance(size, int) and size >= 0 else max(0, int(resp.get("bodySize") or 0))
-            data, filled = _fill(url, size), size > 0
+            data, filled = _fill(url, size, where), size > 0
         elif content.get("encoding") == "base64":
             try:
                 data = base64.b64decode(text, validate=True)
@@ -188,13 +219,15 @@ def import_har(path: Path, out: Path, volatile: Sequence[str] = ()) -> Site:
             data = str(text).encode()
         if encoding not in (None, "identity"):
             changed.append("decoded")  # a HAR's content.text is the decoded body
-        wait = (e.get("timings") or {}).get("wait")
-        entries.append(Entry(method=method, url=url, host=u.hostname, path=u.path or "/", query=u.query,
+        entries.append(Entry(method=method, url=url, host=host, path=url_path, query=query,
                              status=status, headers=headers, mime=str(content.get("mimeType") or ""),
                              body=bodies.put(data), bytes=len(data), encoding=encoding,
                              server_ms=float(wait) if isinstance(wait, (int, float)) and wait >= 0 else None,
                              filled=filled, changed=changed))
-    return _site(path, "har", entries, out, log.get("pages") or [], volatile)
+    pages = log.get("pages") or []
+    if not isinstance(pages, list):
+        raise InputError(f"{path}: log.pages is not a list")
+    return _site(path, "har", entries, out, pages, volatile)
 
 
 def import_wpr(path: Path, out: Path, volatile: Sequence[str] = ()) -> Site:
@@ -205,13 +238,15 @@ def import_wpr(path: Path, out: Path, volatile: Sequence[str] = ()) -> Site:
     reqs = doc.get("Requests") if isinstance(doc, dict) else None
     if not isinstance(reqs, dict):
         raise InputError(f"{path}: not a Web Page Replay archive (no Requests)")
-    bodies = _Bodies(out / "bodies")
+    bodies = _Bodies(out / "bodies", path)
     entries: list[Entry] = []
     i = 0
-    for _host, by_url in reqs.items():
-        for url, exchanges in (by_url or {}).items():
-            for x in exchanges or []:
-                where = f"{path}: entry {i} ({url})"
+    for _recorded_host, by_url in reqs.items():
+        if not isinstance(by_url, dict):
+            raise InputError(f"{path}: Requests[{str(_recorded_host)[:100]!r}] is not an object")
+        for url, exchanges in by_url.items():
+            for x in exchanges if isinstance(exchanges, list) else []:
+                where = f"{path}: entry {i} ({str(url)[:200]})"
                 i += 1
                 try:
                     request = base64.b64decode(x["SerializedRequest"])
@@ -220,21 +255,16 @@ def import_wpr(path: Path, out: Path, volatile: Sequence[str] = ()) -> Site:
                     raise InputError(f"{where}: SerializedRequest and SerializedResponse must be base64") from None
                 method = request.split(b" ", 1)[0].decode(errors="replace").upper() or "GET"
                 status, raw, body = _http1_response(response, where)
-                u = urlsplit(url)
-                if u.scheme not in ("http", "https") or not u.hostname:
-                    raise InputError(f"{where}: not an http(s) URL")
+                host, url_path, query = _host(str(url), where, "the URL")
                 changed: list[str] = []
                 headers, encoding = _headers(raw, changed)
                 if any(k.lower() == "transfer-encoding" and "chunked" in v.lower() for k, v in raw):
                     body = _dechunk(body, where)
-                try:
-                    data = _decode(body, encoding)
-                except (ValueError, OSError, zlib.error) as err:
-                    raise InputError(f"{where}: {err}") from None
+                data = _decode(body, encoding, where)
                 if encoding not in (None, "identity"):
                     changed.append("decoded")
                 mime = next((v.split(";")[0].strip() for k, v in raw if k.lower() == "content-type"), "")
-                entries.append(Entry(method=method, url=url, host=u.hostname, path=u.path or "/", query=u.query,
+                entries.append(Entry(method=method, url=str(url), host=host, path=url_path, query=query,
                                      status=status, headers=headers, mime=mime, body=bodies.put(data),
                                      bytes=len(data), encoding=encoding, changed=changed))
     return _site(path, "wpr", entries, out, [], volatile)
@@ -248,6 +278,8 @@ def _http1_response(raw: bytes, where: str) -> tuple[int, list[tuple[str, str]],
     parts = lines[0].split(" ", 2)
     try:
         status = int(parts[1])
+        if not 100 <= status <= 999:
+            raise ValueError(status)
     except (IndexError, ValueError):
         raise InputError(f"{where}: bad status line {lines[0]!r}") from None
     headers = []
@@ -259,28 +291,35 @@ def _http1_response(raw: bytes, where: str) -> tuple[int, list[tuple[str, str]],
 
 
 def _dechunk(body: bytes, where: str) -> bytes:
-    out, rest = b"", body
+    out, at = bytearray(), 0
     while True:
-        size_line, sep, rest = rest.partition(b"\r\n")
+        end = body.find(b"\r\n", at)
         try:
-            n = int(size_line.split(b";")[0], 16)
+            n = int(body[at:end if end >= 0 else len(body)].split(b";")[0], 16)
         except ValueError:
             raise InputError(f"{where}: bad chunked body") from None
-        if n == 0 or not sep:
-            return out
-        out, rest = out + rest[:n], rest[n + 2:]
+        if n <= 0 or end < 0:
+            return bytes(out)
+        out += body[end + 2:end + 2 + n]
+        at = end + 4 + n
 
 
 def _json(path: Path, gz: bool) -> Any:
     try:
+        if path.stat().st_size > MAX_ARCHIVE_BYTES:
+            raise InputError(f"{path}: over {MAX_ARCHIVE_BYTES >> 30} GiB; refused")
         data = path.read_bytes()
         if gz or data[:2] == b"\x1f\x8b":
-            data = gzip.decompress(data)
+            data = inflate(data, "gzip", MAX_ARCHIVE_BYTES)
         return json.loads(data)
     except OSError as e:
         raise InputError(f"{path}: cannot read it: {e.strerror or e}") from None
-    except (ValueError, EOFError) as e:
-        raise InputError(f"{path}: not JSON ({str(e).splitlines()[0][:120]})") from None
+    except TooLarge:
+        raise InputError(f"{path}: over {MAX_ARCHIVE_BYTES >> 30} GiB once decompressed; refused") from None
+    except RecursionError:
+        raise InputError(f"{path}: not JSON (nested too deeply)") from None
+    except ValueError as e:
+        raise InputError(f"{path}: not JSON ({(str(e).splitlines() or [''])[0][:120]})") from None
 
 
 def _site(path: Path, kind: str, entries: list[Entry], out: Path, pages: list[Any], volatile: Sequence[str] = ()
@@ -293,7 +332,10 @@ def _site(path: Path, kind: str, entries: list[Entry], out: Path, pages: list[An
         docs[0].url if docs else entries[0].url)
     site = Site(source=str(path), kind=kind, page=page, hosts=sorted({e.host for e in entries}), entries=entries,
                 volatile=list(volatile))
-    (out / "site.json").write_text(json.dumps(site.to_json(), indent=1) + "\n")
+    try:
+        write_new(out / "site.json", (json.dumps(site.to_json(), indent=1) + "\n").encode())
+    except OSError as e:
+        raise InputError(f"--out: {e}") from None
     return site
 
 
@@ -304,9 +346,20 @@ def import_folder(path: Path, out: Path, host: str = "server.test") -> Site:
 
     if not (path / "index.html").is_file():
         raise InputError(f"{path}: a folder served as a page needs an index.html")
-    bodies = _Bodies(out / "bodies")
+    bodies = _Bodies(out / "bodies", path)
     entries = []
-    for f in sorted(p for p in path.rglob("*") if p.is_file()):
+    files = []
+    for top, dirs, names in os.walk(path):  # symlinks are not followed, and refused
+        for n in sorted(dirs + names):
+            f = Path(top, n)
+            if f.is_symlink():
+                raise InputError(f"{f}: a symlink; a folder served as a page holds its own files (refused)")
+        files += [Path(top, n) for n in names]
+    for f in sorted(files):
+        if not f.is_file():
+            raise InputError(f"{f}: not a regular file (refused)")
+        if f.stat().st_size > MAX_BODY_BYTES:
+            raise InputError(f"{f}: over {MAX_BODY_BYTES >> 20} MiB; refused")
         rel = f.relative_to(path).as_posix()
         data = f.read_bytes()
         url_path = "/" if rel == "index.html" else "/" + rel
@@ -334,7 +387,7 @@ def annotate_connections(har: Path, resources: Sequence[dict[str, Any]]) -> int:
         if ids and "connection" not in e:
             e["connection"] = ids.pop(0)
             named += 1
-    har.write_text(json.dumps(doc))
+    write_new(har, json.dumps(doc).encode())
     return named
 
 
@@ -346,9 +399,9 @@ def import_archive(path: Path, out: Path, volatile: Sequence[str] = ()) -> Site:
         if not v or any(c in v for c in "&=?#"):
             raise InputError(f"--volatile: not a query parameter's name: {v!r}")
     try:
-        out.mkdir(parents=True, exist_ok=True)
+        real_folder(out)
     except OSError as e:
-        raise InputError(f"--out {out}: cannot write there: {e.strerror}") from None
+        raise InputError(f"--out {out}: cannot write there: {e.strerror or e}") from None
     if path.name.endswith(".wprgo"):
         return import_wpr(path, out, volatile)
     return import_har(path, out, volatile)
@@ -435,8 +488,23 @@ def load_site(folder: Path) -> dict[str, Any]:
                          "makes one") from None
     except ValueError:
         raise InputError(f"{folder / 'site.json'}: not JSON") from None
+    where = folder / "site.json"
     if not isinstance(doc, dict) or doc.get("version") != SITE_VERSION or not doc.get("entries"):
-        raise InputError(f"{folder / 'site.json'}: not an imported site of version {SITE_VERSION}")
+        raise InputError(f"{where}: not an imported site of version {SITE_VERSION}")
+    # A manifest may come from elsewhere: every name that becomes a path or a server's name is checked.
+    if not isinstance(doc.get("hosts"), list) or not isinstance(doc["entries"], list):
+        raise InputError(f"{where}: hosts and entries must be lists")
+    for i, h in enumerate(doc["hosts"]):
+        if not isinstance(h, str) or not re.fullmatch(HOST_NAME_RE, h):
+            raise InputError(f"{where}: hosts[{i}] is no host name: {str(h)[:200]!r}")
+    for i, x in enumerate(doc["entries"]):
+        if not isinstance(x, dict) or x.get("host") not in doc["hosts"]:
+            raise InputError(f"{where}: entries[{i}].host is not one of hosts")
+        if not isinstance(x.get("body"), str) or not re.fullmatch(r"[0-9a-f]{64}", x["body"]):
+            raise InputError(f"{where}: entries[{i}].body is not a SHA-256 in hex")
+    if not isinstance(doc.get("page"), str):
+        raise InputError(f"{where}: page is not a URL")
+    _host(doc["page"], str(where), "page")
     return doc
 
 
@@ -461,14 +529,14 @@ def materialize(folder: Path, out: Path) -> Replay:
     total = 0
     for h in hosts:
         m = replay_manifest(doc, folder, h, notes)
-        path = out / tag / f"{h}.replay.json"
+        path = out / tag / f"{h}.replay.json"  # h is a host name (load_site): no separator, no ".."
         root = out / tag / "roots" / h
-        root.mkdir(parents=True, exist_ok=True)
+        real_folder(out / tag)
+        real_folder(out / tag / "roots")
+        real_folder(root)
         text = json.dumps(m) + "\n"
-        if not path.exists() or path.read_text() != text:
-            tmp = path.with_suffix(".tmp")
-            tmp.write_text(text)
-            tmp.replace(path)
+        if path.is_symlink() or not path.is_file() or path.read_text() != text:
+            write_new(path, text.encode())
         roots.append(root)
         manifests.append(path)
         served += len(m["entries"])

@@ -46,7 +46,7 @@ from ..errors import InputError, TestbedError
 from ..link.emulator import Emulator
 from ..link.profile import LinkProfile
 from ..link.spec import LinkSpec, resolve
-from ..model import CongestionControl, LinkCounters, choices
+from ..model import HOST_NAME_RE, CongestionControl, LinkCounters, choices
 from .cleanup import NETNS_ETC, RUN_ROOT, destroy, kill_netns_processes
 from .host import Host
 from .proc import describe_exit, proc_start_time, run_checked
@@ -122,10 +122,6 @@ def as_spec(link: LinkSpec | LinkProfile, terminals: int = 1, ipv6: bool = False
     if isinstance(link, LinkSpec):
         return link
     return resolve(link, terminal_subnets(terminals, ipv6) if terminals > 1 else None)
-
-
-#: A host name (labels of letters, digits and hyphens, at most 253 characters).
-HOST_NAME_RE = r"(?=.{1,253}$)([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)*[A-Za-z0-9-]{1,63}"
 
 
 @dataclass(kw_only=True)
