@@ -23,14 +23,17 @@ is **invalid**, and the result says why.
 
 from __future__ import annotations
 
+import ipaddress
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
+from urllib.parse import urlsplit
 
 from ..errors import InputError
 from ..model import ClientOutcome, ClientResult, ObjectTiming, Protocol, TrialStatus, choices
 from ..testbed.proc import wait_until
+from ..testbed.testbed import TESTBED_NETWORKS
 
 #: How long after the load event a page may take to paint at all.
 FCP_GRACE_S = 3.0
@@ -153,6 +156,9 @@ class LoadResult:
     held: bool = False
     #: A repeat view's first view (None: this load was a first view).
     first_view: "LoadResult | None" = None
+    #: Requests for an address outside the testbed (or a name it does not know), each refused in the
+    #: client's namespace: ``{"url", "error"}`` (docs/security.md, "A hostile page").
+    blocked: list[dict[str, str]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -193,14 +199,35 @@ def page_metrics(res: LoadResult, data: dict[str, Any]) -> None:
         res.lcp_ms, res.lcp_element, res.lcp_url = last["t"], last["element"], last["url"]
 
 
+def outside_testbed(url: str, error: str) -> bool:
+    """A failed request for something beyond the testbed: an address outside its ranges (the
+    client's own loopback included), or a name its hosts and DNS server do not know."""
+    if error == "net::ERR_NAME_NOT_RESOLVED":
+        return True
+    try:
+        ip = ipaddress.ip_address((urlsplit(url).hostname or "").strip("[]"))
+    except ValueError:
+        return False
+    return not any(ip in ipaddress.ip_network(n) for n in TESTBED_NETWORKS)
+
+
 def judge(res: LoadResult, want: str, failed: dict[str, str] | None = None,
           urls: dict[str, str] | None = None) -> None:
     """Mark the load invalid, with the reason, if any response used another
     protocol than ``want``, any request failed (``failed``: request id to error; ``urls``: request
-    id to URL, to name the first failed request), or nothing was loaded or painted."""
+    id to URL, to name the first failed request), or nothing was loaded or painted. Failed requests
+    that tried to leave the testbed are listed in ``res.blocked``, and the reason says so first."""
+    res.blocked = [{"url": urls[rid], "error": err} for rid, err in (failed or {}).items()
+                   if urls and rid in urls and outside_testbed(urls[rid], err)]
     # A response from the HTTP cache (a repeat view's) crossed no connection now.
     wrong = [r for r in res.resources if r["protocol"] != want and not r.get("cached")]
-    if wrong:
+    if res.blocked:
+        b = res.blocked
+        res.valid = False
+        res.invalid_reason = (f"{len(b)} requests left the testbed and were blocked (nothing outside it is "
+                              f"reachable): " + ", ".join(f"{x['url'][:200]} ({x['error']})" for x in b[:3])
+                              + (f" and {len(b) - 3} more" if len(b) > 3 else ""))
+    elif wrong:
         r = wrong[0]
         res.valid = False
         res.invalid_reason = (f"{len(wrong)} of {len(res.resources)} responses used another protocol than {want}; "
@@ -231,6 +258,7 @@ def outcome(r: LoadResult) -> ClientOutcome:
         "plt_ms": r.plt_ms, "fcp_ms": r.fcp_ms, "lcp_ms": r.lcp_ms, "ttfb_ms": r.ttfb_ms, "dcl_ms": r.dcl_ms,
         "connections_opened": r.connections, "bytes_received": r.bytes_received, "responses": len(r.resources),
         "responses_cached": sum(bool(x.get("cached")) for x in r.resources),
+        "requests_blocked": len(r.blocked),
         # Responses the browser finished but gave no Resource Timing for: their objects' times are
         # missing, and the bound and the overhead count only the objects that have them. (Chromium's
         # count: Firefox lists only the responses Resource Timing has.)

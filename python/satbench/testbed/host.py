@@ -88,8 +88,10 @@ class Host:
         metrics = {k: str(v) for k, v in (("congctl", congctl), ("initcwnd", initcwnd)) if v is not None}
         if not self.change_routes(metrics, lambda f: f[0] == "198.18.0.0/15" and "via" in f):
             raise TestbedError(f"no testbed route on {self.role}")
-        # With IPv6 (ip = v6 or dual), its default route carries the trial's traffic just as well.
-        if self.addr6 and not self.change_routes(metrics, lambda f: f[0] == "default" and "via" in f, family=6):
+        # With IPv6 (ip = v6 or dual), its route to the testbed's IPv6 (a client's is its default route)
+        # carries the trial's traffic just as well.
+        if self.addr6 and not self.change_routes(metrics, lambda f: f[0] in ("default", "2001:db8:5b::/48")
+                                                 and "via" in f, family=6):
             raise TestbedError(f"no IPv6 testbed route on {self.role}")
 
     def change_routes(self, metrics: dict[str, str], select: Callable[[list[str]], bool],

@@ -66,6 +66,25 @@ def _allowed_as_default(cc: str) -> bool:
         return False
 
 
+#: Every address a testbed gives: its hosts (IPv4 and the IPv6 twins, :func:`v6_of`) and the inner
+#: ends of VPN tunnels (path/tunnel.py). Nothing else is reachable from inside it.
+TESTBED_NETWORKS = ("198.18.0.0/15", "2001:db8:5b::/48", "10.200.0.0/16", "fd00:5b:200::/48")
+
+
+def _closed_world_nft() -> str:
+    """In each host on a client LAN, when IPv6 is on: every packet for an address outside the testbed
+    refused as it leaves (a TCP reset, an ICMP error otherwise), and counted. Those hosts keep an IPv6
+    default route (Chromium looks for one before it asks for IPv6 addresses), so the refusal is this
+    table's; IPv4 has no route beyond the testbed at all."""
+    v4 = ", ".join(n for n in TESTBED_NETWORKS if ":" not in n)
+    v6 = ", ".join([*(n for n in TESTBED_NETWORKS if ":" in n), "fe80::/10", "ff00::/8"])
+    return ("table inet satbench_closed {\n  counter blocked { }\n  chain output {\n"
+            "    type filter hook output priority 0; policy accept;\n    oif \"lo\" accept\n"
+            f"    ip daddr {{ {v4} }} accept\n    ip6 daddr {{ {v6} }} accept\n"
+            "    meta l4proto tcp counter name \"blocked\" reject with tcp reset\n"
+            "    counter name \"blocked\" reject with icmpx type admin-prohibited\n  }\n}\n")
+
+
 #: The address families a testbed gives the trial's traffic (TestbedSpec.ip).
 IP_FAMILIES = ("v4", "v6", "dual")
 
@@ -351,6 +370,10 @@ class Testbed:
             for ns in sorted(routers):
                 run_checked(["ip", "netns", "exec", ns, "sysctl", "-q", "-w", "net.ipv6.conf.all.forwarding=1"],
                             what=f"IPv6 forwarding in {ns}")
+        if self.spec.ip != "v4":
+            for h in self._client_lan:
+                run_checked(["ip", "netns", "exec", h.ns, "nft", "-f", "-"], input=_closed_world_nft(),
+                            what=f"closing {h.ns} to addresses outside the testbed")
         if self.spec.ip_drop is not None:
             family = {"v6": "ipv6", "v4": "ipv4"}[self.spec.ip_drop]
             rules = ("table inet satbench_drop {\n  chain forward {\n    type filter hook forward priority 0;\n"
@@ -474,7 +497,8 @@ class Testbed:
                              f"route add 198.18.0.0/15 via {self.plans[k].lan}.1", *six])
             for h in self.servers:
                 via6 = v6_of("198.18.3.1")
-                six = [f"addr add {h.addr6}/64 dev eth0 nodad", f"route add ::/0 via {via6}"] if h.addr6 else []
+                six = ([f"addr add {h.addr6}/64 dev eth0 nodad", f"route add 2001:db8:5b::/48 via {via6}"]
+                       if h.addr6 else [])
                 batch(h.ns, ["link set lo up", f"addr add {h.addr}/24 dev eth0", "link set eth0 up",
                              "route add 198.18.0.0/15 via 198.18.3.1", *six])
             return
@@ -508,7 +532,9 @@ class Testbed:
         cross = {h.ns for h in (self.cross_client, self.cross_server) if h is not None}
         for h, via in [(c, "198.18.1.1") for c in self._client_lan] + [(s, "198.18.3.1") for s in self._server_lan]:
             # Other users' flows choose their own congestion control: no route of theirs imposes the trial's.
-            six = [f"addr add {h.addr6}/64 dev eth0 nodad", f"route add ::/0 via {v6_of(via)}"] if h.addr6 else []
+            # (A client keeps an IPv6 default route, closed by _closed_world_nft; a server needs none.)
+            dest = "::/0" if h in self._client_lan else "2001:db8:5b::/48"
+            six = [f"addr add {h.addr6}/64 dev eth0 nodad", f"route add {dest} via {v6_of(via)}"] if h.addr6 else []
             batch(h.ns, ["link set lo up", f"addr add {h.addr}/24 dev eth0", "link set eth0 up",
                          f"route add 198.18.0.0/15 via {via}", *six], congctl=h.ns not in cross)
 
