@@ -272,19 +272,21 @@ def _shell(a: argparse.Namespace, rest: list[str]) -> int:
         from .endpoints import sites  # noqa: PLC0415 - one option's module
 
         site_dir = Path(a.site)
-        doc = sites.load_site(site_dir)
-        spec.servers = max(spec.servers, len(doc["hosts"]))
+        groups = sites.server_groups(sites.load_site(site_dir))
+        spec.servers = max(spec.servers, len(groups))
         opts, cc = _options_from(a), a.cc
 
-        def serve(tb: Testbed) -> Iterator[Server]:  # each origin on its own host, with its own certificate
+        def serve(tb: Testbed) -> Iterator[Server]:  # each server group on its own host, with its certificate
             replay = sites.materialize(site_dir, tb.run_dir / "site")
             logs = Path(a.server_logs) if a.server_logs else tb.run_dir / "server"
-            return (SatbenchServer(root, logs / (h.role if j else ""), opts, host=h, cc=cc,
-                                   cert=ca.issue([name]), replay=manifest)
-                    for j, (h, root, name, manifest) in enumerate(zip(tb.servers, replay.roots, replay.hosts,
-                                                                      replay.manifests)))
+            return (SatbenchServer(root, logs / (h.role if j else "") / (f"port-{https or http}" if k else ""), opts,
+                                   host=h, cc=cc, cert=ca.issue(g.names), replay=manifest, https_port=https or 443,
+                                   http_port=http, tls=https != 0, extra=None if https else ["--no-h3"])
+                    for j, (h, root, g, manifest) in enumerate(zip(tb.servers, replay.roots, replay.groups,
+                                                                   replay.manifests))
+                    for k, (https, http) in enumerate(g.listeners))
 
-        spec.server_names = [[h] for h in sites.origin_hosts(doc)]
+        spec.server_names = [g.names for g in groups]
     if a.serve:
         root = Path(a.serve)
         if not root.is_dir():

@@ -23,9 +23,9 @@ from ..helpers import run_cli
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(200))
 
 
-def har(entries: list[dict]) -> dict:
+def har(entries: list[dict], page: str = "https://www.example.test/") -> dict:
     return {"log": {"version": "1.2", "creator": {"name": "test", "version": "1"},
-                    "pages": [{"id": "page_1", "title": "https://www.example.test/"}], "entries": entries}}
+                    "pages": [{"id": "page_1", "title": page}], "entries": entries}}
 
 
 def entry(url: str, status: int = 200, mime: str = "text/html", text: str | None = "<html></html>",
@@ -125,9 +125,12 @@ GOLDEN = Path(__file__).resolve().parents[1] / "fixtures" / "golden"
 
 
 def shop_har() -> dict:
-    """A recorded origin with what replay must keep: two queries of one path (one volatile
-    parameter), a redirect, recorded headers and think times, headers the server sets itself."""
+    """A recorded origin with what replay must keep: the cleartext redirect a recording that began
+    by typing the domain starts with, two queries of one path (one volatile parameter), a redirect,
+    recorded headers and think times, headers the server sets itself."""
     return har([
+        entry("http://www.shop.test/", status=301, text="", mime="text/html",
+              headers=[("Location", "https://www.shop.test/")]),
         entry("https://www.shop.test/", headers=[("Content-Type", "text/html; charset=utf-8"),
                                                  ("Server", "nginx"), ("Cache-Control", "no-cache")]),
         entry("https://www.shop.test/app.js?v=7&session=abc", mime="text/javascript", text="var v = 7;",
@@ -137,17 +140,22 @@ def shop_har() -> dict:
               headers=[("Content-Type", "text/javascript")], wait=0),
         entry("https://www.shop.test/old", status=301, text="", mime="text/html",
               headers=[("Location", "https://www.shop.test/"), ("X-Bad", "caf\u00e9")]),
-    ])
+    ], page="https://www.shop.test/")
 
 
 def test_replay_manifest_keeps_statuses_headers_and_think_times(tmp_path: Path) -> None:
     (tmp_path / "a.har").write_text(json.dumps(shop_har()))
     sites.import_archive(tmp_path / "a.har", tmp_path / "site", volatile=["session"])
     r = sites.materialize(tmp_path / "site", tmp_path / "out")
-    assert r.hosts == ["www.shop.test"] and r.served == 4
+    assert r.hosts == ["www.shop.test"] and r.served == 5
+    # The recording began with the cleartext redirect: replay starts there too.
+    assert r.page == "http://www.shop.test/"
     m = json.loads(r.manifests[0].read_text())
     assert m["volatile"] == ["session"] and Path(m["bodies"]).is_absolute()
-    by = {(e["path"], e["query"]): e for e in m["entries"]}
+    origins = {(o["scheme"], o["host"], o["port"]): o["entries"] for o in m["origins"]}
+    assert list(origins) == [("http", "www.shop.test", 80), ("https", "www.shop.test", 443)]
+    assert [(e["path"], e["status"]) for e in origins[("http", "www.shop.test", 80)]] == [("/", 301)]
+    by = {(e["path"], e["query"]): e for e in origins[("https", "www.shop.test", 443)]}
     js = by[("/app.js", "v=7&session=abc")]
     # What the server sets itself (type, length, Alt-Svc, Server) is not sent as recorded; the rest is.
     assert js["headers"] == [["cache-control", "max-age=600"]] and js["content_type"] == "text/javascript"
@@ -175,11 +183,12 @@ def test_the_replay_manifest_fixture_is_what_the_importer_writes(tmp_path: Path)
     if os.environ.get("SATBENCH_BLESS"):
         shutil.rmtree(GOLDEN / "replay-bodies", ignore_errors=True)
         (GOLDEN / "replay-bodies").mkdir()
-        for e in m["entries"]:
-            shutil.copy(tmp_path / "site" / "bodies" / e["body"], GOLDEN / "replay-bodies" / e["body"])
+        for o in m["origins"]:
+            for e in o["entries"]:
+                shutil.copy(tmp_path / "site" / "bodies" / e["body"], GOLDEN / "replay-bodies" / e["body"])
         (GOLDEN / "replay.json").write_text(text)
     assert (GOLDEN / "replay.json").read_text() == text, "stale: SATBENCH_BLESS=1 pytest tests/unit/test_sites.py"
-    for e in m["entries"]:
+    for e in (e for o in m["origins"] for e in o["entries"]):
         assert (GOLDEN / "replay-bodies" / e["body"]).read_bytes() == (tmp_path / "site" / "bodies" / e["body"]).read_bytes()
 
 

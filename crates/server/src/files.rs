@@ -196,8 +196,8 @@ impl Site {
     /// any origin, as a CDN's does. Only then: a request without `Origin`
     /// gets the same headers as ever. A replayed origin sends what was
     /// recorded.
-    pub fn plan_for(&self, method: &str, target: &str, cors: bool) -> Planned {
-        let mut p = self.plan(method, target);
+    pub fn plan_for(&self, at: (&str, &str), method: &str, target: &str, cors: bool) -> Planned {
+        let mut p = self.plan(at, method, target);
         if cors && self.replay.is_none() && p.status == 200 {
             p.headers.push((
                 "access-control-allow-origin".into(),
@@ -211,8 +211,10 @@ impl Site {
     /// answered by [`Planned::uploaded`] once its body is read), `method
     /// target` as the request gives them: the directory's file (200), 404,
     /// 403 for paths outside the root, 405 for methods other than GET and
-    /// HEAD; or, replaying, the recorded answer ([`Archive::find`]) or 404.
-    pub fn plan(&self, method: &str, target: &str) -> Planned {
+    /// HEAD; or, replaying, the recorded answer ([`Archive::find`]) of the
+    /// origin `at` (the scheme the request came over, the authority it
+    /// named) or 404.
+    pub fn plan(&self, at: (&str, &str), method: &str, target: &str) -> Planned {
         match &self.replay {
             None => {
                 let mut p = self.root.plan(method, target);
@@ -223,7 +225,7 @@ impl Site {
                 p
             }
             Some(a) => {
-                let mut p = match a.find(method, target) {
+                let mut p = match a.find(at.0, at.1, method, target) {
                     None => Planned::error(404),
                     Some((r, how)) => match recorded(r, method == "HEAD") {
                         // A body that cannot be read is no answer: a miss.
@@ -434,16 +436,18 @@ mod tests {
     fn a_replayed_origin_answers_as_recorded() {
         let (d, r) = root();
         std::fs::write(d.0.join("sub/body"), "recorded body").unwrap();
-        let doc = serde_json::json!({"version": 1, "host": "h", "bodies": d.0.join("sub"), "entries": [
+        let doc = serde_json::json!({"version": 2, "bodies": d.0.join("sub"), "origins": [
+            {"scheme": "https", "host": "h", "port": 443, "entries": [
             {"method": "GET", "path": "/a", "query": "x=1", "status": 200, "content_type": "text/x",
              "headers": [["cache-control", "max-age=9"]], "body": "b".repeat(64), "bytes": 13,
              "server_ms": 25.0},
             {"method": "GET", "path": "/gone", "query": "", "status": 304, "content_type": "text/x",
-             "headers": [], "body": "b".repeat(64), "bytes": 13}]});
+             "headers": [], "body": "b".repeat(64), "bytes": 13}]}]});
         std::fs::rename(d.0.join("sub/body"), d.0.join("sub").join("b".repeat(64))).unwrap();
         let archive = || Some(Archive::from_json(&doc, Path::new(""), true).unwrap());
+        const AT: (&str, &str) = ("https", "h");
         let site = Site::new(Root::new(r.path()).unwrap(), archive(), true);
-        let p = site.plan("GET", "/a?x=2");
+        let p = site.plan(AT, "GET", "/a?x=2");
         assert_eq!(
             (p.status, p.content_type.as_ref(), p.content_length),
             (200, "text/x", 13)
@@ -457,30 +461,30 @@ mod tests {
             vec![("cache-control".to_string(), "max-age=9".to_string())]
         );
         assert!(matches!(p.body, Body::File { len: 13, .. }));
-        let p = site.plan("HEAD", "/a?x=1");
+        let p = site.plan(AT, "HEAD", "/a?x=1");
         assert!(matches!((p.replay, p.body), (Some("exact"), Body::Empty)));
-        let p = site.plan("GET", "/gone");
+        let p = site.plan(AT, "GET", "/gone");
         assert!(matches!(p.body, Body::Empty) && !p.sends_length());
         // The directory's own files are not served: what was not recorded is a miss.
-        let p = site.plan("GET", "/index.html");
+        let p = site.plan(AT, "GET", "/index.html");
         assert_eq!((p.status, p.replay), (404, Some("miss")));
         // A directory's files with the cache lifetime asked for; a replay's keep their own headers.
         let dir = Site::new(Root::new(r.path()).unwrap(), None, false).with_max_age(Some(60));
-        let h = dir.plan("GET", "/").headers;
+        let h = dir.plan(AT, "GET", "/").headers;
         assert_eq!(h, vec![("cache-control".into(), "max-age=60".into())]);
-        assert!(dir.plan("GET", "/nope").headers.is_empty());
+        assert!(dir.plan(AT, "GET", "/nope").headers.is_empty());
         // A request naming its origin (CORS) is allowed any; one without gets the same headers as ever.
         let acao = ("access-control-allow-origin".to_string(), "*".to_string());
-        assert!(dir.plan_for("GET", "/", true).headers.contains(&acao));
-        assert_eq!(dir.plan_for("GET", "/", false).headers, h);
-        assert!(dir.plan_for("GET", "/nope", true).headers.is_empty());
+        assert!(dir.plan_for(AT, "GET", "/", true).headers.contains(&acao));
+        assert_eq!(dir.plan_for(AT, "GET", "/", false).headers, h);
+        assert!(dir.plan_for(AT, "GET", "/nope", true).headers.is_empty());
         let replayed = Site::new(Root::new(r.path()).unwrap(), archive(), false);
         assert!(!replayed
-            .plan_for("GET", "/a?x=1", true)
+            .plan_for(AT, "GET", "/a?x=1", true)
             .headers
             .contains(&acao));
         // Without --replay-think, at once.
-        let p = Site::new(Root::new(r.path()).unwrap(), archive(), false).plan("GET", "/a?x=1");
+        let p = Site::new(Root::new(r.path()).unwrap(), archive(), false).plan(AT, "GET", "/a?x=1");
         assert_eq!(p.delay, Duration::ZERO);
     }
 

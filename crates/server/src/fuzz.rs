@@ -542,7 +542,12 @@ fn fuzz_replay() {
         |b, f| {
             let t = String::from_utf8_lossy(b);
             let (method, target) = t.split_once(' ').unwrap_or(("GET", &t));
-            let found = a.find(method, target);
+            let found = a.find("https", "www.shop.test", method, target);
+            // Another origin of the same address, or none, never answers with this one's entries.
+            assert!(a
+                .find("http", "www.shop.test", method, target)
+                .is_none_or(|(r, _)| r.status == 301));
+            assert!(a.find("https", "other.test", method, target).is_none());
             let path = target
                 .split('#')
                 .next()

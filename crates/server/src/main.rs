@@ -292,7 +292,8 @@ fn main() {
             serde_json::json!({
                 "ready": true, "pid": std::process::id(), "root": shared.root.path(),
                 "replay": shared.root.archive().map(|a| serde_json::json!({
-                    "host": a.host, "entries": a.len(), "think": opts.replay_think})),
+                    "origins": a.origins().iter().map(|(s, h, p)| format!("{s}://{h}:{p}")).collect::<Vec<_>>(),
+                    "entries": a.len(), "think": opts.replay_think})),
                 "http_port": opts.http_port, "https_port": opts.https_port, "h3": opts.h3,
                 "tcp_cc": cc_in_effect,
                 "quic_cc": opts.h3.then(|| h3stack::cc_family(opts.cc_name())),

@@ -589,7 +589,7 @@ impl Server {
             return;
         }
         let _ = c.conn.stream_shutdown(sid, quiche::Shutdown::Read, 0);
-        let planned = root.plan_for(&method, &path, cors);
+        let planned = root.plan_for(("https", &authority), &method, &path, cors);
         let mut rec = Self::record(opts, c, &method, &path, t_request);
         rec.authority = Some(authority);
         rec.request_bytes = Some(0);

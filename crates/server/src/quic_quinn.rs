@@ -781,7 +781,10 @@ async fn respond(
     let t_body_done = unix_ns();
     let planned = match upload {
         true => Planned::uploaded(received),
-        false => sh.root.plan_for(&method, &path, cors),
+        false => {
+            let authority = req.uri().authority().map_or("", |a| a.as_str());
+            sh.root.plan_for(("https", authority), &method, &path, cors)
+        }
     };
     if !planned.delay.is_zero() {
         tokio::time::sleep(planned.delay).await;

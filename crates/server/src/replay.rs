@@ -1,40 +1,51 @@
-//! A recorded origin replayed: the requests one host answered when a site
-//! was recorded, and which of them answers a request now.
+//! Recorded origins replayed: the requests the hosts of one server address
+//! answered when a site was recorded, and which of them answers a request now.
 //!
-//! `--replay FILE` reads the origin's replay manifest, written by the
-//! orchestrator (`satbench.endpoints.sites.replay_manifest`, the format's
-//! one owner; `tests/fixtures/golden/replay.json` is its output, read by a
-//! test here):
+//! `--replay FILE` reads the replay manifest of one server address, written
+//! by the orchestrator (`satbench.endpoints.sites.replay_manifest`, the
+//! format's one owner; `tests/fixtures/golden/replay.json` is its output,
+//! read by a test here):
 //!
 //! ```text
-//! {"version": 1, "host": "cdn.example.test", "bodies": "/abs/dir",
-//!  "volatile": ["cb", "_"],
-//!  "entries": [{"method": "GET", "path": "/a.js", "query": "v=2", "status": 200,
-//!               "content_type": "text/javascript", "headers": [["cache-control", "max-age=60"]],
-//!               "body": "<sha256 of the decoded body, a file under bodies>", "bytes": 1234,
-//!               "server_ms": 12.5}]}
+//! {"version": 2, "bodies": "/abs/dir", "volatile": ["cb", "_"],
+//!  "origins": [{"scheme": "https", "host": "cdn.example.test", "port": 443,
+//!    "entries": [{"method": "GET", "path": "/a.js", "query": "v=2", "status": 200,
+//!                 "content_type": "text/javascript", "headers": [["cache-control", "max-age=60"]],
+//!                 "body": "<sha256 of the decoded body, a file under bodies>", "bytes": 1234,
+//!                 "server_ms": 12.5}]}]}
 //! ```
 //!
-//! Matching is Web Page Replay's: a request is answered by the recorded
+//! A request first finds its origin: the scheme it came over (cleartext or
+//! TLS) and the host and port it names (HTTP/2's and HTTP/3's `:authority`,
+//! HTTP/1.1's `Host`; the scheme's default port when it names none). So the
+//! `http://` redirect of a host and its `https://` page are two origins, and
+//! one server answers many names, as one address of a real site did.
+//!
+//! Then matching is Web Page Replay's: a request is answered by the recorded
 //! request of the same method (HEAD by a GET) and path whose query is the
 //! same (exact), or else by the one of that path whose query parameters
 //! have the most in common with it (fuzzy: the Dice coefficient 2M/T over
 //! the `name=value` pairs, M the pairs both have, T the pairs of both; the
 //! first recorded wins a tie), so a query that changes between runs (a
 //! cache-buster, a session id) still finds its response. Parameters named
-//! in `volatile` are left out of both queries before comparing. A path
-//! never recorded is a miss: 404, and the access log says so
-//! (`"replay": "miss"`), so a trial can count what its recording lacked.
+//! in `volatile` are left out of both queries before comparing. Several
+//! responses recorded for the same request are served in their recorded
+//! order, the last one again once all were served. A request of no
+//! recorded origin, or a path never recorded, is a miss: 404, and the
+//! access log says so (`"replay": "miss"`), so a trial can count what its
+//! recording lacked.
 //!
 //! Sans-IO: loading reads the manifest and checks every body's size once;
-//! [`Archive::find`] is a pure function of the request line.
+//! [`Archive::find`] is a function of the request and of how often each
+//! exact match was served before.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 /// The manifest version this server reads.
-pub const VERSION: u64 = 1;
+pub const VERSION: u64 = 2;
 
 /// One recorded response.
 #[derive(Debug, Clone, PartialEq)]
@@ -82,14 +93,58 @@ pub struct ReplayError {
     msg: String,
 }
 
+/// An origin: scheme, host (lower case) and port.
+pub type OriginKey = (String, String, u16);
+
 /// One origin's recorded requests.
 #[derive(Debug)]
-pub struct Archive {
-    pub host: String,
+struct Origin {
     entries: Vec<Recorded>,
-    volatile: Vec<String>,
     /// (method, path) to the entries recorded for it, in recorded order.
     by_path: HashMap<(String, String), Vec<usize>>,
+    /// How many times each entry's exact request was answered (by the first
+    /// entry of its kind), so that repeats are served in recorded order.
+    served: Vec<AtomicUsize>,
+}
+
+/// The recorded origins of one server address.
+#[derive(Debug)]
+pub struct Archive {
+    origins: HashMap<OriginKey, Origin>,
+    /// The origins in manifest order.
+    order: Vec<OriginKey>,
+    volatile: Vec<String>,
+}
+
+/// The default port of a scheme (None: not one a server here speaks).
+pub fn default_port(scheme: &str) -> Option<u16> {
+    match scheme {
+        "http" => Some(80),
+        "https" => Some(443),
+        _ => None,
+    }
+}
+
+/// The host (lower case, no trailing dot) and port an authority names
+/// (`host`, `host:port`, `[v6]:port`), the scheme's default port if none;
+/// None if it is no authority.
+pub fn split_authority(authority: &str, scheme: &str) -> Option<(String, u16)> {
+    let a = authority.rsplit('@').next().unwrap_or("");
+    let (host, port) = if let Some(rest) = a.strip_prefix('[') {
+        let (h, tail) = rest.split_once(']')?;
+        (h, tail.strip_prefix(':'))
+    } else {
+        match a.rsplit_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (a, None),
+        }
+    };
+    let port = match port {
+        None | Some("") => default_port(scheme)?,
+        Some(p) => p.parse().ok().filter(|&p| p != 0)?,
+    };
+    let host = host.trim_end_matches('.').to_ascii_lowercase();
+    (!host.is_empty()).then_some((host, port))
 }
 
 impl Archive {
@@ -121,11 +176,6 @@ impl Archive {
         if doc.get("version").and_then(|v| v.as_u64()) != Some(VERSION) {
             return Err(top("version", &format!("must be {VERSION}")));
         }
-        let host = doc
-            .get("host")
-            .and_then(|v| v.as_str())
-            .ok_or_else(|| top("host", "must be a text"))?
-            .to_string();
         let bodies = base.join(
             doc.get("bodies")
                 .and_then(|v| v.as_str())
@@ -143,65 +193,134 @@ impl Archive {
                 .ok_or_else(|| top("volatile", "must be a list of parameter names"))?,
         };
         let list = doc
-            .get("entries")
+            .get("origins")
             .and_then(|v| v.as_array())
-            .ok_or_else(|| top("entries", "must be a list"))?;
-        let mut entries = Vec::with_capacity(list.len());
-        for (i, e) in list.iter().enumerate() {
-            let r = entry(e, &bodies, check_bodies)
-                .map_err(|(field, msg)| (format!("entry {i}: "), format!("{field}: {msg}")))?;
-            entries.push(r);
-        }
-        let mut by_path: HashMap<(String, String), Vec<usize>> = HashMap::new();
-        for (i, e) in entries.iter().enumerate() {
-            by_path
-                .entry((e.method.clone(), e.path.clone()))
-                .or_default()
-                .push(i);
+            .ok_or_else(|| top("origins", "must be a list"))?;
+        let mut origins = HashMap::new();
+        let mut order = Vec::new();
+        for (k, o) in list.iter().enumerate() {
+            let at =
+                |field: &str, msg: String| (format!("origin {k}: "), format!("{field}: {msg}"));
+            let scheme = o
+                .get("scheme")
+                .and_then(|v| v.as_str())
+                .filter(|s| default_port(s).is_some())
+                .ok_or_else(|| at("scheme", "must be http or https".into()))?;
+            let host = o
+                .get("host")
+                .and_then(|v| v.as_str())
+                .filter(|h| {
+                    !h.is_empty()
+                        && h.bytes()
+                            .all(|b| b.is_ascii_alphanumeric() || b"-.".contains(&b))
+                })
+                .ok_or_else(|| at("host", "must be a host name".into()))?
+                .to_ascii_lowercase();
+            let port =
+                o.get("port")
+                    .and_then(|v| v.as_u64())
+                    .filter(|p| (1..=65535).contains(p))
+                    .ok_or_else(|| at("port", "must be 1 to 65535".into()))? as u16;
+            let key = (scheme.to_string(), host, port);
+            if origins.contains_key(&key) {
+                return Err(at("host", format!("{key:?} is listed twice")));
+            }
+            let list = o
+                .get("entries")
+                .and_then(|v| v.as_array())
+                .ok_or_else(|| at("entries", "must be a list".into()))?;
+            let mut entries = Vec::with_capacity(list.len());
+            for (i, e) in list.iter().enumerate() {
+                let r = entry(e, &bodies, check_bodies).map_err(|(field, msg)| {
+                    (
+                        format!("origin {k}: entry {i}: "),
+                        format!("{field}: {msg}"),
+                    )
+                })?;
+                entries.push(r);
+            }
+            let mut by_path: HashMap<(String, String), Vec<usize>> = HashMap::new();
+            for (i, e) in entries.iter().enumerate() {
+                by_path
+                    .entry((e.method.clone(), e.path.clone()))
+                    .or_default()
+                    .push(i);
+            }
+            let served = entries.iter().map(|_| AtomicUsize::new(0)).collect();
+            order.push(key.clone());
+            origins.insert(
+                key,
+                Origin {
+                    entries,
+                    by_path,
+                    served,
+                },
+            );
         }
         Ok(Archive {
-            host,
-            entries,
+            origins,
+            order,
             volatile,
-            by_path,
         })
     }
 
+    /// Every recorded response, of every origin.
     pub fn len(&self) -> usize {
-        self.entries.len()
+        self.origins.values().map(|o| o.entries.len()).sum()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.len() == 0
+    }
+
+    /// The origins, in the manifest's order.
+    pub fn origins(&self) -> &[OriginKey] {
+        &self.order
     }
 
     /// The recorded response to `method target` (target: path and query as
-    /// the request line gives them), and how it matched; None: a miss.
-    pub fn find(&self, method: &str, target: &str) -> Option<(&Recorded, Match)> {
+    /// the request line gives them) for the origin `scheme://authority`, and
+    /// how it matched; None: a miss.
+    pub fn find(
+        &self,
+        scheme: &str,
+        authority: &str,
+        method: &str,
+        target: &str,
+    ) -> Option<(&Recorded, Match)> {
+        let (host, port) = split_authority(authority, scheme)?;
+        let origin = self.origins.get(&(scheme.to_string(), host, port))?;
         let target = target.split('#').next().unwrap_or("");
         let (path, query) = target.split_once('?').unwrap_or((target, ""));
         // A HEAD recorded as such, or else the GET of the same target (its head).
-        let cands = self
+        let cands = origin
             .by_path
             .get(&(method.to_string(), path.to_string()))
             .or_else(|| {
                 (method == "HEAD")
-                    .then(|| self.by_path.get(&("GET".to_string(), path.to_string())))
+                    .then(|| origin.by_path.get(&("GET".to_string(), path.to_string())))
                     .flatten()
             })?;
         let want = self.params(query);
+        let exact: Vec<usize> = cands
+            .iter()
+            .copied()
+            .filter(|&i| self.params(&origin.entries[i].query) == want)
+            .collect();
+        if let Some(&first) = exact.first() {
+            // Repeats in recorded order; the last again once all were served.
+            let n = origin.served[first].fetch_add(1, Ordering::Relaxed);
+            let i = exact[n.min(exact.len() - 1)];
+            return Some((&origin.entries[i], Match::Exact));
+        }
         let mut best: Option<(usize, f64)> = None;
         for &i in cands {
-            let have = self.params(&self.entries[i].query);
-            if have == want {
-                return Some((&self.entries[i], Match::Exact));
-            }
-            let score = dice(&want, &have);
+            let score = dice(&want, &self.params(&origin.entries[i].query));
             if best.is_none_or(|(_, s)| score > s) {
                 best = Some((i, score));
             }
         }
-        best.map(|(i, _)| (&self.entries[i], Match::Fuzzy))
+        best.map(|(i, _)| (&origin.entries[i], Match::Fuzzy))
     }
 
     /// A query's `name=value` pairs, sorted (their order does not tell
@@ -382,8 +501,8 @@ mod tests {
     use super::*;
 
     fn archive(entries: serde_json::Value, volatile: &[&str]) -> Archive {
-        let doc = serde_json::json!({"version": 1, "host": "a.test", "bodies": "/b",
-            "volatile": volatile, "entries": entries});
+        let doc = serde_json::json!({"version": 2, "bodies": "/b", "volatile": volatile,
+            "origins": [{"scheme": "https", "host": "a.test", "port": 443, "entries": entries}]});
         Archive::from_json(&doc, Path::new(""), false).unwrap()
     }
 
@@ -394,7 +513,17 @@ mod tests {
     }
 
     fn found(a: &Archive, target: &str) -> Option<(char, Match)> {
-        a.find("GET", target)
+        found_at(a, "https", "a.test", "GET", target)
+    }
+
+    fn found_at(
+        a: &Archive,
+        scheme: &str,
+        authority: &str,
+        method: &str,
+        target: &str,
+    ) -> Option<(char, Match)> {
+        a.find(scheme, authority, method, target)
             .map(|(r, m)| (r.body.to_str().unwrap().chars().last().unwrap(), m))
     }
 
@@ -418,8 +547,11 @@ mod tests {
         assert_eq!(found(&a, "/y"), Some(('c', Match::Exact)));
         assert_eq!(found(&a, "/y?cb=123"), Some(('c', Match::Fuzzy)));
         assert_eq!(found(&a, "/z"), None);
-        assert_eq!(a.find("POST", "/y").map(|(_, m)| m), None);
-        assert_eq!(a.find("HEAD", "/y").map(|(_, m)| m), Some(Match::Exact));
+        assert_eq!(found_at(&a, "https", "a.test", "POST", "/y"), None);
+        assert_eq!(
+            found_at(&a, "https", "a.test", "HEAD", "/y"),
+            Some(('c', Match::Exact))
+        );
     }
 
     #[test]
@@ -439,9 +571,15 @@ mod tests {
         head["method"] = "HEAD".into();
         let a = archive(serde_json::json!([e("/x", "a=1&b=2", 'a'), head]), &[]);
         assert_eq!(found(&a, "/x?b=2&a=1"), Some(('a', Match::Exact)));
-        let (r, m) = a.find("HEAD", "/x").unwrap();
+        let (r, m) = a.find("https", "a.test", "HEAD", "/x").unwrap();
         assert_eq!((r.method.as_str(), m), ("HEAD", Match::Exact));
-        assert_eq!(a.find("HEAD", "/x?a=1&b=2").unwrap().0.method, "HEAD");
+        assert_eq!(
+            a.find("https", "a.test", "HEAD", "/x?a=1&b=2")
+                .unwrap()
+                .0
+                .method,
+            "HEAD"
+        );
     }
 
     #[test]
@@ -451,10 +589,10 @@ mod tests {
             for (k, v) in patch.as_object().unwrap() {
                 x[k] = v.clone();
             }
-            let doc = serde_json::json!({"version": 1, "host": "a", "bodies": "/b",
-                "entries": [e("/ok", "", 'a'), x]});
+            let doc = serde_json::json!({"version": 2, "bodies": "/b", "origins": [
+                {"scheme": "https", "host": "a", "port": 443, "entries": [e("/ok", "", 'a'), x]}]});
             let (place, msg) = Archive::from_json(&doc, Path::new(""), false).unwrap_err();
-            format!("{place}{msg}")
+            format!("{place}{msg}").replace("origin 0: ", "")
         };
         assert!(bad(serde_json::json!({"status": 101})).starts_with("entry 1: status:"));
         assert!(bad(serde_json::json!({"path": "x"})).starts_with("entry 1: path:"));
@@ -478,13 +616,73 @@ mod tests {
         }
         assert!(bad(serde_json::json!({"server_ms": -1})).starts_with("entry 1: server_ms:"));
         assert!(bad(serde_json::json!({"method": "get"})).starts_with("entry 1: method:"));
-        let doc = serde_json::json!({"version": 2, "host": "a", "bodies": "/b", "entries": []});
+        let doc = serde_json::json!({"version": 1, "host": "a", "bodies": "/b", "entries": []});
         assert_eq!(
             Archive::from_json(&doc, Path::new(""), false)
                 .unwrap_err()
                 .1,
-            "version: must be 1"
+            "version: must be 2"
         );
+        let origin = |o: serde_json::Value| {
+            let doc = serde_json::json!({"version": 2, "bodies": "/b", "origins": [o]});
+            let (place, msg) = Archive::from_json(&doc, Path::new(""), false).unwrap_err();
+            format!("{place}{msg}")
+        };
+        let ok = serde_json::json!({"scheme": "https", "host": "a", "port": 443, "entries": []});
+        for (field, bad) in [
+            ("scheme", serde_json::json!("ftp")),
+            ("host", serde_json::json!("../x")),
+            ("port", serde_json::json!(0)),
+            ("port", serde_json::json!(70000)),
+        ] {
+            let mut o = ok.clone();
+            o[field] = bad;
+            assert!(
+                origin(o).starts_with(&format!("origin 0: {field}:")),
+                "{field}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_origin_is_scheme_host_and_port() {
+        let doc = serde_json::json!({"version": 2, "bodies": "/b", "origins": [
+            {"scheme": "http", "host": "www.a.test", "port": 80, "entries": [e("/", "", 'a')]},
+            {"scheme": "https", "host": "www.a.test", "port": 443, "entries": [e("/", "", 'b')]},
+            {"scheme": "https", "host": "api.a.test", "port": 8443, "entries": [e("/", "", 'd')]},
+            {"scheme": "https", "host": "cdn.a.test", "port": 443, "entries": [e("/", "", 'c')]}]});
+        let a = Archive::from_json(&doc, Path::new(""), false).unwrap();
+        let hit = |scheme: &str, authority: &str| {
+            found_at(&a, scheme, authority, "GET", "/").map(|x| x.0)
+        };
+        // The cleartext redirect and the page of one host are two origins.
+        assert_eq!(hit("http", "www.a.test"), Some('a'));
+        assert_eq!(hit("http", "www.a.test:80"), Some('a'));
+        assert_eq!(hit("https", "www.a.test"), Some('b'));
+        assert_eq!(hit("https", "WWW.A.TEST.:443"), Some('b'));
+        assert_eq!(hit("https", "api.a.test:8443"), Some('d'));
+        assert_eq!(hit("https", "api.a.test"), None);
+        assert_eq!(hit("http", "cdn.a.test"), None);
+        assert_eq!(hit("https", "cdn.a.test"), Some('c'));
+        assert_eq!(hit("https", "other.test"), None);
+        assert_eq!(hit("https", ""), None);
+        assert_eq!(hit("https", "cdn.a.test:x"), None);
+        assert_eq!(a.origins().len(), 4);
+        assert_eq!(
+            split_authority("[2001:db8::1]:8443", "https"),
+            Some(("2001:db8::1".into(), 8443))
+        );
+    }
+
+    #[test]
+    fn responses_recorded_twice_are_served_in_their_order() {
+        let a = archive(
+            serde_json::json!([e("/n", "", '1'), e("/n", "", '2'), e("/n", "x=1", '3')]),
+            &[],
+        );
+        let seq: Vec<char> = (0..4).map(|_| found(&a, "/n").unwrap().0).collect();
+        assert_eq!(seq, vec!['1', '2', '2', '2']);
+        assert_eq!(found(&a, "/n?x=1"), Some(('3', Match::Exact)));
     }
 
     /// The orchestrator's manifest (the format's owner writes the fixture:
@@ -496,8 +694,16 @@ mod tests {
             serde_json::from_str(&std::fs::read_to_string(dir.join("replay.json")).unwrap())
                 .unwrap();
         let a = Archive::from_json(&doc, &dir, true).unwrap();
-        assert_eq!(a.host, "www.shop.test");
-        let (r, m) = a.find("GET", "/app.js?v=7&session=zzz").unwrap();
+        assert_eq!(
+            a.origins(),
+            &[
+                ("http".to_string(), "www.shop.test".to_string(), 80),
+                ("https".to_string(), "www.shop.test".to_string(), 443)
+            ]
+        );
+        let (r, m) = a
+            .find("https", "www.shop.test", "GET", "/app.js?v=7&session=zzz")
+            .unwrap();
         assert_eq!(
             (m, r.status, r.content_type.as_str()),
             (Match::Exact, 200, "text/javascript")
@@ -506,8 +712,12 @@ mod tests {
         assert!(r
             .headers
             .contains(&("cache-control".into(), "max-age=600".into())));
-        let (r, _) = a.find("GET", "/old").unwrap();
+        let (r, _) = a.find("https", "www.shop.test", "GET", "/old").unwrap();
         assert_eq!(r.status, 301);
         assert!(r.headers.iter().any(|(n, _)| n == "location"));
+        // The cleartext origin: its recorded redirect to https only.
+        let (r, _) = a.find("http", "www.shop.test", "GET", "/").unwrap();
+        assert_eq!(r.status, 301);
+        assert!(a.find("http", "www.shop.test", "GET", "/app.js").is_none());
     }
 }

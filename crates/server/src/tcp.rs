@@ -89,7 +89,9 @@ pub(crate) async fn handle(
     let planned = if upload {
         Planned::uploaded(received)
     } else {
-        sh.root.plan_for(method.as_str(), &target, cors)
+        let scheme = if tls { "https" } else { "http" };
+        let at = (scheme, authority.as_deref().unwrap_or(""));
+        sh.root.plan_for(at, method.as_str(), &target, cors)
     };
     if !planned.delay.is_zero() {
         tokio::time::sleep(planned.delay).await;

@@ -132,6 +132,9 @@ class Origin:
     root: Path
     cert: tuple[Path, Path] | None = None
     replay: Path | None = None
+    #: The (HTTPS port, cleartext port) of each server the host runs (0: none of that kind): one
+    #: server on 443 and 80 unless a recorded origin had another port.
+    listeners: tuple[tuple[int, int], ...] = ((443, 80),)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -149,6 +152,9 @@ class ServeRequest:
     cert: tuple[Path, Path] | None = None
     #: A recorded origin's replay manifest (satbench servers only; ``Origin.replay``).
     replay: Path | None = None
+    #: Its ports (0: none of that kind; satbench servers only; ``Origin.listeners``).
+    https_port: int = 443
+    http_port: int = 80
 
 
 class Server(ABC):

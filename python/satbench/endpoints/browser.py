@@ -220,7 +220,9 @@ def judge(res: LoadResult, want: str, failed: dict[str, str] | None = None,
     res.blocked = [{"url": urls[rid], "error": err} for rid, err in (failed or {}).items()
                    if urls and rid in urls and outside_testbed(urls[rid], err)]
     # A response from the HTTP cache (a repeat view's) crossed no connection now.
-    wrong = [r for r in res.resources if r["protocol"] != want and not r.get("cached")]
+    # (A cleartext URL is HTTP/1.1 whatever the trial's version: a recorded site's http:// redirect.)
+    wrong = [r for r in res.resources if r["protocol"] != ("http/1.1" if r["url"].startswith("http://") else want)
+             and not r.get("cached")]
     if res.blocked:
         b = res.blocked
         res.valid = False

@@ -77,7 +77,9 @@ def _flags(opts: BrowseOptions, url: str) -> list[str]:
         flags += ["--disable-quic"]
     else:
         u = urlsplit(url)
-        hosts = [f"{h}:{u.port or 443}" for h in dict.fromkeys([str(u.hostname), *opts.origins])]
+        # The page's origin and the others (HOST or HOST:PORT); an http:// page has none of its own.
+        page = [f"{u.hostname}:{u.port or 443}"] if u.scheme == "https" else []
+        hosts = list(dict.fromkeys([*page, *(o if ":" in o else f"{o}:443" for o in opts.origins)]))
         flags += ["--enable-quic", f"--origin-to-force-quic-on={','.join(hosts)}"]
     if opts.netlog:
         flags += [f"--log-net-log={opts.netlog}", "--net-log-capture-mode=Default"]

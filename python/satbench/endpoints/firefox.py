@@ -100,7 +100,9 @@ def _prefs(protocol: str, url: str, connections: int, origins: tuple[str, ...] =
         u = urlsplit(url)
         p["network.http.http3.enable"] = True
         hosts = dict.fromkeys([str(u.hostname), *origins])
-        p["network.http.http3.alt-svc-mapping-for-testing"] = ",".join(f"{h};h3=:{u.port or 443}" for h in hosts)
+        # (HOST, or HOST:PORT for an origin on another port than the page's.)
+        p["network.http.http3.alt-svc-mapping-for-testing"] = ",".join(
+            f"{h.split(':')[0]};h3=:{h.split(':')[1] if ':' in h else (u.port or 443)}" for h in hosts)
         p["network.http.http3.force-use-alt-svc-mapping-for-testing"] = True
         # The test CA is a third-party root, for which Firefox would otherwise turn HTTP/3 off.
         p["network.http.http3.disable_when_third_party_roots_found"] = False

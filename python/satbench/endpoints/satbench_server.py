@@ -109,8 +109,10 @@ class SatbenchServer(Server):
 
     @classmethod
     def start(cls, req: ServeRequest) -> "SatbenchServer":
+        tls = req.https_port != 0
         return cls(req.root, req.log_dir, req.options, host=req.host, cc=req.cc, telemetry=req.telemetry,
-                   cert=req.cert, replay=req.replay)
+                   cert=req.cert, replay=req.replay, https_port=req.https_port or 443, http_port=req.http_port,
+                   tls=tls, extra=None if tls else ["--no-h3"])
 
     @property
     def pid(self) -> int:

@@ -9,10 +9,12 @@ tooling keeps its page sets in), imported into a folder satbench can replay.
     OUT/bodies/SHA256    each distinct response body, decoded, once
 
 and refuses a malformed archive with one line naming the file and the entry.
-Each entry keeps the request's method, URL, host, path and query; the
-response's status, headers and content type; the body's hash and size; the
-server's think time as recorded (HAR ``timings.wait``); and what the import
-changed, so that the manifest says it:
+Each entry keeps the request's method, URL, origin (scheme, host, port),
+path and query; the address of the server that answered and the HTTP
+version it spoke, where the archive says (HAR ``serverIPAddress`` and
+``httpVersion``); the response's status, headers and content type; the
+body's hash and size; the server's think time as recorded (HAR
+``timings.wait``); and what the import changed, so that the manifest says it:
 
 - **filled**: the archive had no body (HARs often leave them out): the body
   is the recorded size of incompressible bytes (seeded by the URL);
@@ -30,17 +32,23 @@ can become a path outside the folder: ``..``, ``/etc/x``, a NUL), a body is
 decompressed or filled to at most ``MAX_BODY_BYTES`` and a site's bodies to
 ``MAX_SITE_BYTES`` in all (a gzip bomb is refused with exit code 2, never
 inflated), and every file is written whole under ``OUT``, never through a
-symlink. ``materialize`` lays the folder out for replay: one
-manifest per recorded host, which that host's satbench-server answers from
-(``--replay``: recorded statuses, headers and bodies; a request matched as Web
-Page Replay matches it, so a query that changes between runs still finds its
-response; parameters named ``volatile`` at import are ignored).
+symlink. ``materialize`` lays the folder out for replay, as the recording
+grouped it (:func:`server_groups`): one server address for each address the
+recorded hosts had, serving every origin of those hosts (one certificate
+naming them all, so that a browser coalesces connections where it did on the
+real site), or one per host where the archive has no addresses. Each group's
+manifest is what its satbench-server answers from (``--replay``: a request
+finds its origin by scheme, host and port, then its recorded status, headers
+and body as Web Page Replay matches it, so a query that changes between runs
+still finds its response; parameters named ``volatile`` at import are
+ignored).
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
+import ipaddress
 import json
 import os
 import random
@@ -49,7 +57,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urljoin, urlsplit
 
 from ..errors import InputError
 from ..model import HOST_NAME_RE
@@ -60,7 +68,13 @@ HOP_BY_HOP = {"connection", "keep-alive", "proxy-authenticate", "proxy-authoriza
 #: Headers the server computes itself.
 COMPUTED = {"content-length"}
 ENCODINGS = {"gzip", "br", "deflate", "identity"}
-SITE_VERSION = 1
+#: 2: entries have their origin's scheme and port, the recorded server address and HTTP version.
+SITE_VERSION = 2
+#: The most hosts one site may have (HTTP Archive's heaviest pages reach a few hundred).
+MAX_HOSTS = 1000
+#: A recorded HTTP version, as archives write it, in satbench's names.
+VERSIONS = {"http/1.0": "h1", "http/1.1": "h1", "http/2": "h2", "http/2.0": "h2", "h2": "h2", "h2c": "h2",
+            "http/3": "h3", "h3": "h3", "h3-29": "h3"}
 
 
 @dataclass
@@ -83,6 +97,12 @@ class Entry:
     filled: bool = False
     #: What the import changed: "decoded", "dropped HEADER", ...
     changed: list[str] = field(default_factory=list)
+    #: The origin's scheme and port.
+    scheme: str = "https"
+    port: int = 443
+    #: The address of the server that answered, and the HTTP version it spoke, where recorded.
+    ip: str | None = None
+    version: str | None = None
 
 
 @dataclass
@@ -138,11 +158,22 @@ def _fill(url: str, n: int, where: str) -> bytes:
 def _host(url: str, where: str, field: str) -> tuple[str, str, str]:
     """An http(s) URL's host (a host name, lowercased), path and query; refused with one line
     otherwise."""
+    _, host, _, path, query = _url(url, where, field)
+    return host, path, query
+
+
+def _url(url: str, where: str, field: str) -> tuple[str, str, int, str, str]:
+    """An http(s) URL's scheme, host (a host name, lowercased), port (the scheme's default if none),
+    path and query; refused with one line otherwise."""
     try:
         u = urlsplit(url)
         host = u.hostname
     except ValueError:
         raise InputError(f"{where}: {field} is not a URL: {url[:200]!r}") from None
+    try:
+        port = u.port or (80 if u.scheme == "http" else 443)
+    except ValueError:
+        raise InputError(f"{where}: {field}'s port is out of range (1 to 65535): {url[:200]!r}") from None
     if u.scheme not in ("http", "https") or not host:
         raise InputError(f"{where}: {field} is not an http(s) URL: {url[:200]!r}")
     last = host.rstrip(".").rsplit(".", 1)[-1]
@@ -151,7 +182,32 @@ def _host(url: str, where: str, field: str) -> tuple[str, str, str]:
     if not re.fullmatch(HOST_NAME_RE, host) or last.isdigit() or re.fullmatch(r"0x[0-9a-f]*", last):
         raise InputError(f"{where}: {field}'s host is no host name (an IP literal, or a name no browser "
                          f"sends): {host[:200]!r}")
-    return host, u.path or "/", u.query
+    return u.scheme, host, port, u.path or "/", u.query
+
+
+def _address(value: Any) -> str | None:
+    """A recorded server address (HAR ``serverIPAddress``, IPv6 with or without brackets), or None."""
+    try:
+        return str(ipaddress.ip_address(str(value).strip().strip("[]"))) if value else None
+    except ValueError:
+        return None
+
+
+def _redirects_to_itself(url: str, status: int, headers: list[tuple[str, str]]) -> bool:
+    location = next((v for k, v in headers if k.lower() == "location"), None)
+    if not 300 <= status <= 399 or location is None:
+        return False
+    target = urljoin(url, location.strip()).split("#")[0]
+    return _normal(target) == _normal(url.split("#")[0])
+
+
+def _normal(url: str) -> str:
+    try:
+        u = urlsplit(url)
+        port = u.port or (80 if u.scheme == "http" else 443)
+    except ValueError:
+        return url
+    return f"{u.scheme}://{(u.hostname or '').rstrip('.')}:{port}{u.path or '/'}?{u.query}"
 
 
 def _headers(raw: list[tuple[str, str]], changed: list[str]) -> tuple[list[tuple[str, str]], str | None]:
@@ -202,9 +258,13 @@ def import_har(path: Path, out: Path, volatile: Sequence[str] = ()) -> Site:
             size = content.get("size")
             size = size if isinstance(size, int) and size >= 0 else max(0, int(resp.get("bodySize") or 0))
             wait = (e.get("timings") or {}).get("wait")
+            version = VERSIONS.get(str(resp.get("httpVersion") or "").strip().lower())
+            ip = _address(e.get("serverIPAddress"))
         except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as err:
             raise InputError(f"{where}: missing or malformed field {err}") from None
-        host, url_path, query = _host(url, where, "request.url")
+        scheme, host, port, url_path, query = _url(url, where, "request.url")
+        if _redirects_to_itself(url, status, raw):
+            raise InputError(f"{where}: response.headers: a {status} redirect to its own URL (a loop)")
         changed: list[str] = []
         headers, encoding = _headers(raw, changed)
         text, filled = content.get("text"), False
@@ -223,7 +283,7 @@ def import_har(path: Path, out: Path, volatile: Sequence[str] = ()) -> Site:
                              status=status, headers=headers, mime=str(content.get("mimeType") or ""),
                              body=bodies.put(data), bytes=len(data), encoding=encoding,
                              server_ms=float(wait) if isinstance(wait, (int, float)) and wait >= 0 else None,
-                             filled=filled, changed=changed))
+                             filled=filled, changed=changed, scheme=scheme, port=port, ip=ip, version=version))
     pages = log.get("pages") or []
     if not isinstance(pages, list):
         raise InputError(f"{path}: log.pages is not a list")
@@ -240,6 +300,8 @@ def import_wpr(path: Path, out: Path, volatile: Sequence[str] = ()) -> Site:
         raise InputError(f"{path}: not a Web Page Replay archive (no Requests)")
     bodies = _Bodies(out / "bodies", path)
     entries: list[Entry] = []
+    # The protocol each host negotiated, where the archive kept it (WPR's NegotiatedProtocol).
+    negotiated = doc.get("NegotiatedProtocol") if isinstance(doc.get("NegotiatedProtocol"), dict) else {}
     i = 0
     for _recorded_host, by_url in reqs.items():
         if not isinstance(by_url, dict):
@@ -255,7 +317,9 @@ def import_wpr(path: Path, out: Path, volatile: Sequence[str] = ()) -> Site:
                     raise InputError(f"{where}: SerializedRequest and SerializedResponse must be base64") from None
                 method = request.split(b" ", 1)[0].decode(errors="replace").upper() or "GET"
                 status, raw, body = _http1_response(response, where)
-                host, url_path, query = _host(str(url), where, "the URL")
+                scheme, host, port, url_path, query = _url(str(url), where, "the URL")
+                if _redirects_to_itself(str(url), status, raw):
+                    raise InputError(f"{where}: a {status} redirect to its own URL (a loop)")
                 changed: list[str] = []
                 headers, encoding = _headers(raw, changed)
                 if any(k.lower() == "transfer-encoding" and "chunked" in v.lower() for k, v in raw):
@@ -266,7 +330,8 @@ def import_wpr(path: Path, out: Path, volatile: Sequence[str] = ()) -> Site:
                 mime = next((v.split(";")[0].strip() for k, v in raw if k.lower() == "content-type"), "")
                 entries.append(Entry(method=method, url=str(url), host=host, path=url_path, query=query,
                                      status=status, headers=headers, mime=mime, body=bodies.put(data),
-                                     bytes=len(data), encoding=encoding, changed=changed))
+                                     bytes=len(data), encoding=encoding, changed=changed, scheme=scheme,
+                                     port=port, version=VERSIONS.get(str(negotiated.get(host) or "").lower())))
     return _site(path, "wpr", entries, out, [], volatile)
 
 
@@ -326,10 +391,17 @@ def _site(path: Path, kind: str, entries: list[Entry], out: Path, pages: list[An
           ) -> Site:
     if not entries:
         raise InputError(f"{path}: no entries to import")
+    hosts = {e.host for e in entries}
+    if len(hosts) > MAX_HOSTS:
+        raise InputError(f"{path}: {len(hosts)} hosts; a site replays at most {MAX_HOSTS}")
     first_page = next((str(p.get("title")) for p in pages if isinstance(p, dict) and p.get("title")), None)
     docs = [e for e in entries if e.mime.startswith("text/html") and e.status == 200]
     page = first_page if first_page and first_page.startswith(("http://", "https://")) else (
         docs[0].url if docs else entries[0].url)
+    # A recording that began with a redirect (typing a domain: http:// to https://, or to www.) starts
+    # there, so that replay follows it as the browser did.
+    if page != entries[0].url and _redirects_to(entries, entries[0], page):
+        page = entries[0].url
     site = Site(source=str(path), kind=kind, page=page, hosts=sorted({e.host for e in entries}), entries=entries,
                 volatile=list(volatile))
     try:
@@ -337,6 +409,24 @@ def _site(path: Path, kind: str, entries: list[Entry], out: Path, pages: list[An
     except OSError as e:
         raise InputError(f"--out: {e}") from None
     return site
+
+
+def _redirects_to(entries: list[Entry], first: Entry, page: str, hops: int = 10) -> bool:
+    """Whether ``first`` is a redirect whose chain, through the recording's own redirects, reaches
+    ``page``."""
+    by_url = {_normal(e.url): e for e in reversed(entries)}
+    e: Entry | None = first
+    for _ in range(hops):
+        if e is None or not 300 <= e.status <= 399:
+            return False
+        loc = next((v for k, v in e.headers if k.lower() == "location"), None)
+        if loc is None:
+            return False
+        nxt = _normal(urljoin(e.url, loc.strip()))
+        if nxt == _normal(page):
+            return True
+        e = by_url.get(nxt)
+    return False
 
 
 def import_folder(path: Path, out: Path, host: str = "server.test") -> Site:
@@ -409,11 +499,11 @@ def import_archive(path: Path, out: Path, volatile: Sequence[str] = ()) -> Site:
 
 @dataclass(frozen=True)
 class Replay:
-    """An imported site laid out for its origins: one replay manifest per recorded host (what
-    satbench-server's ``--replay`` reads), in ``hosts`` order, each with an (empty) root folder."""
+    """An imported site laid out for its origins: one replay manifest per server group (what
+    satbench-server's ``--replay`` reads), in ``groups`` order, each with an (empty) root folder."""
 
     page: str
-    hosts: list[str]
+    groups: list[ServerGroup]
     roots: list[Path]
     manifests: list[Path]
     #: The bytes of every distinct body served, and how many entries are served.
@@ -423,11 +513,15 @@ class Replay:
     #: HTTP cannot carry (left out).
     notes: list[str]
 
+    @property
+    def hosts(self) -> list[str]:
+        return [h for g in self.groups for h in g.names]
+
 
 #: Headers a replaying server sets itself: left out of what it sends as recorded (satbench-server's
 #: replay.rs refuses a manifest with these or the hop-by-hop ones: ``SERVER_SETS``).
 SERVER_SET = COMPUTED | {"content-type", "content-encoding", "server", "timing-allow-origin", "alt-svc"}
-REPLAY_VERSION = 1
+REPLAY_VERSION = 2
 #: The longest recorded think time replayed (ms; replay.rs's limit).
 MAX_THINK_MS = 600_000
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
@@ -438,16 +532,18 @@ def _sendable(name: str, value: str) -> bool:
     return bool(_TOKEN.fullmatch(name)) and all(c == "\t" or " " <= c <= "~" for c in value)
 
 
-def replay_manifest(doc: dict[str, Any], folder: Path, host: str, notes: list[str] | None = None
+def replay_manifest(doc: dict[str, Any], folder: Path, group: ServerGroup, notes: list[str] | None = None
                     ) -> dict[str, Any]:
-    """The replay manifest of one recorded host (the format's one owner; satbench-server's
-    ``replay.rs`` reads it, and tests it against tests/fixtures/golden/replay.json): every entry
-    of the host with a status the server can send, its recorded headers but those the server sets,
-    its content type as recorded, its body by hash under ``folder/bodies``, its think time."""
+    """The replay manifest of one server group (the format's one owner; satbench-server's
+    ``replay.rs`` reads it, and tests it against tests/fixtures/golden/replay.json): each origin of
+    the group with every entry of it with a status the server can send, its recorded headers but
+    those the server sets, its content type as recorded, its body by hash under ``folder/bodies``,
+    its think time."""
     notes = [] if notes is None else notes
-    entries = []
+    by_origin: dict[OriginKey, list[dict[str, Any]]] = {o: [] for o in group.origins}
     for e in doc["entries"]:
-        if e["host"] != host:
+        entries = by_origin.get(_origin(e))
+        if entries is None:
             continue
         if not 200 <= int(e["status"]) <= 599:
             notes.append(f"{e['method']} {e['url']}: status {e['status']} not replayed")
@@ -475,8 +571,9 @@ def replay_manifest(doc: dict[str, Any], folder: Path, host: str, notes: list[st
         entries.append({"method": e["method"], "path": e["path"], "query": e["query"], "status": int(e["status"]),
                         "content_type": ctype or "application/octet-stream", "headers": headers,
                         "body": e["body"], "bytes": int(e["bytes"]), "server_ms": think})
-    return {"version": REPLAY_VERSION, "host": host, "bodies": str((folder / "bodies").resolve()),
-            "volatile": list(doc.get("volatile") or []), "entries": entries}
+    return {"version": REPLAY_VERSION, "bodies": str((folder / "bodies").resolve()),
+            "volatile": list(doc.get("volatile") or []),
+            "origins": [{"scheme": s, "host": h, "port": p, "entries": es} for (s, h, p), es in by_origin.items()]}
 
 
 def load_site(folder: Path) -> dict[str, Any]:
@@ -489,8 +586,8 @@ def load_site(folder: Path) -> dict[str, Any]:
     except ValueError:
         raise InputError(f"{folder / 'site.json'}: not JSON") from None
     where = folder / "site.json"
-    if not isinstance(doc, dict) or doc.get("version") != SITE_VERSION or not doc.get("entries"):
-        raise InputError(f"{where}: not an imported site of version {SITE_VERSION}")
+    if not isinstance(doc, dict) or doc.get("version") not in (1, SITE_VERSION) or not doc.get("entries"):
+        raise InputError(f"{where}: not an imported site of version 1 or {SITE_VERSION}")
     # A manifest may come from elsewhere: every name that becomes a path or a server's name is checked.
     if not isinstance(doc.get("hosts"), list) or not isinstance(doc["entries"], list):
         raise InputError(f"{where}: hosts and entries must be lists")
@@ -502,47 +599,107 @@ def load_site(folder: Path) -> dict[str, Any]:
             raise InputError(f"{where}: entries[{i}].host is not one of hosts")
         if not isinstance(x.get("body"), str) or not re.fullmatch(r"[0-9a-f]{64}", x["body"]):
             raise InputError(f"{where}: entries[{i}].body is not a SHA-256 in hex")
+        if "scheme" not in x:  # version 1: the origin from the URL
+            x["scheme"], _, x["port"], _, _ = _url(str(x.get("url", f"https://{x['host']}/")), str(where),
+                                                   f"entries[{i}].url")
+        if x["scheme"] not in ("http", "https") or not isinstance(x.get("port"), int) or not 1 <= x["port"] <= 65535:
+            raise InputError(f"{where}: entries[{i}]: scheme must be http or https, port 1 to 65535")
+        if x.get("ip") is not None and _address(x["ip"]) is None:
+            raise InputError(f"{where}: entries[{i}].ip is not an address")
     if not isinstance(doc.get("page"), str):
         raise InputError(f"{where}: page is not a URL")
     _host(doc["page"], str(where), "page")
     return doc
 
 
+#: An origin: scheme, host, port.
+OriginKey = tuple[str, str, int]
+
+
+@dataclass(frozen=True)
+class ServerGroup:
+    """The hosts one server address answers for in replay: those the recording saw at one address
+    (or one host, where it saw none), with every origin of theirs."""
+
+    names: list[str]
+    #: The address they had in the recording (None: not recorded).
+    recorded: str | None
+    origins: list[OriginKey]
+
+    @property
+    def listeners(self) -> list[tuple[int, int]]:
+        """The (HTTPS port, cleartext port) pairs its servers listen on, one server each (0: none of
+        that kind): 443 and 80 together, any other port on a server of its own."""
+        https = sorted({p for s, _, p in self.origins if s == "https"}, key=lambda p: p != 443) or [443]
+        http = sorted({p for s, _, p in self.origins if s == "http"}, key=lambda p: p != 80)
+        out = [(https[0], http[0] if http and http[0] == 80 else 0)]
+        out += [(p, 0) for p in https[1:]]
+        out += [(0, p) for p in http if p != out[0][1]]
+        return out
+
+
+def _origin(e: dict[str, Any]) -> OriginKey:
+    return str(e["scheme"]), str(e["host"]), int(e["port"])
+
+
+def server_groups(doc: dict[str, Any]) -> list[ServerGroup]:
+    """An imported site's hosts grouped as the recording grouped them: each host at the address it
+    was answered from most often (the first recorded of a tie), hosts of one address together; a host
+    with no recorded address alone. The page's group first (the testbed's first server host), then in
+    recorded order; within a group, the page's host first, then in recorded order."""
+    page = urlsplit(doc["page"]).hostname
+    seen: dict[str, dict[str | None, int]] = {}
+    origins: dict[str, list[OriginKey]] = {}
+    for e in doc["entries"]:
+        counts = seen.setdefault(e["host"], {})
+        counts[e.get("ip")] = counts.get(e.get("ip"), 0) + 1
+        o = _origin(e)
+        if o not in origins.setdefault(e["host"], []):
+            origins[e["host"]].append(o)
+    hosts = sorted(seen, key=lambda h: h != page)  # (stable: recorded order otherwise)
+    groups: dict[str, list[str]] = {}
+    for h in hosts:
+        ips = [ip for ip in seen[h] if ip is not None]
+        addr = max(ips, key=lambda ip: seen[h][ip]) if ips else None
+        groups.setdefault(addr if addr is not None else f"host:{h}", []).append(h)
+    return [ServerGroup(names=names, recorded=None if key.startswith("host:") else key,
+                        origins=[o for h in names for o in origins[h]])
+            for key, names in groups.items()]
+
+
 def origin_hosts(doc: dict[str, Any]) -> list[str]:
-    """An imported site's hosts in the order they get server hosts: the page's origin first (the
-    testbed's first server host), then the others as recorded."""
-    page_host = urlsplit(doc["page"]).hostname
-    return sorted(doc["hosts"], key=lambda h: h != page_host)
+    """An imported site's hosts, the page's first, in the order of their server groups."""
+    return [h for g in server_groups(doc) for h in g.names]
 
 
 def materialize(folder: Path, out: Path) -> Replay:
-    """Lay an imported site out under ``out`` for its origins, once (an existing layout made from
-    the same manifest is kept): ``out/TAG/HOST.replay.json`` per host, and an empty root folder."""
+    """Lay an imported site out under ``out`` for its server groups, once (an existing layout made
+    from the same manifest is kept): ``out/TAG/gK.replay.json`` per group, and an empty root folder."""
     doc = load_site(folder)
     # The layout depends on the manifest, on where the bodies are (the manifests name their folder)
     # and on this code's version of the format.
     key = (folder / "site.json").read_bytes() + f"\n{folder.resolve()}\n{REPLAY_VERSION}".encode()
     tag = hashlib.sha256(key).hexdigest()[:16]
-    hosts = origin_hosts(doc)
+    groups = server_groups(doc)
     notes: list[str] = []
     roots, manifests, served, seen = [], [], 0, set()
     total = 0
-    for h in hosts:
-        m = replay_manifest(doc, folder, h, notes)
-        path = out / tag / f"{h}.replay.json"  # h is a host name (load_site): no separator, no ".."
-        root = out / tag / "roots" / h
-        real_folder(out / tag)
-        real_folder(out / tag / "roots")
-        real_folder(root)
+    real_folder(out / tag)
+    real_folder(out / tag / "roots")
+    for k, g in enumerate(groups, 1):
+        m = replay_manifest(doc, folder, g, notes)
+        path = out / tag / f"g{k}.replay.json"
+        root = real_folder(out / tag / "roots" / f"g{k}")
         text = json.dumps(m) + "\n"
         if path.is_symlink() or not path.is_file() or path.read_text() != text:
             write_new(path, text.encode())
         roots.append(root)
         manifests.append(path)
-        served += len(m["entries"])
-        for e in m["entries"]:
-            if e["body"] not in seen:
-                seen.add(e["body"])
-                total += e["bytes"]
-    return Replay(page=doc["page"], hosts=hosts, roots=roots, manifests=manifests, bytes=total, served=served,
+        for o in m["origins"]:
+            served += len(o["entries"])
+            for e in o["entries"]:
+                if e["body"] not in seen:
+                    seen.add(e["body"])
+                    total += e["bytes"]
+    return Replay(page=doc["page"], groups=groups, roots=roots, manifests=manifests, bytes=total, served=served,
                   notes=notes)

@@ -404,9 +404,12 @@ class Runner:
         opts = ServerOptions(quic_stack=ts.quic_stack, nodelay=ts.nodelay, keylog="keylog" in self.exp.artefacts,
                              **given)
         origins = workload_of(ts).origins(ts, self.pages_root) or [Origin(self.pages_root)] * ts.shards
-        return [ServeRequest(root=o.root, log_dir=art / "server" / (h.role if j else ""), host=h, cc=ts.cc,
-                             options=opts, telemetry="server" in self.exp.artefacts, cert=o.cert, replay=o.replay)
-                for j, (h, o) in enumerate(zip(tb.servers, origins))]
+        # (A host's second server, for a recorded origin on another port, logs in a folder of its own.)
+        return [ServeRequest(root=o.root, log_dir=art / "server" / (h.role if j else "") / (
+                                 f"port-{https or http}" if k else ""),
+                             host=h, cc=ts.cc, options=opts, telemetry="server" in self.exp.artefacts, cert=o.cert,
+                             replay=o.replay, https_port=https, http_port=http)
+                for j, (h, o) in enumerate(zip(tb.servers, origins)) for k, (https, http) in enumerate(o.listeners)]
 
     def _load(self, t: Trial, tb: RunningTestbed, art: Path) -> ClientOutcome:
         """The trial's load: one client (of any kind), or a population released at once."""
@@ -465,7 +468,11 @@ class Runner:
             rec.status = TrialStatus.INVALID
             rec.reason = f"the server's QUIC stack was {', '.join(stacks)}, not {stack}"
         tls = rec.server_summary.tls if rec.server_summary else None
-        if rec.status is TrialStatus.VALID and tls and ts.protocol is not None and tls != [ts.protocol.tls]:
+        # (A recorded site's http:// origins are cleartext beside its TLS ones.)
+        mixed = tls == [False, True] and ts.protocol is not None and ts.protocol.tls and \
+            workload_of(ts).mixes_cleartext(ts)
+        if (rec.status is TrialStatus.VALID and tls and ts.protocol is not None and tls != [ts.protocol.tls]
+                and not mixed):
             rec.status = TrialStatus.INVALID
             rec.reason = (f"the server saw {'TLS' if True in tls else 'cleartext'} requests, not only "
                           f"{'TLS' if ts.protocol.tls else 'cleartext'} ones")

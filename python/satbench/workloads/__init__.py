@@ -115,6 +115,12 @@ class Workload:
         return {}
 
     @classmethod
+    def mixes_cleartext(cls, trial: TrialSpec) -> bool:
+        """Whether the page has cleartext (``http://``) origins beside its TLS ones, as a recorded site
+        may: the servers then see both, and that is no fault."""
+        return False
+
+    @classmethod
     def judge(cls, rec: TrialRecord, trial: TrialSpec, links: Mapping[str, LinkSpec], outcome: ClientOutcome
               ) -> None:
         """After the client's own verdict (in ``rec``), the workload's: metrics, rows of its tables

@@ -1,11 +1,15 @@
 """A recorded site replayed (``page = "site:DIR"``, DIR an imported site:
-:mod:`satbench.endpoints.sites`): one origin per recorded host name, each on
-a server host of its own behind the link, resolved by the testbed's names
-(hosts files, or its DNS across the link), each with its own certificate
-from the test CA, serving its recorded paths over HTTP/1.1, HTTP/2 and
-HTTP/3 (satbench-server, as for any page); the browser told to use QUIC for
-every origin. So connection counts, coalescing and per-origin handshakes
-are the site's own.
+:mod:`satbench.endpoints.sites`). The hosts are grouped as the recording
+grouped them (:func:`~satbench.endpoints.sites.server_groups`): one server
+host behind the link for each address the recorded hosts had (one per host
+where the archive has none), resolved by the testbed's names (hosts files,
+or its DNS across the link), with one certificate from the test CA naming
+all of its hosts, serving their origins (scheme, host and port as recorded:
+``http://`` in the clear, ``https://`` over HTTP/1.1, HTTP/2 and HTTP/3) from
+one satbench-server, and another for each other port; the browser told to
+use QUIC for every HTTPS origin. So a browser opens the connections, and
+coalesces them, where it did on the real site, and per-origin handshakes are
+the site's own.
 
 Each origin answers as its recorded host did (satbench-server ``--replay``):
 the recorded status, headers, content type and body, the request matched as
@@ -49,8 +53,8 @@ PREFIX = "site:"
 ARCHIVE = "har:"
 #: A folder of one's own files, served as a page of one origin (its index.html), imported on first use.
 FOLDER = "dir:"
-#: Server hosts a testbed gives one site at most.
-MAX_ORIGINS = 32
+#: Server hosts (recorded addresses, or hosts where none are recorded) a testbed gives one site at most.
+MAX_SERVER_HOSTS = 200
 
 
 def cache_dir() -> Path:
@@ -145,8 +149,11 @@ class ReplayedSite(Workload):
             doc = _doc(trial.page)
         except SatbenchError as e:
             return "page", str(e)
-        if len(doc["hosts"]) > MAX_ORIGINS:
-            return "page", f"the site has {len(doc['hosts'])} origins; a testbed gives one at most {MAX_ORIGINS}"
+        groups = sites.server_groups(doc)
+        if len(groups) > MAX_SERVER_HOSTS:
+            return "page", (f"the site's {len(doc['hosts'])} hosts need {len(groups)} server addresses; a testbed "
+                            f"gives one at most {MAX_SERVER_HOSTS} (a HAR with serverIPAddress groups hosts as the "
+                            "real site did)")
         if any(g.protocol is Protocol.H1C for g in trial.groups):
             return "protocol", "a replayed site is served over TLS: h1, h2 or h3"
         if trial.shards > 1:
@@ -168,20 +175,28 @@ class ReplayedSite(Workload):
 
     @classmethod
     def configure(cls, trial: TrialSpec, spec: TestbedSpec) -> None:
-        hosts = sites.origin_hosts(_doc(trial.page))
-        spec.servers = len(hosts)
-        spec.server_names = [[h] for h in hosts]
+        groups = sites.server_groups(_doc(trial.page))
+        spec.servers = len(groups)
+        spec.server_names = [g.names for g in groups]
 
     @classmethod
     def origins(cls, trial: TrialSpec, pages_root: Path) -> list[Origin] | None:
         r = _replay(folder(trial).resolve(), pages_root.resolve())
-        return [Origin(root, ca.issue([host]), manifest) for host, root, manifest in zip(r.hosts, r.roots, r.manifests)]
+        return [Origin(root, ca.issue(g.names), manifest, tuple(g.listeners))
+                for g, root, manifest in zip(r.groups, r.roots, r.manifests)]
 
     @classmethod
     def request(cls, trial: TrialSpec, req: LoadRequest, session: str, seed: int) -> LoadRequest:
         doc = _doc(trial.page)
-        page_host = urlsplit(doc["page"]).hostname
-        return replace(req, url=doc["page"], origins=tuple(h for h in doc["hosts"] if h != page_host))
+        # Every HTTPS origin (HOST:PORT) but the page's own, for a browser told which speak QUIC.
+        u = urlsplit(doc["page"])
+        page = f"{u.hostname}:{u.port or (80 if u.scheme == 'http' else 443)}"
+        https = dict.fromkeys(f"{h}:{p}" for g in sites.server_groups(doc) for s, h, p in g.origins if s == "https")
+        return replace(req, url=doc["page"], origins=tuple(o for o in https if o != page))
+
+    @classmethod
+    def mixes_cleartext(cls, trial: TrialSpec) -> bool:
+        return any(e.get("scheme") == "http" for e in _doc(trial.page)["entries"])
 
     @classmethod
     def page_bytes(cls, trial: TrialSpec, loaded: int) -> int:
@@ -201,8 +216,15 @@ class ReplayedSite(Workload):
         rec.metrics["site_origins_contacted"] = float(len(hosts))
         doc = _doc(trial.page)
         rec.metrics["site_filled"] = float(doc.get("filled", 0))  # bodies the import made up (recorded sizes)
+        groups = sites.server_groups(doc)
         site: dict[str, Any] = {"folder": str(folder(trial)), "page": doc["page"], "hosts": doc["hosts"],
-                                "filled": doc.get("filled", 0), "volatile": doc.get("volatile", [])}
+                                "filled": doc.get("filled", 0), "volatile": doc.get("volatile", []),
+                                # What the replay used: one address and one certificate per group, a server
+                                # per listener.
+                                "replay": {"addresses": len(groups), "certificates": len(groups),
+                                           "servers": sum(len(g.listeners) for g in groups),
+                                           "recorded_addresses": sum(g.recorded is not None for g in groups),
+                                           "origins": sum(len(g.origins) for g in groups)}}
         notes = _layout_notes(trial.page)
         if notes:  # what the replay could not serve as recorded
             site["notes"] = notes[:50] + ([f"... and {len(notes) - 50} more"] if len(notes) > 50 else [])
