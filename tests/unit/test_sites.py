@@ -200,3 +200,46 @@ def test_the_headers_left_out_are_those_the_server_refuses() -> None:
     block = re.search(r"pub const SERVER_SETS: &\[&str\] = &\[(.*?)\];", src, re.S)
     assert block, "SERVER_SETS not found in replay.rs"
     assert set(re.findall(r'"([^"]+)"', block.group(1))) == sites.HOP_BY_HOP | sites.SERVER_SET
+
+
+@pytest.mark.parametrize("entries, words", [
+    ([entry("https://www.a.test:99999/")], "entry 0: request.url's port is out of range"),
+    ([entry("https://www.a.test/"), entry("https://a_b.test/")], "entry 1: request.url's host is no host name"),
+    ([entry("https://www.a.test/x", status=302, headers=[("Location", "/x")])],
+     "entry 0: response.headers: a 302 redirect to its own URL"),
+    ([entry("http://a.test/", status=301, headers=[("Location", "http://a.test:80/#top")])],
+     "entry 0: response.headers: a 301 redirect to its own URL"),
+    ([entry(f"https://h{i}.a.test/") for i in range(sites.MAX_HOSTS + 1)], "1001 hosts; a site replays at most 1000"),
+])
+def test_bad_real_recordings_are_refused_in_one_line_and_write_nothing(tmp_path: Path, entries: list[dict],
+                                                                        words: str) -> None:
+    src = tmp_path / "bad.har"
+    src.write_text(json.dumps(har(entries)))
+    p = run_cli("pages", "import", str(src), "--out", str(tmp_path / "out"))
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert f"{src}: {words}" in p.stderr, p.stderr
+    assert not (tmp_path / "out" / "site.json").exists()
+
+
+def test_hosts_are_grouped_by_the_address_the_recording_saw_them_at(tmp_path: Path) -> None:
+    def at(url: str, ip: str | None) -> dict:
+        e = entry(url)
+        if ip is not None:
+            e["serverIPAddress"] = ip
+        return e
+
+    src = tmp_path / "a.har"
+    src.write_text(json.dumps(har([
+        at("http://a.test/", "203.0.113.1"), at("https://www.a.test/", "203.0.113.1"),
+        at("https://cdn.a.test/x", "[2001:db8::7]"), at("https://img.a.test/y", "2001:db8::7"),
+        at("https://api.a.test:8443/z", "203.0.113.1"), at("https://lone.test/", None),
+        # A host answered from two addresses: the one it was seen at most.
+        at("https://multi.test/1", "203.0.113.9"), at("https://multi.test/2", "203.0.113.1"),
+        at("https://multi.test/3", "203.0.113.1")], page="https://www.a.test/")))
+    sites.import_archive(src, tmp_path / "site")
+    groups = sites.server_groups(sites.load_site(tmp_path / "site"))
+    assert [(g.names, g.recorded) for g in groups] == [
+        (["www.a.test", "a.test", "api.a.test", "multi.test"], "203.0.113.1"),
+        (["cdn.a.test", "img.a.test"], "2001:db8::7"), (["lone.test"], None)]
+    assert groups[0].listeners == [(443, 80), (8443, 0)] and groups[2].listeners == [(443, 0)]
+    assert ("http", "a.test", 80) in groups[0].origins and ("https", "api.a.test", 8443) in groups[0].origins

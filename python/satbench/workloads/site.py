@@ -128,7 +128,7 @@ def _layout_notes(page: str) -> list[str]:
 
 class ReplayedSite(Workload):
     name = "site"
-    meaning = "a recorded site (satbench pages import) replayed: one origin per recorded host"
+    meaning = "a recorded site (satbench pages import) replayed: its hosts grouped by recorded address"
     generated = False
     replays = True
 
@@ -281,7 +281,7 @@ class ReplayedSite(Workload):
         per_origin = ("<p class='note'>Connections per origin (median and most over the trials):</p>"
                       + table_html(origin_rows, ["combination", "origin", "connections", "most"])
                       if origin_rows else "")
-        return ("<h3>Replayed sites</h3><p class='note'>Each recorded origin on a server host of its own: the "
+        return ("<h3>Replayed sites</h3><p class='note'>Each recorded server address on a server host of its own: the "
                 "origins a load contacted, the connections it opened (in all, and to its busiest origin; "
                 "medians over the trials), the requests the recording lacked (404s, the browser's favicon "
                 "aside) and those answered by the recorded request of the closest query (summed over the "

@@ -1,0 +1,119 @@
+"""A HAR shaped like the ones browsers save for real sites, replayed in
+Chromium over HTTP/1.1, HTTP/2 and HTTP/3: it starts with a cleartext
+redirect of the bare domain to https://www., has an origin on port 8443, and
+123 hosts on 12 recorded server addresses. Every trial is valid; the
+redirect is followed once, in the clear; every recorded object is served by
+its own origin at its recorded size; and over HTTP/2 and HTTP/3 the browser
+opens fewer connections than there are hosts, as the recorded addresses
+allow (one certificate per address naming all its hosts)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import sqlite3
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from ..helpers import run_cli
+
+ADDRESSES = 12
+CDN_HOSTS = 120
+SIZE = 1500
+
+
+#: A real 1x1 PNG, padded to SIZE after its end (a browser that finds no image in the bytes may stop
+#: reading them before their end).
+PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==")
+IMAGE = base64.b64encode(PNG + bytes(SIZE - len(PNG))).decode()
+
+
+def _entry(url: str, mime: str, *, text: str | None = None, size: int = 0, status: int = 200, ip: str,
+           headers: tuple[tuple[str, str], ...] = (), version: str = "h2", b64: bool = False) -> dict:
+    content: dict = {"mimeType": mime, "size": size or len(text or "")}
+    if text is not None:
+        content["text"] = text
+    if b64:
+        content["encoding"] = "base64"
+    return {"request": {"method": "GET", "url": url, "httpVersion": version, "headers": []},
+            "response": {"status": status, "httpVersion": version,
+                         "headers": [{"name": "Content-Type", "value": mime},
+                                     *({"name": k, "value": v} for k, v in headers)],
+                         "content": content},
+            "serverIPAddress": ip, "timings": {"wait": 1}}
+
+
+def cdn(i: int) -> str:
+    return f"https://img{i}.cdn{i % ADDRESSES}.test/p{i}.png"
+
+
+def har() -> dict:
+    images = "".join(f'<img src="{cdn(i)}" width="8" height="8">' for i in range(CDN_HOSTS))
+    html = (f"<!DOCTYPE html><html><head><script src='https://api.shop.test:8443/app.js'></script></head>"
+            f"<body><h1>shop</h1>{images}</body></html>")
+    entries = [
+        _entry("http://shop.test/", "text/html", text="", status=301, ip="203.0.113.10", version="http/1.1",
+               headers=(("Location", "https://www.shop.test/"),)),
+        _entry("https://www.shop.test/", "text/html", text=html, ip="203.0.113.10"),
+        _entry("https://api.shop.test:8443/app.js", "text/javascript", text="document.title = 'replayed';",
+               ip="203.0.113.10"),
+        *(_entry(cdn(i), "image/png", text=IMAGE, size=SIZE, b64=True, ip=f"203.0.113.{100 + i % ADDRESSES}")
+          for i in range(CDN_HOSTS)),
+    ]
+    return {"log": {"version": "1.2", "creator": {"name": "test", "version": "1"},
+                    "pages": [{"id": "p", "title": "https://www.shop.test/"}], "entries": entries}}
+
+
+def test_a_real_shaped_har_replays_with_its_redirect_ports_and_hosts_grouped_by_address(tmp_path: Path) -> None:
+    src = tmp_path / "shop.har"
+    src.write_text(json.dumps(har()))
+    site = tmp_path / "site"
+    p = run_cli("pages", "import", str(src), "--out", str(site))
+    assert p.returncode == 0, p.stderr
+    doc = json.loads((site / "site.json").read_text())
+    assert doc["page"] == "http://shop.test/" and len(doc["hosts"]) == CDN_HOSTS + 3
+    exp = tmp_path / "real.toml"
+    exp.write_text('[experiment]\nname = "real"\nseed = 1\ntimeout_s = 90\nartefacts = ["server"]\n'
+                   f'[factors]\nlink = "lan"\nclient = "chromium"\nprotocol = ["h1", "h2", "h3"]\npage = "site:{site}"\n')
+    db = tmp_path / "db.sqlite"
+    p = run_cli("run", str(exp), "--db", str(db), timeout=600)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    con = sqlite3.connect(db)
+    rows = con.execute("SELECT id, factors, status, reason, env, artefacts FROM trials ORDER BY id").fetchall()
+    assert len(rows) == 3
+    for tid, factors, status, reason, env, art in rows:
+        proto = json.loads(factors)["protocol"]
+        assert status == "valid", (proto, reason)
+        replay = json.loads(env)["site"]["replay"]
+        # 12 addresses for the images, one for the shop's three hosts; a second server there for port 8443.
+        assert replay["addresses"] == ADDRESSES + 1 == replay["certificates"], replay
+        assert replay["servers"] == ADDRESSES + 2 and replay["recorded_addresses"] == ADDRESSES + 1, replay
+        objs = con.execute("SELECT url, status, connection FROM objects WHERE trial_id = ?", (tid,)).fetchall()
+        got = {u: st for u, st, _ in objs}
+        assert all(got.get(cdn(i)) == 200 for i in range(CDN_HOSTS)), (proto, got)
+        assert got["https://api.shop.test:8443/app.js"] == 200, proto
+        # As the servers logged it: every image by its own address's server, whole; the redirect once
+        # and in the clear; the page after it over TLS.
+        logs = [(f.parent, json.loads(line)) for f in Path(art).rglob("access.jsonl") for line in f.open()]
+        reqs = [e for _, e in logs if e.get("type") == "request"]
+        by_address: dict[str, set[Path]] = {}
+        for folder, e in logs:
+            if e.get("type") == "request" and ".cdn" in (e.get("authority") or ""):
+                assert (e["status"], e["content_length"], e["body_bytes"]) == (200, SIZE, SIZE), (proto, e)
+                by_address.setdefault(e["authority"].split(".")[1], set()).add(folder)
+        assert len(by_address) == ADDRESSES and all(len(f) == 1 for f in by_address.values()), by_address
+        assert len({min(f) for f in by_address.values()}) == ADDRESSES  # one server per address
+        assert sum(".cdn" in (e.get("authority") or "") for e in reqs) == CDN_HOSTS, proto
+        clear = [e for e in reqs if not e["tls"]]
+        assert [(e["authority"], e["path"], e["status"]) for e in clear] == [("shop.test", "/", 301)], clear
+        assert sum(e["authority"] == "www.shop.test" and e["path"] == "/" for e in reqs) == 1
+        hosts = {urlsplit(u).hostname for u, *_ in objs}
+        conns = {c for *_, c in objs if c is not None}
+        if proto != "h1":
+            # Coalesced as the recorded addresses allow: never fewer connections than addresses and ports
+            # (13 addresses, and the page's second port), far fewer than hosts. (Not one per address:
+            # Chromium pools a host onto a session that is up, and opens several to one address while
+            # the first is still in its handshake.)
+            assert ADDRESSES + 2 <= len(conns) < len(hosts), (proto, len(conns), len(hosts))
+            print(f"{proto}: {len(conns)} connections for {len(hosts)} hosts on {ADDRESSES + 1} addresses")
+    con.close()
