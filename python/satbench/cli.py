@@ -407,13 +407,16 @@ def _serve(a: argparse.Namespace, _: list[str]) -> int:
 def _record_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("url")
     p.add_argument("--out", required=True, help="folder for the recording (recording.har) and the imported site")
-    p.add_argument("--protocol", choices=choices(Protocol)[:3], default="h2",
-                   help="the HTTP version Chromium is held to (default h2)")
+    p.add_argument("--protocol", choices=["auto", *choices(Protocol)[:3]], default="auto",
+                   help="the newest HTTP version Chromium may speak: auto (default: what each origin negotiates, "
+                        "HTTP/3 where Alt-Svc offers it), h1, h2, or h3 (a first load finds the origins that "
+                        "offer HTTP/3; the recorded load asks QUIC of each of them from its first request)")
     p.add_argument("--timeout", type=ranged(0.1, 86_400, float), default=120.0, help="seconds (default 120)")
 
 
 def _record(a: argparse.Namespace, _: list[str]) -> int:
-    """Load the page once in Chromium with its HAR (bodies embedded), and import it as a site."""
+    """Load the page in Chromium with its HAR (bodies embedded), each origin speaking what it
+    negotiates, and import it as a site: failed requests are kept, marked (their recorded status)."""
     from .endpoints import safeio, sites  # noqa: PLC0415 - one command's modules
     from .endpoints.chromium import browse  # noqa: PLC0415 - Playwright loads on use
 
@@ -426,14 +429,27 @@ def _record(a: argparse.Namespace, _: list[str]) -> int:
             har.unlink()  # the browser writes the recording here: never through a link planted in its place
     except OSError as e:
         raise InputError(f"--out {a.out}: cannot write there: {e.strerror or e}") from None
-    r = browse(a.url, BrowseOptions(protocol=a.protocol, timeout_s=a.timeout, har=har))
-    if not r.valid:
-        print(f"satbench: {a.url}: the load was not valid ({r.invalid_reason}); nothing imported", file=sys.stderr)
+    cap = "h3" if a.protocol == "auto" else a.protocol
+    quic: tuple[str, ...] = ()
+    if a.protocol == "h3":  # a first load: which origins offer HTTP/3
+        first = browse(a.url, BrowseOptions(protocol="h3", timeout_s=a.timeout, negotiate=True))
+        quic = tuple(dict.fromkeys(f"{u.hostname}:{u.port or 443}" for x in first.resources if x.get("h3_offered")
+                                   for u in [urlsplit(str(x["url"]))] if u.scheme == "https"))
+    r = browse(a.url, BrowseOptions(protocol=cap, timeout_s=a.timeout, har=har, negotiate=True, origins=quic))
+    if r.plt_ms is None:  # the page itself did not load: nothing to keep
+        print(f"satbench: {a.url}: the load failed ({r.invalid_reason}); nothing imported", file=sys.stderr)
         return 3
     sites.annotate_connections(har, r.resources)
     site = sites.import_archive(har, out)
-    print(f"{a.url}: {len(site.entries)} entries from {len(site.hosts)} hosts ({', '.join(site.hosts)}); "
-          f"{r.bytes_received} bytes -> {out / 'site.json'}")
+    spoke: dict[str, set[str]] = {}
+    for x in r.resources:
+        spoke.setdefault(urlsplit(str(x["url"])).hostname or "", set()).add(str(x.get("protocol") or "failed"))
+    failed = site.failed
+    print(f"{a.url}: {len(site.entries)} entries from {len(site.hosts)} hosts; {r.bytes_received} bytes -> "
+          f"{out / 'site.json'}\n  protocols: " + ", ".join(f"{h} {'/'.join(sorted(p))}" for h, p in spoke.items()))
+    if failed:
+        print(f"  {len(failed)} requests failed, kept in the recording and marked by their status: "
+              + ", ".join(u[:120] for u in failed[:5]), file=sys.stderr)
     return 0
 
 

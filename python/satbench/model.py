@@ -161,6 +161,9 @@ class ObjectTiming:
     #: The connection that carried it, as the client names it (Chromium's connection id, the loader's
     #: connection number); None where the client does not say.
     connection: str | None = None
+    #: The connection set-up (TCP or QUIC, and TLS) this response waited for, where it opened one
+    #: (Resource Timing's connectEnd - connectStart); None over a connection already open, or unknown.
+    connect_ms: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -117,3 +117,57 @@ def test_a_real_shaped_har_replays_with_its_redirect_ports_and_hosts_grouped_by_
             assert ADDRESSES + 2 <= len(conns) < len(hosts), (proto, len(conns), len(hosts))
             print(f"{proto}: {len(conns)} connections for {len(hosts)} hosts on {ADDRESSES + 1} addresses")
     con.close()
+
+
+def _first_random() -> float:
+    """The deterministic script's first Math.random() (its seed is crates/server/src/determinism.rs's)."""
+    import re
+
+    src = (Path(__file__).resolve().parents[2] / "crates" / "server" / "src" / "determinism.rs").read_text()
+    m = re.search(r"pub const SEED: u32 = 0x([0-9a-f_]+);", src)
+    assert m, "SEED not found in determinism.rs"
+    mask = 0xFFFFFFFF
+    t = (int(m.group(1).replace("_", ""), 16) + 0x6D2B79F5) & mask
+    t = ((t ^ (t >> 15)) * (t | 1)) & mask
+    t ^= (t + (((t ^ (t >> 7)) * (t | 61)) & mask)) & mask
+    return ((t ^ (t >> 14)) & mask) / 4294967296
+
+
+def test_deterministic_replay_repeats_the_urls_scripts_build_from_date_and_math_random(tmp_path: Path) -> None:
+    import datetime
+
+    started = "2026-01-02T03:04:05.678Z"
+    t = int(datetime.datetime.fromisoformat(started.replace("Z", "+00:00")).timestamp() * 1000)
+    recorded = f"/ad.js?t={t}&r={_first_random()!r}"
+    html = ("<!DOCTYPE html><html><head><title>ads</title></head><body><h1>ads</h1><script>"
+            "var s = document.createElement('script'); s.src = '/ad.js?t=' + Date.now() + '&r=' + Math.random();"
+            "document.body.appendChild(s);</script></body></html>")
+    doc = {"log": {"version": "1.2", "creator": {"name": "test", "version": "1"},
+                   "pages": [{"id": "p", "title": "https://www.ads.test/", "startedDateTime": started}],
+                   "entries": [_entry("https://www.ads.test/", "text/html", text=html, ip="203.0.113.5"),
+                               _entry(f"https://www.ads.test{recorded}", "text/javascript",
+                                      text="document.title = 'ad';", ip="203.0.113.5")]}}
+    (tmp_path / "ads.har").write_text(json.dumps(doc))
+    exp = tmp_path / "det.toml"
+    exp.write_text('[experiment]\nname = "det"\nseed = 1\ntimeout_s = 60\nrepetitions = 3\nartefacts = ["server"]\n'
+                   f'[factors]\nlink = "lan"\nclient = "chromium"\nprotocol = "h2"\npage = "har:{tmp_path}/ads.har"\n'
+                   '"server.replay_deterministic" = [false, true]\n')
+    db = tmp_path / "db.sqlite"
+    p = run_cli("run", str(exp), "--db", str(db), timeout=300,
+                env={**__import__("os").environ, "XDG_CACHE_HOME": str(tmp_path / "cache")})
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    con = sqlite3.connect(db)
+    asked: dict[bool, list[str]] = {False: [], True: []}
+    for tid, factors, status, reason, art in con.execute("SELECT id, factors, status, reason, artefacts FROM trials"):
+        on = json.loads(factors)["server.replay_deterministic"]
+        assert status == "valid", reason
+        m = dict(con.execute("SELECT name, value FROM metrics WHERE trial_id = ?", (tid,)).fetchall())
+        logs = [json.loads(line) for f in Path(art).rglob("access.jsonl") for line in f.open()]
+        ads = [e["path"] for e in logs if e.get("type") == "request" and e["path"].startswith("/ad.js")]
+        assert len(ads) == 1, ads
+        asked[on] += ads
+        # With the script: the recorded URL exactly, nothing missing; without: a closest query.
+        assert (m["site_fuzzy_matched"], m["site_not_found"]) == ((0, 0) if on else (1, 0)), (on, m)
+    con.close()
+    assert asked[True] == [recorded] * 3, asked
+    assert len(set(asked[False])) == 3 and recorded not in asked[False], asked

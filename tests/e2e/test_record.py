@@ -150,7 +150,7 @@ def test_a_recorded_site_replays_from_its_own_origins_over_every_version(recorde
         replayed, recorded_conns)
     page = write_report(db, tmp_path / "report").read_text()
     assert "<h3>Replayed sites</h3>" in page
-    assert "Connections per origin" in page and "<td>s2.test</td>" in page
+    assert "Per origin, medians" in page and "<td>s2.test</td>" in page and "shared a connection with" in page
     hars = sorted((tmp_path / "artefacts").rglob("page.har"))
     assert len(hars) == 4  # Chromium's: three versions of the site, and the archive given as it is
     for h in hars:
@@ -202,3 +202,49 @@ def test_a_folder_of_ones_own_files_is_a_page(tmp_path: Path, monkeypatch: pytes
     assert t["m"]["site_not_found"] == 0 and t["m"]["site_origins_contacted"] == 1
     # The HTML and the image cross the link: 2 handshake round trips, then one each, over 530 ms.
     assert t["m"]["plt_ms"] >= 4 * 530
+
+
+def test_record_keeps_every_object_of_origins_that_speak_different_versions(tmp_path: Path) -> None:
+    """Inside a testbed: the shop page over three shard origins, s2.test speaking HTTP/1.1 only and
+    s3.test HTTP/1.1 and HTTP/2, server.test (s1) all three. `satbench record` keeps every object,
+    and the manifest says what each origin spoke: with the default (auto), what each negotiated;
+    with --protocol h3, HTTP/3 from the first request wherever it was offered (s1 alone)."""
+    from satbench import Testbed, TestbedSpec, load_profile
+    from satbench.endpoints.options import ServerOptions
+    from satbench.endpoints.satbench_server import SatbenchServer
+
+    www = tmp_path / "www"
+    pages.generate(www, [PAGE])
+    pages.shard(www, PAGE, 3)
+    url = pages.url_of(PAGE, shards=3)
+    only = {1: ServerOptions(), 2: ServerOptions(h2=False, h3=False), 3: ServerOptions(h3=False)}
+    with Testbed(TestbedSpec(link=load_profile("lan"), servers=3, seed=1)) as tb:
+        servers = [SatbenchServer(www, tmp_path / "logs" / h.role, only[j], host=h)
+                   for j, h in enumerate(tb.servers, 1)]
+        try:
+            got = {}
+            for mode in ("auto", "h3"):
+                out = tmp_path / f"site-{mode}"
+                p = tb.client.run([sys.executable, "-m", "satbench", "record", url, "--out", str(out),
+                                   "--protocol", mode], capture_output=True, text=True, timeout=300)
+                assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+                site = json.loads((out / "site.json").read_text())
+                assert site["failed"] == 0, site["failed"]
+                mine = [e for e in site["entries"] if e["path"].startswith(f"/{PAGE}/")]
+                assert len(mine) > 100 and all(e["status"] == 200 for e in mine), len(mine)
+                for e in mine:  # every object, byte-exact
+                    assert hashlib.sha256(_served(www, e)).hexdigest() == e["body"], e["url"]
+                versions: dict[str, set[str]] = {}
+                for e in mine:
+                    versions.setdefault(e["host"], set()).add(e["version"])
+                got[mode] = versions
+                assert "protocols:" in p.stdout
+        finally:
+            for s in servers:
+                s.stop()
+    for mode, v in got.items():
+        assert v["s2.test"] == {"h1"} and v["s3.test"] == {"h2"}, (mode, v)
+    # server.test and s1.test (one server, offering HTTP/3): HTTP/2 first, then HTTP/3 once Alt-Svc
+    # was seen (auto); HTTP/3 throughout (h3).
+    for host in ("server.test", "s1.test"):
+        assert got["auto"][host] <= {"h2", "h3"} and got["h3"][host] == {"h3"}, (host, got)

@@ -190,7 +190,7 @@ def test_v1_database_opens_reports_and_resumes(tmp_path: Path) -> None:
     # (the 4 quiche trials stay stored; "already" counts the 6 of the file's 10 that are).
     assert started.migrated_from == 1 and (s.already, s.ran) == (6, 4)
     con = sqlite3.connect(db)
-    assert con.execute("PRAGMA user_version").fetchone() == (6,)
+    assert con.execute("PRAGMA user_version").fetchone() == (7,)
     after = con.execute("SELECT id, key_v1, status, started FROM trials ORDER BY id").fetchall()
     assert [(i, k, st, t) for i, k, st, t in before] == after[:10]  # nothing measured is lost
     # The stored link is the one the emulator reported with its counters.

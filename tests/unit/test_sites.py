@@ -243,3 +243,41 @@ def test_hosts_are_grouped_by_the_address_the_recording_saw_them_at(tmp_path: Pa
         (["cdn.a.test", "img.a.test"], "2001:db8::7"), (["lone.test"], None)]
     assert groups[0].listeners == [(443, 80), (8443, 0)] and groups[2].listeners == [(443, 0)]
     assert ("http", "a.test", 80) in groups[0].origins and ("https", "api.a.test", 8443) in groups[0].origins
+
+
+def test_the_recording_time_reaches_the_replay_manifest(tmp_path: Path) -> None:
+    doc = har([entry("https://www.a.test/")], page="https://www.a.test/")
+    doc["log"]["pages"][0]["startedDateTime"] = "2026-01-02T03:04:05.678+01:00"
+    (tmp_path / "a.har").write_text(json.dumps(doc))
+    site = sites.import_archive(tmp_path / "a.har", tmp_path / "site")
+    assert site.recorded_at_ms == 1767319445678
+    r = sites.materialize(tmp_path / "site", tmp_path / "out")
+    assert json.loads(r.manifests[0].read_text())["recorded_at_ms"] == 1767319445678
+    doc["log"]["pages"][0]["startedDateTime"] = "yesterday"
+    (tmp_path / "b.har").write_text(json.dumps(doc))
+    assert sites.import_archive(tmp_path / "b.har", tmp_path / "site2").recorded_at_ms is None
+
+
+def test_the_report_gives_each_origin_its_requests_bytes_connections_set_up_and_sharing() -> None:
+    import pandas as pd
+
+    from satbench.workloads.site import _per_origin
+
+    rows = []
+    for tid in (1, 2):
+        rows += [
+            # a.test's page opens connection 1 (its set-up 30 ms); b.test coalesces onto it; c.test has its own.
+            {"trial_id": tid, "client": 0, "url": "https://a.test/", "bytes": 1000, "start_ms": 0.0, "ttfb_ms": 50.0,
+             "connection": "1", "connect_ms": 30.0},
+            {"trial_id": tid, "client": 0, "url": "https://b.test/x", "bytes": 200, "start_ms": 60.0,
+             "ttfb_ms": 70.0, "connection": "1", "connect_ms": None},
+            {"trial_id": tid, "client": 0, "url": "https://b.test/y", "bytes": 300, "start_ms": 60.0,
+             "ttfb_ms": 80.0, "connection": "1", "connect_ms": None},
+            {"trial_id": tid, "client": 0, "url": "https://c.test/z", "bytes": 5, "start_ms": 60.0,
+             "ttfb_ms": 100.0 + tid, "connection": "2", "connect_ms": 20.0 + tid}]
+    objects = pd.DataFrame(rows)
+    trials = pd.DataFrame({"trial_id": [1, 2]})
+    got = {r[1]: r[2:] for r in _per_origin(objects, [((), trials)], [])}
+    assert got["a.test"] == [1.0, 1000.0, 1.0, 30.0, 50.0, "b.test"]
+    assert got["b.test"] == [2.0, 500.0, 1.0, "-", 15.0, "a.test"]
+    assert got["c.test"] == [1.0, 5.0, 1.0, 21.5, 41.5, "-"]

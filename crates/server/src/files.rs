@@ -160,6 +160,8 @@ pub struct Site {
     replay: Option<Archive>,
     /// `--replay-think`: answer after the recorded think time.
     think: bool,
+    /// `--replay-deterministic`: the script put at the top of replayed HTML (`determinism.rs`).
+    deterministic: Option<String>,
     /// `--cache-max-age`: how long a client may keep the directory's files.
     max_age: Option<u64>,
 }
@@ -170,8 +172,19 @@ impl Site {
             root,
             replay,
             think,
+            deterministic: None,
             max_age: None,
         }
+    }
+
+    /// Put the deterministic-replay script at the top of every replayed HTML page, with the time
+    /// the archive was recorded at (or, unknown, 2020-01-01; either way the same on every load).
+    pub fn with_deterministic(mut self, on: bool) -> Site {
+        self.deterministic = on.then(|| {
+            let at = self.replay.as_ref().and_then(|a| a.recorded_at_ms);
+            crate::determinism::script(at.unwrap_or(1_577_836_800_000))
+        });
+        self
     }
 
     /// Send `Cache-Control: max-age=S` with every file of the directory
@@ -227,17 +240,19 @@ impl Site {
             Some(a) => {
                 let mut p = match a.find(at.0, at.1, method, target) {
                     None => Planned::error(404),
-                    Some((r, how)) => match recorded(r, method == "HEAD") {
-                        // A body that cannot be read is no answer: a miss.
-                        None => Planned::error(404),
-                        Some(mut p) => {
-                            p.replay = Some(how.name());
-                            if self.think {
-                                p.delay = r.think.unwrap_or(Duration::ZERO);
+                    Some((r, how)) => {
+                        match recorded(r, method == "HEAD", self.deterministic.as_deref()) {
+                            // A body that cannot be read is no answer: a miss.
+                            None => Planned::error(404),
+                            Some(mut p) => {
+                                p.replay = Some(how.name());
+                                if self.think {
+                                    p.delay = r.think.unwrap_or(Duration::ZERO);
+                                }
+                                p
                             }
-                            p
                         }
-                    },
+                    }
                 };
                 p.replay.get_or_insert("miss");
                 p
@@ -246,22 +261,37 @@ impl Site {
     }
 }
 
-/// A recorded response as it is sent (None: its body cannot be opened).
-fn recorded(r: &Recorded, head: bool) -> Option<Planned> {
+/// A recorded response as it is sent (None: its body cannot be opened); an HTML page with
+/// `script` put at its top, when given.
+fn recorded(r: &Recorded, head: bool, script: Option<&str>) -> Option<Planned> {
     // Statuses that carry no content (RFC 9110 6.4.1, 15.3.6).
     let empty = matches!(r.status, 204 | 205 | 304);
-    let body = if head || empty {
-        Body::Empty
-    } else {
-        Body::File {
-            file: std::fs::File::open(&r.body).ok()?,
-            len: r.bytes,
+    let html = r.content_type.to_ascii_lowercase().starts_with("text/html");
+    let (body, len) = match script {
+        Some(s) if html && r.status == 200 => {
+            let mut raw = Vec::with_capacity(r.bytes as usize);
+            std::io::Read::read_to_end(
+                &mut std::io::Read::take(std::fs::File::open(&r.body).ok()?, r.bytes),
+                &mut raw,
+            )
+            .ok()?;
+            let page = crate::determinism::inject(&raw, s);
+            let len = page.len() as u64;
+            (if head { Body::Empty } else { Body::Mem(page) }, len)
         }
+        _ if head || empty => (Body::Empty, r.bytes),
+        _ => (
+            Body::File {
+                file: std::fs::File::open(&r.body).ok()?,
+                len: r.bytes,
+            },
+            r.bytes,
+        ),
     };
     Some(Planned {
         status: r.status,
         content_type: Cow::Owned(r.content_type.clone()),
-        content_length: if empty { 0 } else { r.bytes },
+        content_length: if empty { 0 } else { len },
         body,
         headers: r.headers.clone(),
         delay: Duration::ZERO,

@@ -8,6 +8,7 @@
 //! their rules without I/O [`realtime`]) and the sender classifier
 //! ([`limits`]). No module imports one that imports it.
 
+pub mod determinism;
 pub mod files;
 #[cfg(test)]
 mod fuzz;

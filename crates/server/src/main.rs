@@ -2,13 +2,13 @@
 //!
 //! ```text
 //! satbench-server --root DIR [--cert PEM --key PEM] [--cc cubic|bbr|reno]
-//!     [--bind ADDR] [--http-port 80] [--https-port 443] [--no-h3]
+//!     [--bind ADDR] [--http-port 80] [--https-port 443] [--no-h3] [--no-h2]
 //!     [--access-log FILE] [--tcp-info FILE] [--quic-info FILE] [--qlog-dir DIR]
 //!     [--tfo] [--no-nodelay] [--no-resumption] [--no-0rtt] [--sndbuf BYTES] [--rcvbuf BYTES]
 //!     [--quic-stack quiche|quinn] [--quic-initcwnd PACKETS] [--no-pacing]
 //!     [--quic-max-data BYTES] [--quic-max-stream-data BYTES] [--idle-timeout-s S]
 //!     [--max-tcp-conns N] [--max-quic-conns N] [--header-read-timeout-s S] [--webtransport]
-//!     [--replay MANIFEST [--replay-think]] [--cache-max-age S]
+//!     [--replay MANIFEST [--replay-think] [--replay-deterministic]] [--cache-max-age S]
 //! ```
 //! - port 80: HTTP/1.1 in cleartext;
 //! - port 443/TCP: TLS 1.3 with ALPN h2 and http/1.1, advertising HTTP/3 (Alt-Svc);
@@ -209,7 +209,9 @@ fn main() {
     });
     // One site for every protocol.
     let root = Arc::new(
-        files::Site::new(dir, archive, opts.replay_think).with_max_age(opts.cache_max_age),
+        files::Site::new(dir, archive, opts.replay_think)
+            .with_deterministic(opts.replay_deterministic)
+            .with_max_age(opts.cache_max_age),
     );
     let open = |p: &Option<String>, flag: &str| {
         log::JsonLines::create(p.as_deref()).unwrap_or_else(|e| usage(&format!("{flag}: {e}")))
@@ -221,8 +223,11 @@ fn main() {
         std::fs::create_dir_all(d).unwrap_or_else(|e| usage(&format!("--qlog-dir {d}: {e}")));
     }
     let tls = opts.cert.as_ref().map(|c| {
-        let cfg = tcp::tls_config(c, opts.key.as_deref().expect("checked"), opts.resumption)
+        let mut cfg = tcp::tls_config(c, opts.key.as_deref().expect("checked"), opts.resumption)
             .unwrap_or_else(|e| usage(&e.to_string()));
+        if !opts.h2 {
+            cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
+        }
         tokio_rustls::TlsAcceptor::from(Arc::new(cfg))
     });
     let bind = |port: u16| -> std::net::TcpListener {
@@ -293,7 +298,8 @@ fn main() {
                 "ready": true, "pid": std::process::id(), "root": shared.root.path(),
                 "replay": shared.root.archive().map(|a| serde_json::json!({
                     "origins": a.origins().iter().map(|(s, h, p)| format!("{s}://{h}:{p}")).collect::<Vec<_>>(),
-                    "entries": a.len(), "think": opts.replay_think})),
+                    "entries": a.len(), "think": opts.replay_think,
+                    "deterministic": opts.replay_deterministic})),
                 "http_port": opts.http_port, "https_port": opts.https_port, "h3": opts.h3,
                 "tcp_cc": cc_in_effect,
                 "quic_cc": opts.h3.then(|| h3stack::cc_family(opts.cc_name())),

@@ -44,6 +44,8 @@ pub struct Options {
     pub https_port: u16,
     pub h3: bool,
     pub alt_svc: bool,
+    /// HTTP/2 offered over TLS (ALPN); `--no-h2`: HTTP/1.1 only, as an old origin.
+    pub h2: bool,
     pub access_log: Option<String>,
     pub tcp_info: Option<String>,
     pub quic_info: Option<String>,
@@ -75,6 +77,9 @@ pub struct Options {
     pub replay: Option<String>,
     /// `--replay-think`: the recorded think time before each replayed answer.
     pub replay_think: bool,
+    /// `--replay-deterministic`: the recorded time and fixed random numbers in replayed HTML
+    /// (`determinism.rs`).
+    pub replay_deterministic: bool,
     /// `--cache-max-age S`: `Cache-Control: max-age=S` on the directory's files.
     pub cache_max_age: Option<u64>,
 }
@@ -116,6 +121,7 @@ impl Default for Options {
             https_port: 443,
             h3: true,
             alt_svc: true,
+            h2: true,
             access_log: None,
             tcp_info: None,
             quic_info: None,
@@ -138,6 +144,7 @@ impl Default for Options {
             webtransport: false,
             replay: None,
             replay_think: false,
+            replay_deterministic: false,
             cache_max_age: None,
         }
     }
@@ -168,6 +175,7 @@ pub const CHOICES: &[(&str, &[&str])] = &[
 /// The switches (no value).
 pub const SWITCHES: &[&str] = &[
     "--no-h3",
+    "--no-h2",
     "--tfo",
     "--no-nodelay",
     "--webtransport",
@@ -175,6 +183,7 @@ pub const SWITCHES: &[&str] = &[
     "--no-0rtt",
     "--no-pacing",
     "--replay-think",
+    "--replay-deterministic",
 ];
 /// The flags that take text (paths, an address).
 pub const TEXT: &[&str] = &[
@@ -256,6 +265,9 @@ pub enum ArgError {
     /// `--replay-think` without a recording to take the time from.
     #[error("--replay-think needs --replay")]
     ThinkWithoutReplay,
+    /// `--replay-deterministic` without a recording to replay.
+    #[error("--replay-deterministic needs --replay")]
+    DeterministicWithoutReplay,
     /// Anything else lexopt reports (a value given to a flag, non-UTF-8 text).
     #[error(transparent)]
     Other(lexopt::Error),
@@ -334,6 +346,7 @@ where
             }
             Long("http-port") => o.http_port = ranged("--http-port", &mut p)?,
             Long("https-port") => o.https_port = ranged("--https-port", &mut p)?,
+            Long("no-h2") => o.h2 = false,
             Long("no-h3") => {
                 o.h3 = false;
                 o.alt_svc = false;
@@ -358,6 +371,7 @@ where
             Long("webtransport") => o.webtransport = true,
             Long("replay") => o.replay = Some(p.value()?.string()?),
             Long("replay-think") => o.replay_think = true,
+            Long("replay-deterministic") => o.replay_deterministic = true,
             Long("cache-max-age") => o.cache_max_age = Some(ranged("--cache-max-age", &mut p)?),
             Long("no-resumption") => o.resumption = false,
             Long("no-0rtt") => o.zero_rtt = false,
@@ -390,6 +404,9 @@ where
     }
     if o.replay_think && o.replay.is_none() {
         return Err(ArgError::ThinkWithoutReplay);
+    }
+    if o.replay_deterministic && o.replay.is_none() {
+        return Err(ArgError::DeterministicWithoutReplay);
     }
     if o.cert.is_none() {
         o.h3 = false;

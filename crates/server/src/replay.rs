@@ -7,7 +7,7 @@
 //! read by a test here):
 //!
 //! ```text
-//! {"version": 2, "bodies": "/abs/dir", "volatile": ["cb", "_"],
+//! {"version": 2, "bodies": "/abs/dir", "volatile": ["cb", "_"], "recorded_at_ms": 1767323045678,
 //!  "origins": [{"scheme": "https", "host": "cdn.example.test", "port": 443,
 //!    "entries": [{"method": "GET", "path": "/a.js", "query": "v=2", "status": 200,
 //!                 "content_type": "text/javascript", "headers": [["cache-control", "max-age=60"]],
@@ -110,6 +110,8 @@ struct Origin {
 /// The recorded origins of one server address.
 #[derive(Debug)]
 pub struct Archive {
+    /// When the site was recorded (unix ms; the manifest's `recorded_at_ms`), if known.
+    pub recorded_at_ms: Option<u64>,
     origins: HashMap<OriginKey, Origin>,
     /// The origins in manifest order.
     order: Vec<OriginKey>,
@@ -257,7 +259,15 @@ impl Archive {
                 },
             );
         }
+        let recorded_at_ms = match doc.get("recorded_at_ms") {
+            None | Some(serde_json::Value::Null) => None,
+            Some(v) => Some(
+                v.as_u64()
+                    .ok_or_else(|| top("recorded_at_ms", "must be a whole number of ms"))?,
+            ),
+        };
         Ok(Archive {
+            recorded_at_ms,
             origins,
             order,
             volatile,

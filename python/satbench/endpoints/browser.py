@@ -111,6 +111,10 @@ class BrowseOptions:
     #: empties the HTTP cache between the two.
     repeat_view: bool = False
     cold_cache: bool = False
+    #: Each origin speaks what the browser negotiates with it, up to ``protocol`` (HTTP/3 only where
+    #: Alt-Svc offers it, or where ``origins`` name it), and no response is judged by its protocol:
+    #: a live site recorded as it is (``satbench record``).
+    negotiate: bool = False
 
     def instant(self) -> float | None:
         """The moment to navigate (unix time): the population's, once its barrier releases, or the fixed
@@ -211,7 +215,7 @@ def outside_testbed(url: str, error: str) -> bool:
     return not any(ip in ipaddress.ip_network(n) for n in TESTBED_NETWORKS)
 
 
-def judge(res: LoadResult, want: str, failed: dict[str, str] | None = None,
+def judge(res: LoadResult, want: str | None, failed: dict[str, str] | None = None,
           urls: dict[str, str] | None = None) -> None:
     """Mark the load invalid, with the reason, if any response used another
     protocol than ``want``, any request failed (``failed``: request id to error; ``urls``: request
@@ -221,8 +225,8 @@ def judge(res: LoadResult, want: str, failed: dict[str, str] | None = None,
                    if urls and rid in urls and outside_testbed(urls[rid], err)]
     # A response from the HTTP cache (a repeat view's) crossed no connection now.
     # (A cleartext URL is HTTP/1.1 whatever the trial's version: a recorded site's http:// redirect.)
-    wrong = [r for r in res.resources if r["protocol"] != ("http/1.1" if r["url"].startswith("http://") else want)
-             and not r.get("cached")]
+    wrong = [r for r in res.resources if want is not None and not r.get("cached")
+             and r["protocol"] != ("http/1.1" if r["url"].startswith("http://") else want)]
     if res.blocked:
         b = res.blocked
         res.valid = False
@@ -269,7 +273,8 @@ def outcome(r: LoadResult) -> ClientOutcome:
         "browser_wall_s": r.wall_s, **(r.visual or {}).get("metrics", {})}
     objects = [ObjectTiming(client=0, url=x["url"], protocol=x["protocol"], status=x["status"], bytes=x["bytes"],
                             start_ms=x["start_ms"], ttfb_ms=x["response_start_ms"], end_ms=x["end_ms"],
-                            connection=None if x.get("connection") is None else str(x["connection"]))
+                            connection=None if x.get("connection") is None else str(x["connection"]),
+                            connect_ms=x.get("connect_ms"))
                for x in r.resources]
     client = ClientResult(client=0, valid=r.valid, reason=r.invalid_reason, plt_ms=r.plt_ms, fcp_ms=r.fcp_ms,
                           lcp_ms=r.lcp_ms, ttfb_ms=r.ttfb_ms, bytes=r.bytes_received,

@@ -75,6 +75,10 @@ def _flags(opts: BrowseOptions, url: str) -> list[str]:
         flags += ["--disable-quic", "--disable-http2"]
     elif opts.protocol == "h2":
         flags += ["--disable-quic"]
+    elif opts.negotiate:
+        # QUIC where Alt-Svc offers it, and on the origins named (HOST or HOST:PORT), nowhere forced else.
+        force = [o if ":" in o else f"{o}:443" for o in opts.origins]
+        flags += ["--enable-quic", *([f"--origin-to-force-quic-on={','.join(force)}"] if force else [])]
     else:
         u = urlsplit(url)
         # The page's origin and the others (HOST or HOST:PORT); an http:// page has none of its own.
@@ -145,7 +149,7 @@ class Browser:
         """Load ``url`` once in a fresh Chromium and return what happened; ``closing`` is called
         just before the browser is closed (a watchdog stops taking its exit for a death)."""
         opts.validate()
-        want = Protocol(opts.protocol).alpn
+        want = None if opts.negotiate else Protocol(opts.protocol).alpn
         t0 = time.monotonic()
         with tempfile.TemporaryDirectory(prefix="satbench-browse-", dir=self._tmp.name) as tmp:
             home = Path(tmp) / "home"
@@ -178,6 +182,10 @@ class Browser:
                                                   "requested": (r.get("timing") or {}).get("requestTime"),
                                                   "protocol": r.get("protocol"), "connection": r.get("connectionId"),
                                                   "remote": r.get("remoteIPAddress"),
+                                                  # (Whether the origin offers HTTP/3: what a recording
+                                                  # asks QUIC of.)
+                                                  "h3_offered": "h3" in str({k.lower(): v for k, v in (
+                                                      r.get("headers") or {}).items()}.get("alt-svc", "")),
                                                   "cached": bool(r.get("fromDiskCache") or r.get("fromMemoryCache")
                                                                  or r.get("fromPrefetchCache"))}
 
@@ -270,7 +278,7 @@ def browse(url: str, opts: BrowseOptions) -> LoadResult:
         return b.load(url, opts)
 
 
-def _result(url: str, opts: BrowseOptions, want: str, t0: float, version: str, error: str | None,
+def _result(url: str, opts: BrowseOptions, want: str | None, t0: float, version: str, error: str | None,
             data: dict[str, Any], responses: dict[str, dict[str, Any]], finished: dict[str, int],
             failed: dict[str, str], sent: dict[str, str] | None = None) -> LoadResult:
     wall = time.monotonic() - t0
@@ -291,10 +299,19 @@ def _result(url: str, opts: BrowseOptions, want: str, t0: float, version: str, e
         res.resources.append({**r, "bytes": finished.get(rid), "failed": failed.get(rid),
                               "start_ms": t.get("startTime"), "response_start_ms": t.get("responseStart"),
                               "end_ms": t.get("responseEnd"), "transfer_size": t.get("transferSize"),
-                              "next_hop_protocol": t.get("nextHopProtocol")})
+                              "next_hop_protocol": t.get("nextHopProtocol"), "connect_ms": _connect_ms(t)})
     judge(res, want, failed, sent)
     return res
 
+
+
+def _connect_ms(t: dict[str, Any]) -> float | None:
+    """The connection's set-up (TCP or QUIC, and TLS) a response waited for, from its Resource
+    Timing entry: None for a response over a connection already open (or with no timing)."""
+    start, end = t.get("connectStart"), t.get("connectEnd")
+    if isinstance(start, (int, float)) and isinstance(end, (int, float)) and end > start:
+        return float(end - start)
+    return None
 
 
 def resource_timing_of(http: dict[str, dict[str, Any]], entries: list[dict[str, Any]], url: str,
@@ -308,7 +325,8 @@ def resource_timing_of(http: dict[str, dict[str, Any]], entries: list[dict[str, 
     if nav and url not in by_url:
         by_url[url] = [{"startTime": nav.get("startTime"), "responseStart": nav.get("responseStart"),
                         "responseEnd": nav.get("responseEnd"), "transferSize": nav.get("transferSize"),
-                        "nextHopProtocol": nav.get("nextHopProtocol")}]
+                        "nextHopProtocol": nav.get("nextHopProtocol"), "connectStart": nav.get("connectStart"),
+                        "connectEnd": nav.get("connectEnd")}]
     out: dict[str, dict[str, Any]] = {}
     order = sorted(http.items(), key=lambda kv: (kv[1].get("requested") is None, kv[1].get("requested") or 0.0))
     for rid, r in order:

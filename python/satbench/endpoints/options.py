@@ -42,6 +42,8 @@ class ServerOptions:
 
     h3: bool = option(True, "serve HTTP/3 and advertise it with Alt-Svc", flag="--no-h3",
                       servers=frozenset({ServerKind.SATBENCH, ServerKind.CADDY}))
+    h2: bool = option(True, "offer HTTP/2 over TLS (ALPN); off: HTTP/1.1 only, as an old origin (a trial over h2 "
+                            "or h3 then falls back, and is stored invalid)", flag="--no-h2")
     tfo: bool = option(False, "TCP Fast Open on the server's listeners",
                        returning="a Fast Open cookie, which a client gets on its first connection and uses on the next")
     nodelay: bool = option(True, "TCP_NODELAY on the server's TCP connections (off: Nagle's algorithm; the "
@@ -73,6 +75,9 @@ class ServerOptions:
                                        returning="the HTTP cache of a repeat view")
     replay_think: bool = option(False, "a replayed site's origins wait each request's recorded server think time "
                                        "(HAR timings.wait) before answering (default: answer at once)")
+    replay_deterministic: bool = option(False, "a replayed site's HTML pages get a script first that fixes Date to "
+                                               "the recorded time and Math.random to one sequence, as Web Page "
+                                               "Replay does, so that URLs built from them repeat (default: off)")
     keylog: bool = option(False, "write TLS keys (SSLKEYLOGFILE format) to the log folder", experiment=False,
                           binary=False)
 

@@ -78,8 +78,9 @@ class SatbenchServer(Server):
             argv += ["--cc", self.cc.value]
         if replay is not None:
             argv += ["--replay", str(Path(replay).resolve())]
-        elif o.replay_think:
-            raise InputError("--replay-think: the origin replays no recording")
+        elif o.replay_think or o.replay_deterministic:
+            raise InputError(f"--replay-{'think' if o.replay_think else 'deterministic'}: the origin replays no "
+                             "recording")
         if telemetry:
             argv += ["--tcp-info", str(self.log_dir / "tcp_info.jsonl")]
             if o.h3:
@@ -105,6 +106,8 @@ class SatbenchServer(Server):
 
         if trial.server_options.get("replay_think") and not workload_of(trial).replays:
             return "server.replay_think", "the page is no recorded site: there is no think time to replay"
+        if trial.server_options.get("replay_deterministic") and not workload_of(trial).replays:
+            return "server.replay_deterministic", "the page is no recorded site: there is no recording to replay"
         return None
 
     @classmethod

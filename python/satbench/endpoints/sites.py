@@ -116,10 +116,19 @@ class Site:
     version: int = SITE_VERSION
     #: Query parameters replay ignores when it matches a request (cache-busters, session ids).
     volatile: list[str] = field(default_factory=list)
+    #: When the page was recorded (unix ms; HAR startedDateTime), for deterministic replay.
+    recorded_at_ms: int | None = None
+
+    @property
+    def failed(self) -> list[str]:
+        """The URLs of entries that got no response (a status below 100: the request failed when
+        recorded; kept, not replayed)."""
+        return [e.url for e in self.entries if e.status < 100]
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
         d["filled"] = sum(e.filled for e in self.entries)
+        d["failed"] = len(self.failed)
         d["decoded"] = sum("decoded" in e.changed for e in self.entries)
         return d
 
@@ -287,7 +296,8 @@ def import_har(path: Path, out: Path, volatile: Sequence[str] = ()) -> Site:
     pages = log.get("pages") or []
     if not isinstance(pages, list):
         raise InputError(f"{path}: log.pages is not a list")
-    return _site(path, "har", entries, out, pages, volatile)
+    first = log["entries"][0] if log["entries"] and isinstance(log["entries"][0], dict) else {}
+    return _site(path, "har", entries, out, pages, volatile, first.get("startedDateTime"))
 
 
 def import_wpr(path: Path, out: Path, volatile: Sequence[str] = ()) -> Site:
@@ -387,8 +397,22 @@ def _json(path: Path, gz: bool) -> Any:
         raise InputError(f"{path}: not JSON ({(str(e).splitlines() or [''])[0][:120]})") from None
 
 
-def _site(path: Path, kind: str, entries: list[Entry], out: Path, pages: list[Any], volatile: Sequence[str] = ()
-          ) -> Site:
+def _started_ms(value: Any) -> int | None:
+    """A HAR ``startedDateTime`` (ISO 8601) in unix ms, or None."""
+    import datetime  # noqa: PLC0415
+
+    try:
+        t = datetime.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=datetime.timezone.utc)
+    ms = int(t.timestamp() * 1000)
+    return ms if 0 <= ms < 1 << 53 else None
+
+
+def _site(path: Path, kind: str, entries: list[Entry], out: Path, pages: list[Any], volatile: Sequence[str] = (),
+          started: Any = None) -> Site:
     if not entries:
         raise InputError(f"{path}: no entries to import")
     hosts = {e.host for e in entries}
@@ -402,8 +426,10 @@ def _site(path: Path, kind: str, entries: list[Entry], out: Path, pages: list[An
     # there, so that replay follows it as the browser did.
     if page != entries[0].url and _redirects_to(entries, entries[0], page):
         page = entries[0].url
+    first = next((p.get("startedDateTime") for p in pages if isinstance(p, dict) and p.get("startedDateTime")),
+                 started)
     site = Site(source=str(path), kind=kind, page=page, hosts=sorted({e.host for e in entries}), entries=entries,
-                volatile=list(volatile))
+                volatile=list(volatile), recorded_at_ms=_started_ms(first) if first else None)
     try:
         write_new(out / "site.json", (json.dumps(site.to_json(), indent=1) + "\n").encode())
     except OSError as e:
@@ -571,8 +597,10 @@ def replay_manifest(doc: dict[str, Any], folder: Path, group: ServerGroup, notes
         entries.append({"method": e["method"], "path": e["path"], "query": e["query"], "status": int(e["status"]),
                         "content_type": ctype or "application/octet-stream", "headers": headers,
                         "body": e["body"], "bytes": int(e["bytes"]), "server_ms": think})
+    at = doc.get("recorded_at_ms")
     return {"version": REPLAY_VERSION, "bodies": str((folder / "bodies").resolve()),
             "volatile": list(doc.get("volatile") or []),
+            "recorded_at_ms": at if isinstance(at, int) and not isinstance(at, bool) and 0 <= at < 1 << 53 else None,
             "origins": [{"scheme": s, "host": h, "port": p, "entries": es} for (s, h, p), es in by_origin.items()]}
 
 

@@ -19,6 +19,8 @@ The version is SQLite's ``user_version``:
   stack then, and now says so (``quic_stack``). Nothing else changes.
 - 6: each object's connection, as its client names it (``objects.connection``;
   NULL for objects stored before).
+- 7: the connection set-up an object waited for (``objects.connect_ms``: TCP
+  or QUIC and TLS, where it opened a connection; NULL before, and where not).
 
 :func:`migrate` brings a database up to :data:`VERSION` in one transaction;
 a database from a newer satbench is refused rather than guessed at.
@@ -32,7 +34,7 @@ from typing import Any, Callable
 
 from ..errors import InputError
 
-VERSION = 6
+VERSION = 7
 
 #: The real-time workload's table as schema 4 added it (satbench.workloads.realtime owns it now).
 MESSAGES_V4 = """
@@ -96,7 +98,7 @@ CREATE TABLE IF NOT EXISTS objects (
     status INTEGER,
     bytes INTEGER,
     start_ms REAL, ttfb_ms REAL, end_ms REAL,
-    connection TEXT
+    connection TEXT, connect_ms REAL
 );
 CREATE TABLE IF NOT EXISTS clients (
     trial_id INTEGER NOT NULL REFERENCES trials(id) ON DELETE CASCADE,
@@ -160,6 +162,10 @@ def migrate(db: sqlite3.Connection, path: str, resolve_links: LinkResolver, make
         with db:
             db.execute("ALTER TABLE objects ADD COLUMN connection TEXT")
             db.execute("PRAGMA user_version = 6")
+    if had <= 6:
+        with db:
+            db.execute("ALTER TABLE objects ADD COLUMN connect_ms REAL")
+            db.execute("PRAGMA user_version = 7")
     with db:  # a workload added since the database was made brings its tables (nothing else changes)
         db.executescript(workload_tables())
     return had

@@ -185,9 +185,9 @@ class Store:
                                 [(tid, k, v) for k, v in r.metrics.items()])
             self.db.executemany(
                 "INSERT INTO objects (trial_id, client, url, protocol, status, bytes, start_ms, ttfb_ms, end_ms, "
-                "connection) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [(tid, o.client, o.url, o.protocol, o.status, o.bytes, o.start_ms, o.ttfb_ms, o.end_ms, o.connection)
-                 for o in r.objects])
+                "connection, connect_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [(tid, o.client, o.url, o.protocol, o.status, o.bytes, o.start_ms, o.ttfb_ms, o.end_ms, o.connection,
+                  o.connect_ms) for o in r.objects])
             self.db.executemany(
                 "INSERT INTO clients (trial_id, client, valid, reason, plt_ms, fcp_ms, lcp_ms, ttfb_ms, bytes, "
                 "throughput_mbps, grp, kind, host, start_unix_ms, connections, normalised_throughput) "

@@ -245,15 +245,10 @@ class ReplayedSite(Workload):
             return ""
         objects = r.objects_of([int(x) for x in mine["trial_id"]])
         per_trial: dict[int, tuple[int, int]] = {}
-        #: Connections per (trial, origin), as the client saw them.
-        by_origin: dict[tuple[int, str], int] = {}
         for tid, g in objects.groupby("trial_id"):
             hosts = g.assign(host=g["url"].map(lambda u: urlsplit(str(u)).hostname))
             conns = hosts.dropna(subset=["connection"]).groupby(["client", "host"])["connection"].nunique()
             per_trial[int(str(tid))] = (int(conns.sum()), int(conns.max()) if len(conns) else 0)
-            for idx, n in conns.items():
-                key = (int(str(tid)), str(idx[1]))  # type: ignore[index] # (client, host)
-                by_origin[key] = by_origin.get(key, 0) + int(n)
         rows = []
         groups = mine.groupby([v for v in varied if v in mine.columns], dropna=False) if varied else [((), mine)]
         for cell, g in groups:
@@ -269,17 +264,13 @@ class ReplayedSite(Workload):
                          statistics.median(c for c, _ in got) if got else "-",
                          statistics.median(m for _, m in got) if got else "-",
                          int(g["site_not_found"].sum()), fuzzy])
-        # Per origin: the connections a load opened to it (median over the trials of each combination).
-        origin_rows = []
-        for cell, g in groups if varied else [((), mine)]:
-            cell = cell if isinstance(cell, tuple) else (cell,)
-            ids = {int(t) for t in g["trial_id"]}
-            for host in sorted({h for (t, h) in by_origin if t in ids}):
-                counts = [by_origin.get((t, host), 0) for t in sorted(ids) if t in per_trial]
-                origin_rows.append([" ".join(f"{k}={v}" for k, v in zip(varied, cell)) or "all", host,
-                                    statistics.median(counts), max(counts)])
-        per_origin = ("<p class='note'>Connections per origin (median and most over the trials):</p>"
-                      + table_html(origin_rows, ["combination", "origin", "connections", "most"])
+        origin_rows = _per_origin(objects, groups if varied else [((), mine)], varied)
+        per_origin = ("<p class='note'>Per origin, medians over the trials of each combination: requests, "
+                      "bytes, connections opened, their set-up (TCP or QUIC and TLS, as Resource Timing gives "
+                      "it), time to first byte per request, and the origins that shared a connection with it "
+                      "(coalescing, in any trial).</p>"
+                      + table_html(origin_rows, ["combination", "origin", "requests", "bytes", "connections",
+                                                 "set-up (ms)", "first byte (ms)", "shared a connection with"])
                       if origin_rows else "")
         return ("<h3>Replayed sites</h3><p class='note'>Each recorded server address on a server host of its own: the "
                 "origins a load contacted, the connections it opened (in all, and to its busiest origin; "
@@ -290,3 +281,38 @@ class ReplayedSite(Workload):
                 "recorded is in each trial's <code>env.site</code>.</p>"
                 + table_html(rows, ["combination", "site", "trials", "filled", "origins", "connections",
                                     "to the busiest origin", "not recorded", "closest query"]) + per_origin)
+
+
+def _median(xs: list[float]) -> float | str:
+    import statistics  # noqa: PLC0415
+
+    return round(statistics.median(xs), 1) if xs else "-"
+
+
+def _per_origin(objects: Any, groups: Any, varied: list[str]) -> list[list[Any]]:
+    """The report's per-origin rows (see :meth:`ReplayedSite.report`)."""
+    if objects.empty:
+        return []
+    o = objects.assign(host=objects["url"].map(lambda u: urlsplit(str(u)).hostname))
+    has_setup = "connect_ms" in o.columns
+    rows = []
+    for cell, g in groups:
+        cell = cell if isinstance(cell, tuple) else (cell,)
+        name = " ".join(f"{k}={v}" for k, v in zip(varied, cell)) or "all"
+        mine = o[o["trial_id"].isin({int(t) for t in g["trial_id"]})]
+        conns = mine.dropna(subset=["connection"])
+        hosts_of = conns.groupby(["trial_id", "client", "connection"])["host"].agg(lambda h: set(h))
+        for host in sorted({h for h in mine["host"] if h}):
+            by_trial = mine[mine["host"] == host].groupby("trial_id")
+            shared = sorted({other for hs in hosts_of if host in hs for other in hs} - {host})
+            setup = ([float(x) for x in mine[(mine["host"] == host)]["connect_ms"].dropna()] if has_setup else [])
+            first = [float(t - st) for t, st in zip(mine[mine["host"] == host]["ttfb_ms"],
+                                                    mine[mine["host"] == host]["start_ms"])
+                     if t == t and st == st and t is not None and st is not None]
+            rows.append([name, host, _median([float(len(x)) for _, x in by_trial]),
+                         _median([float(x["bytes"].fillna(0).sum()) for _, x in by_trial]),
+                         _median([float(x["connection"].nunique()) for _, x in by_trial]),
+                         _median(setup), _median(first),
+                         ", ".join(shared[:8]) + (f" and {len(shared) - 8} more" if len(shared) > 8 else "")
+                         or "-"])
+    return rows
