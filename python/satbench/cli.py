@@ -1045,7 +1045,11 @@ class _Parser(argparse.ArgumentParser):
     """argparse, with bad usage as one line and exit code 2."""
 
     def error(self, message: str) -> Any:
-        raise InputError(f"{self.prog}: {message}")
+        if message.startswith("argument command: invalid choice:"):
+            given = message.split("invalid choice:", 1)[1].split("(", 1)[0].strip()
+            raise InputError(f"unknown command {given}; satbench --help lists them")
+        where = self.prog.removeprefix("satbench").strip()
+        raise InputError(f"{where}: {message}" if where else message)
 
 
 def build_parser() -> argparse.ArgumentParser:

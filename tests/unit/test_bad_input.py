@@ -112,7 +112,7 @@ CASES = [
     Case("unknown access link", ["shell", "--link", "wire", "--access", "nosuch", "--", "true"], ["nosuch"]),
     Case("port out of range", ["serve", "{d}", "--http-port", "70000"], ["--http-port", "from 0 to 65535"]),
     Case("serve a file", ["serve", "{d}/f"], ["not a directory"], {"f": b"x"}),
-    Case("unknown command", ["frobnicate"], ["invalid choice"]),
+    Case("unknown command", ["frobnicate"], ["unknown command 'frobnicate'", "--help"]),
     Case("unknown benchmark", ["bench", "nosuch"], ["invalid choice"]),
     Case("no command", [], ["required"]),
     Case("export as xml", ["export", "--db", str(FIXTURES / "v1-results.sqlite"), "-o", "{d}/o", "--format", "xml"],
@@ -158,6 +158,7 @@ def test_bad_input_is_refused_in_one_line(tmp_path: Path, case: Case) -> None:
     assert len(lines) == 1, p.stderr
     for w in case.words:
         assert w in lines[0], (w, lines[0])
+    assert not lines[0].startswith("satbench: satbench"), lines[0]  # the program named once
     # Nothing it was given changed; nothing was started.
     now = _digest(tmp_path)
     assert {k: v for k, v in now.items() if k in given} == given

@@ -275,3 +275,13 @@ def test_the_files_a_trial_names_are_part_of_its_key(tmp_path: Path) -> None:
     edited.mkdir()
     (edited / "site.json").write_text(manifest("/here/a.har", "/a"))
     assert design.content_of(TrialSpec.of({**plain, "page": f"site:{edited}"}))["page"] != a["page"]
+
+
+def test_a_quic_stack_has_a_say_only_where_http3_is_spoken() -> None:
+    """The progress line and a cell's name leave out what does not apply: an HTTP/2 trial's QUIC
+    stack (issue: `protocol=h1 cc=bbr quic_stack=quinn`)."""
+    base = {"link": "geo", "page": "uniform-100k", "client": "loader"}
+    assert not TrialSpec.of({**base, "protocol": "h2", "quic_stack": "quinn"}).applies("quic_stack")
+    assert TrialSpec.of({**base, "protocol": "h3", "quic_stack": "quinn"}).applies("quic_stack")
+    assert TrialSpec.of({**base, "protocol": "mix", "clients": {"h2": 1, "h3": 1}}).applies("quic_window")
+    assert TrialSpec.of({**base, "protocol": "h1"}).applies("cc")

@@ -755,7 +755,8 @@ def run(exp: Experiment, db: Path, *, progress: Callable[[Event], None] | None =
                     summary.reasons[rec.reason[:120]] = summary.reasons.get(rec.reason[:120], 0) + 1
                 est = trial_estimate(t)
                 spent_est, spent_real, est_left = spent_est + est, spent_real + rec.duration_s, est_left - est
-                cell = " ".join(f"{k}={t.spec.factors[k]}" for k in exp.varied if k in t.spec.factors) or "all"
+                cell = " ".join(f"{k}={t.spec.factors[k]}" for k in exp.varied
+                                if k in t.spec.factors and t.spec.applies(k)) or "all"
                 plt = rec.metrics.get("plt_ms")
                 if plt is not None and rec.status is TrialStatus.VALID:
                     cells.setdefault(cell, []).append(plt)

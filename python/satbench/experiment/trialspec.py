@@ -165,6 +165,13 @@ class TrialSpec:
         """One file (``bulk:`` or ``upload:``), not a page of objects."""
         return self.page.startswith(("bulk:", "upload:"))
 
+    def applies(self, factor: str) -> bool:
+        """Whether a factor has any say in this trial: a QUIC stack or window only where some client
+        speaks HTTP/3 (what a progress line and a cell's name show)."""
+        if factor in ("quic_stack", "quic_window"):
+            return any(g.protocol is Protocol.H3 for g in self.groups)
+        return True
+
     @property
     def hosts_needed(self) -> int:
         """Client hosts: one per client, or one for all (``hosts = "shared"``)."""
