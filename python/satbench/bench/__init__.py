@@ -12,7 +12,8 @@
 - :mod:`.capture`: what capturing a browser load's frames costs its PLT, FCP and LCP;
 - :mod:`.shaped`: browser-shaped loader clients against Chromium: PLT agreement and CPU per client;
 - :mod:`.returning`: what a returning visitor saves (TLS resumption, TCP Fast Open, 0-RTT), paired within
-  repeat-view trials.
+  repeat-view trials;
+- :mod:`.replay`: what replaying a site of 10, 100 and 300 hosts costs (set-up, server memory).
 """
 
-BENCHES = ("link", "server", "loader", "harness", "parallel", "soak", "pep", "capture", "shaped", "returning")
+BENCHES = ("link", "server", "loader", "harness", "parallel", "soak", "pep", "capture", "shaped", "returning", "replay")
