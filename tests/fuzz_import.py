@@ -170,8 +170,22 @@ def check(name: str, data: bytes, work: Path) -> str | None:
     src.write_bytes(data)
     out, layout = work / "out", work / "layout"
     before = _files(work)
+    # Every path the importer writes or makes, wherever it is, must lie under --out or the layout.
+    written: list[Path] = []
+    real = (sites.write_new, sites.real_folder, os.replace)
+
+    def spy(f: Any, arg: int = 0) -> Any:
+        def wrapped(*a: Any, **kw: Any) -> Any:
+            written.append(Path(a[arg]))
+            return f(*a, **kw)
+        return wrapped
+
+    sites.write_new, sites.real_folder, os.replace = spy(real[0]), spy(real[1]), spy(real[2], 1)
     try:
         sites.import_archive(src, out)
+        if random.Random(name + str(len(data))).random() < 0.3:  # a site.json from elsewhere, mutated
+            (out / "site.json").write_bytes(mutate("site.json", (out / "site.json").read_bytes(),
+                                                   random.Random(len(data))))
         sites.materialize(out, layout)
     except InputError as e:
         if "\n" in str(e):
@@ -180,6 +194,13 @@ def check(name: str, data: bytes, work: Path) -> str | None:
         return "RecursionError"
     except Exception as e:  # noqa: BLE001 - what the fuzzer is for
         return f"{type(e).__name__}: {str(e)[:500]}"
+    finally:
+        sites.write_new, sites.real_folder, os.replace = real
+    outside = [str(p) for p in written if not any(p.resolve().is_relative_to(d.resolve()) for d in (out, layout))]
+    if outside:
+        return f"wrote outside --out: {outside[:5]}"
+    if (out / "site.json").exists() and not any(p.name == "site.json" for p in written):
+        return "the fuzzer's watch on writes saw none"  # (so that it cannot pass by watching nothing)
     stray = {f for f in _files(work) - before if not f.startswith(("out", "layout"))}
     if stray:
         return f"written outside --out: {sorted(stray)[:5]}"

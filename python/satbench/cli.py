@@ -586,7 +586,10 @@ def _ca(a: argparse.Namespace, _: list[str]) -> int:
         d = Path(a.cluster)
         if d.exists() and (not d.is_dir() or any(d.iterdir())):
             raise InputError(f"ca --cluster: {d} exists and is not an empty folder")
-        tls = cluster_tls.make(d, days=a.days, keep_ca_key=True)
+        try:
+            tls = cluster_tls.make(d, days=a.days, keep_ca_key=True)
+        except OSError as e:
+            raise InputError(f"ca --cluster: {e}") from None
         print(f"cluster CA:          {tls.ca}\nCA key (0600):       {d / 'ca.key'} (keep it off the workers)")
         for role in cluster_tls.ROLES:
             print(f"{role + ':':<21}{tls.cert(role)}, key {tls.key(role)} (0600)")

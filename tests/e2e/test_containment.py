@@ -23,7 +23,8 @@ from satbench import Testbed, TestbedSpec, load_profile
 
 from ..helpers import ListenerWatch, run_cli
 
-PUBLIC4, PUBLIC6 = "203.0.113.7", "2001:4860:4860::8888"  # (a documentation address: never routed anywhere)
+# Outside the testbed, and documentation addresses: never routed anywhere, should the testbed leak.
+PUBLIC4, PUBLIC6 = "203.0.113.7", "2001:db8:ffff::7"
 
 
 def _host_addresses() -> list[str]:

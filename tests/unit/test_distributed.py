@@ -78,7 +78,8 @@ def test_a_worker_listens_on_loopback_or_on_its_interface_towards_the_scheduler_
 
     assert listen_host("tcp://127.0.0.1:8786", resolve=DNS, route=route) == "127.0.0.1"
     assert listen_host("tcp://localhost:8786", resolve=DNS, route=route) == "127.0.0.1"
-    assert listen_host("tcp://[::1]:8786", resolve=DNS, route=route) == "::1"
+    assert listen_host("tcp://[::1]:8786", resolve=DNS, route=route) == "[::1]"
+    assert listen_host("tls://[2001:db8::5]:8786", resolve=DNS, route=lambda a: "2001:db8::9") == "[2001:db8::9]"
     assert listen_host("tls://lab1:8786", resolve=DNS, route=route) == "10.0.0.9"
     assert listen_host("tls://10.0.0.5", resolve=DNS, route=route) == "10.0.0.9"
 

@@ -261,7 +261,8 @@ def test_the_files_a_trial_names_are_part_of_its_key(tmp_path: Path) -> None:
 
     def manifest(source: str, path: str = "/") -> str:
         return json.dumps({"version": SITE_VERSION, "page": "https://a.test/", "hosts": ["a.test"],
-                           "entries": [{"path": path, "host": "a.test", "body": "0" * 64}], "source": source})
+                           "entries": [{"method": "GET", "path": path, "query": "", "status": 200, "headers": [],
+                                        "bytes": 0, "host": "a.test", "body": "0" * 64}], "source": source})
 
     (site / "site.json").write_text(manifest("/here/a.har"))
     a = design.content_of(TrialSpec.of(page))

@@ -20,8 +20,9 @@ const RealDate = Date; let now = {time_ms}; let calls = 0;\
 const tick = () => {{ if (++calls > 25) {{ now += 50; calls = 1; }} return now; }};\
 function FixedDate(...a) {{\
  if (!new.target) return new RealDate(tick()).toString();\
- return a.length ? new RealDate(...a) : new RealDate(tick()); }}\
+ return Reflect.construct(RealDate, a.length ? a : [tick()], new.target); }}\
 FixedDate.prototype = RealDate.prototype; Object.setPrototypeOf(FixedDate, RealDate);\
+RealDate.prototype.constructor = FixedDate;\
 FixedDate.now = () => tick(); FixedDate.parse = RealDate.parse; FixedDate.UTC = RealDate.UTC;\
 globalThis.Date = FixedDate;\
 let seed = {SEED};\
@@ -31,15 +32,21 @@ const next = () => {{ seed = (seed + 0x6D2B79F5) >>> 0; let t = seed;\
 Math.random = next;\
 if (globalThis.crypto && crypto.getRandomValues) {{\
  crypto.getRandomValues = (a) => {{ const b = new Uint8Array(a.buffer, a.byteOffset, a.byteLength);\
- for (let i = 0; i < b.length; i++) b[i] = Math.floor(next() * 256); return a; }}; }}\
+ for (let i = 0; i < b.length; i++) b[i] = Math.floor(next() * 256); return a; }};\
+ crypto.randomUUID = () => {{ const b = crypto.getRandomValues(new Uint8Array(16));\
+ b[6] = (b[6] & 15) | 64; b[8] = (b[8] & 63) | 128;\
+ const h = Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('');\
+ return h.slice(0, 8) + '-' + h.slice(8, 12) + '-' + h.slice(12, 16) + '-' + h.slice(16, 20) + '-' + h.slice(20); }}; }}\
 }})();</script>"
     )
 }
 
 /// `html` with `script` put where it runs before any of the page's own
-/// scripts: right after the `<head>` tag, else after the `<html>` tag, else
-/// after a doctype, else at the very start. Only the first 64 KiB are
-/// searched; bytes that are no UTF-8 are kept as they are.
+/// scripts: right after the `<head>` tag (after a `<meta charset>` that
+/// follows it closely, so that the charset stays within a browser's first
+/// 1024 bytes), else after the `<html>` tag, else after a doctype, else at
+/// the very start. Only the first 64 KiB are searched; bytes that are no
+/// UTF-8 are kept as they are.
 pub fn inject(html: &[u8], script: &str) -> Vec<u8> {
     let at = insertion_point(html);
     let mut out = Vec::with_capacity(html.len() + script.len());
@@ -65,8 +72,22 @@ fn insertion_point(html: &[u8]) -> usize {
         }
         None
     };
-    after_tag(b"<head")
-        .or_else(|| after_tag(b"<html"))
+    if let Some(at) = after_tag(b"<head") {
+        // A `<meta charset=...>` soon after: the script goes after it.
+        let near = &lower[at..lower.len().min(at + 1024)];
+        let mut from = 0;
+        while let Some(m) = find(&near[from..], b"<meta").map(|m| m + from) {
+            let Some(e) = find(&near[m..], b">").map(|e| m + e + 1) else {
+                break;
+            };
+            if find(&near[m..e], b"charset").is_some() {
+                return at + e;
+            }
+            from = e;
+        }
+        return at;
+    }
+    after_tag(b"<html")
         .or_else(|| after_tag(b"<!doctype"))
         .unwrap_or(0)
 }
@@ -101,6 +122,15 @@ mod tests {
         assert_eq!(put("<p>x</p>"), "<S><p>x</p>");
         assert_eq!(put(""), "<S>");
         assert_eq!(put("<head"), "<S><head");
+        // The charset declaration stays first.
+        assert_eq!(
+            put("<html><head>\n<meta charset=\"utf-8\"><title>t</title>"),
+            "<html><head>\n<meta charset=\"utf-8\"><S><title>t</title>"
+        );
+        assert_eq!(
+            put("<head><meta name=viewport content=x><meta charset=utf-8>"),
+            "<head><meta name=viewport content=x><meta charset=utf-8><S>"
+        );
     }
 
     #[test]

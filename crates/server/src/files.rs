@@ -288,12 +288,21 @@ fn recorded(r: &Recorded, head: bool, script: Option<&str>) -> Option<Planned> {
             r.bytes,
         ),
     };
+    // A page with the script put in loses its recorded Content-Security-Policy: an inline script
+    // would be blocked by it.
+    let injected = script.is_some() && html && r.status == 200;
+    let headers = r
+        .headers
+        .iter()
+        .filter(|(n, _)| !(injected && n == "content-security-policy"))
+        .cloned()
+        .collect();
     Some(Planned {
         status: r.status,
         content_type: Cow::Owned(r.content_type.clone()),
         content_length: if empty { 0 } else { len },
         body,
-        headers: r.headers.clone(),
+        headers,
         delay: Duration::ZERO,
         replay: None,
     })
@@ -516,6 +525,30 @@ mod tests {
         // Without --replay-think, at once.
         let p = Site::new(Root::new(r.path()).unwrap(), archive(), false).plan(AT, "GET", "/a?x=1");
         assert_eq!(p.delay, Duration::ZERO);
+    }
+
+    #[test]
+    fn deterministic_replay_puts_its_script_in_html_and_drops_its_csp() {
+        let (d, r) = root();
+        let html = b"<html><head><title>t</title></head></html>";
+        std::fs::write(d.0.join("sub").join("c".repeat(64)), html).unwrap();
+        let doc = serde_json::json!({"version": 2, "bodies": d.0.join("sub"), "recorded_at_ms": 1234,
+            "origins": [{"scheme": "https", "host": "h", "port": 443, "entries": [
+            {"method": "GET", "path": "/", "query": "", "status": 200, "content_type": "text/html",
+             "headers": [["content-security-policy", "script-src 'self'"], ["x-a", "1"]],
+             "body": "c".repeat(64), "bytes": html.len()}]}]});
+        let a = Archive::from_json(&doc, Path::new(""), true).unwrap();
+        let site = Site::new(Root::new(r.path()).unwrap(), Some(a), false).with_deterministic(true);
+        let p = site.plan(("https", "h"), "GET", "/");
+        let Body::Mem(b) = p.body else {
+            panic!("not in memory")
+        };
+        let text = String::from_utf8(b).unwrap();
+        assert!(text.starts_with("<html><head><script>") && text.contains("let now = 1234;"));
+        assert_eq!(p.content_length, text.len() as u64);
+        assert_eq!(p.headers, vec![("x-a".to_string(), "1".to_string())]);
+        let head = site.plan(("https", "h"), "HEAD", "/");
+        assert_eq!(head.content_length, text.len() as u64);
     }
 
     #[test]

@@ -318,8 +318,13 @@ impl Archive {
             .filter(|&i| self.params(&origin.entries[i].query) == want)
             .collect();
         if let Some(&first) = exact.first() {
-            // Repeats in recorded order; the last again once all were served.
-            let n = origin.served[first].fetch_add(1, Ordering::Relaxed);
+            // Repeats in recorded order; the last again once all were served. (A HEAD takes no turn;
+            // the order is the server process's, shared by every client of it.)
+            let n = if method == "HEAD" {
+                origin.served[first].load(Ordering::Relaxed)
+            } else {
+                origin.served[first].fetch_add(1, Ordering::Relaxed)
+            };
             let i = exact[n.min(exact.len() - 1)];
             return Some((&origin.entries[i], Match::Exact));
         }

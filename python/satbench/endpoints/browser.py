@@ -206,10 +206,11 @@ def page_metrics(res: LoadResult, data: dict[str, Any]) -> None:
 def outside_testbed(url: str, error: str) -> bool:
     """A failed request for something beyond the testbed: an address outside its ranges (the
     client's own loopback included), or a name its hosts and DNS server do not know."""
-    if error == "net::ERR_NAME_NOT_RESOLVED":
+    host = (urlsplit(url).hostname or "").strip("[]")
+    if error == "net::ERR_NAME_NOT_RESOLVED" or host == "localhost" or host.endswith(".localhost"):
         return True
     try:
-        ip = ipaddress.ip_address((urlsplit(url).hostname or "").strip("[]"))
+        ip = ipaddress.ip_address(host)
     except ValueError:
         return False
     return not any(ip in ipaddress.ip_network(n) for n in TESTBED_NETWORKS)

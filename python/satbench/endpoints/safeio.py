@@ -1,6 +1,6 @@
 """Reading recordings that may be hostile, and writing what they hold into a
 folder of ours: decompression with a cap on its output (a gzip bomb is
-refused, never inflated), and writes that stay in their folder (never
+inflated only up to the cap, then refused), and writes that stay in their folder (never
 through a symlink, never half done).
 
 A recording is data from elsewhere: a HAR saved from a page, an archive
@@ -21,6 +21,10 @@ MAX_ARCHIVE_BYTES = 2 << 30
 MAX_BODY_BYTES = 512 << 20
 #: The most the distinct bodies of one site may hold in all.
 MAX_SITE_BYTES = 4 << 30
+#: The most gzip members one stream may hold (real files have one; concatenated ones a few).
+MAX_MEMBERS = 10_000
+#: How much compressed input is fed at a time.
+CHUNK = 16 << 10
 
 
 class TooLarge(ValueError):
@@ -28,20 +32,33 @@ class TooLarge(ValueError):
 
 
 def _zlib(data: bytes, wbits: int, cap: int) -> bytes:
+    """``data`` inflated, fed in chunks so that no member costs more than a chunk's copy (gzip may hold
+    several members one after another, RFC 1952 2.2; zlib and raw deflate one)."""
     out = bytearray()
+    view, pos, members = memoryview(data), 0, 0
     while True:
+        members += 1
+        if members > MAX_MEMBERS:
+            raise ValueError(f"over {MAX_MEMBERS} gzip members")
         d = zlib.decompressobj(wbits)
-        out += d.decompress(data, cap + 1 - len(out))
-        while d.unconsumed_tail and len(out) <= cap:
-            out += d.decompress(d.unconsumed_tail, cap + 1 - len(out))
-        if len(out) > cap:
-            raise TooLarge(f"over {cap} bytes once decompressed")
-        if not d.eof:
-            raise ValueError("truncated compressed data")
-        data = d.unused_data
-        # gzip may hold several members one after another (RFC 1952, 2.2); zlib and raw deflate one.
-        if wbits != 31 or not data.strip(b"\0"):
+        while not d.eof:
+            if d.unconsumed_tail:
+                chunk: bytes | memoryview = d.unconsumed_tail
+            elif pos < len(data):
+                chunk = view[pos:pos + CHUNK]
+                pos += len(chunk)
+            else:
+                raise ValueError("truncated compressed data")
+            out += d.decompress(chunk, cap + 1 - len(out))
+            if len(out) > cap:
+                raise TooLarge(f"over {cap} bytes once decompressed")
+        pos -= len(d.unused_data)  # where the next member starts
+        if wbits != 31 or pos >= len(data):
             return bytes(out)
+        if data[pos] == 0:  # zero padding after the last member
+            if data.count(0, pos) == len(data) - pos:
+                return bytes(out)
+            raise ValueError("bytes after the compressed data")
 
 
 def inflate(data: bytes, encoding: str, cap: int) -> bytes:

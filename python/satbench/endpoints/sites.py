@@ -30,8 +30,8 @@ Nothing given is modified, and a recording is treated as hostile
 (:mod:`.safeio`): every host must be a host name (so that no recorded name
 can become a path outside the folder: ``..``, ``/etc/x``, a NUL), a body is
 decompressed or filled to at most ``MAX_BODY_BYTES`` and a site's bodies to
-``MAX_SITE_BYTES`` in all (a gzip bomb is refused with exit code 2, never
-inflated), and every file is written whole under ``OUT``, never through a
+``MAX_SITE_BYTES`` in all (a gzip bomb is inflated only up to its cap, then
+refused with exit code 2), and every file is written whole under ``OUT``, never through a
 symlink. ``materialize`` lays the folder out for replay, as the recording
 grouped it (:func:`server_groups`): one server address for each address the
 recorded hosts had, serving every origin of those hosts (one certificate
@@ -53,6 +53,8 @@ import json
 import os
 import random
 import re
+import secrets
+import shutil
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -152,8 +154,11 @@ class _Bodies:
             if self.total > MAX_SITE_BYTES:
                 raise InputError(f"{self.source}: its bodies hold over {MAX_SITE_BYTES >> 30} GiB in all; refused")
         p = self.folder / h
-        if p.is_symlink() or not p.is_file() or p.stat().st_size != len(data):
-            write_new(p, data)
+        try:
+            if p.is_symlink() or not p.is_file() or p.stat().st_size != len(data):
+                write_new(p, data)
+        except OSError as e:
+            raise InputError(f"--out: cannot write {p}: {e.strerror or e}") from None
         return h
 
 
@@ -185,13 +190,17 @@ def _url(url: str, where: str, field: str) -> tuple[str, str, int, str, str]:
         raise InputError(f"{where}: {field}'s port is out of range (1 to 65535): {url[:200]!r}") from None
     if u.scheme not in ("http", "https") or not host:
         raise InputError(f"{where}: {field} is not an http(s) URL: {url[:200]!r}")
-    last = host.rstrip(".").rsplit(".", 1)[-1]
-    # (A host whose last label is a number is an IPv4 address to a browser (WHATWG URL's "ends in a
-    # number"): it would go there, not to the name's server.)
-    if not re.fullmatch(HOST_NAME_RE, host) or last.isdigit() or re.fullmatch(r"0x[0-9a-f]*", last):
+    if not is_host_name(host):
         raise InputError(f"{where}: {field}'s host is no host name (an IP literal, or a name no browser "
                          f"sends): {host[:200]!r}")
     return u.scheme, host, port, u.path or "/", u.query
+
+
+def is_host_name(host: str) -> bool:
+    """A name a testbed can give a server: a host name whose last label is no number (a browser takes
+    such a name for an IPv4 address, WHATWG URL's "ends in a number", and goes there)."""
+    last = host.rstrip(".").rsplit(".", 1)[-1]
+    return bool(re.fullmatch(HOST_NAME_RE, host)) and not last.isdigit() and not re.fullmatch(r"0x[0-9a-f]*", last)
 
 
 def _address(value: Any) -> str | None:
@@ -514,13 +523,26 @@ def import_archive(path: Path, out: Path, volatile: Sequence[str] = ()) -> Site:
     for v in volatile:
         if not v or any(c in v for c in "&=?#"):
             raise InputError(f"--volatile: not a query parameter's name: {v!r}")
+    # Into a folder of its own inside ``out`` first, moved into place only once the whole archive
+    # imported: a refused archive leaves nothing behind.
+    stage = out / f".import-{secrets.token_hex(4)}"
     try:
         real_folder(out)
+        real_folder(stage)
     except OSError as e:
         raise InputError(f"--out {out}: cannot write there: {e.strerror or e}") from None
-    if path.name.endswith(".wprgo"):
-        return import_wpr(path, out, volatile)
-    return import_har(path, out, volatile)
+    try:
+        site = (import_wpr if path.name.endswith(".wprgo") else import_har)(path, stage, volatile)
+        try:
+            real_folder(out / "bodies")
+            for f in sorted((stage / "bodies").iterdir()):
+                os.replace(f, out / "bodies" / f.name)  # (a symlink in its place is replaced, not followed)
+            os.replace(stage / "site.json", out / "site.json")
+        except OSError as e:
+            raise InputError(f"--out {out}: cannot write there: {e.strerror or e}") from None
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    return site
 
 
 @dataclass(frozen=True)
@@ -620,7 +642,7 @@ def load_site(folder: Path) -> dict[str, Any]:
     if not isinstance(doc.get("hosts"), list) or not isinstance(doc["entries"], list):
         raise InputError(f"{where}: hosts and entries must be lists")
     for i, h in enumerate(doc["hosts"]):
-        if not isinstance(h, str) or not re.fullmatch(HOST_NAME_RE, h):
+        if not isinstance(h, str) or not is_host_name(h):
             raise InputError(f"{where}: hosts[{i}] is no host name: {str(h)[:200]!r}")
     for i, x in enumerate(doc["entries"]):
         if not isinstance(x, dict) or x.get("host") not in doc["hosts"]:
@@ -634,10 +656,39 @@ def load_site(folder: Path) -> dict[str, Any]:
             raise InputError(f"{where}: entries[{i}]: scheme must be http or https, port 1 to 65535")
         if x.get("ip") is not None and _address(x["ip"]) is None:
             raise InputError(f"{where}: entries[{i}].ip is not an address")
+        bad = _entry_problem(x)
+        if bad:
+            raise InputError(f"{where}: entries[{i}].{bad}")
     if not isinstance(doc.get("page"), str):
         raise InputError(f"{where}: page is not a URL")
     _host(doc["page"], str(where), "page")
     return doc
+
+
+def _entry_problem(x: dict[str, Any]) -> str | None:
+    """What is wrong with a manifest entry's fields replay reads (None: nothing)."""
+    def num(v: Any) -> bool:
+        return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+    if not isinstance(x.get("method"), str) or not re.fullmatch(r"[A-Z]{1,20}", x["method"]):
+        return "method is not a method"
+    if not isinstance(x.get("path"), str) or not x["path"].startswith("/") or any(c in x["path"] for c in "?#"):
+        return "path must start with / and hold no query"
+    if not isinstance(x.get("query"), str):
+        return "query is not a text"
+    if not isinstance(x.get("status"), int) or isinstance(x["status"], bool) or not -1 <= x["status"] <= 999:
+        return "status is not a status"
+    if not isinstance(x.get("bytes"), int) or isinstance(x["bytes"], bool) or not 0 <= x["bytes"] <= MAX_BODY_BYTES:
+        return "bytes is not a size"
+    if not isinstance(x.get("mime", ""), str):
+        return "mime is not a text"
+    h = x.get("headers")
+    if not isinstance(h, list) or not all(isinstance(p, list) and len(p) == 2 and all(isinstance(v, str) for v in p)
+                                          for p in h):
+        return "headers is not a list of [name, value]"
+    if x.get("server_ms") is not None and not (num(x["server_ms"]) and 0 <= x["server_ms"] < 1e9):
+        return "server_ms is not a time"
+    return None
 
 
 #: An origin: scheme, host, port.
@@ -712,15 +763,21 @@ def materialize(folder: Path, out: Path) -> Replay:
     notes: list[str] = []
     roots, manifests, served, seen = [], [], 0, set()
     total = 0
-    real_folder(out / tag)
-    real_folder(out / tag / "roots")
+    try:
+        real_folder(out / tag)
+        real_folder(out / tag / "roots")
+    except OSError as err:
+        raise InputError(f"{out}: cannot lay the site out there: {err.strerror or err}") from None
     for k, g in enumerate(groups, 1):
         m = replay_manifest(doc, folder, g, notes)
         path = out / tag / f"g{k}.replay.json"
-        root = real_folder(out / tag / "roots" / f"g{k}")
         text = json.dumps(m) + "\n"
-        if path.is_symlink() or not path.is_file() or path.read_text() != text:
-            write_new(path, text.encode())
+        try:
+            root = real_folder(out / tag / "roots" / f"g{k}")
+            if path.is_symlink() or not path.is_file() or path.read_text() != text:
+                write_new(path, text.encode())
+        except OSError as err:
+            raise InputError(f"{path}: cannot write it: {err.strerror or err}") from None
         roots.append(root)
         manifests.append(path)
         for o in m["origins"]:

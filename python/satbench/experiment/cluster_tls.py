@@ -37,12 +37,13 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 ROLES = ("scheduler", "worker", "client")
 
 
-def _write_private(path: Path, data: bytes) -> None:
-    """A key readable by its owner only, from its creation on (never through a symlink)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+def _write_new(path: Path, data: bytes, mode: int) -> None:
+    """A file made here and now (never one planted before, never through a symlink), ``mode`` from
+    its creation on."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
     with os.fdopen(fd, "wb") as f:
         f.write(data)
-    os.chmod(path, 0o600)
+    os.chmod(path, mode)
 
 
 @dataclass(frozen=True)
@@ -87,9 +88,14 @@ class ClusterTLS:
 
 def make(directory: Path, *, days: int = 2, keep_ca_key: bool = False, name: str = "satbench cluster") -> ClusterTLS:
     """Make a CA and a certificate per role in ``directory`` (created mode 0700,
-    or an empty folder of the caller's), valid for ``days``. The CA's key is
+    or an empty folder of the caller's; OSError for a symlink, another user's
+    folder, or a file already there), valid for ``days``. The CA's key is
     written only with ``keep_ca_key`` (to sign more later, by hand)."""
+    if directory.is_symlink():
+        raise OSError(f"{directory} is a symlink")
     directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if directory.stat().st_uid != os.geteuid():
+        raise OSError(f"{directory} belongs to another user")
     os.chmod(directory, 0o700)
     tls = ClusterTLS(directory)
     now = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(minutes=5)
@@ -123,11 +129,11 @@ def make(directory: Path, *, days: int = 2, keep_ca_key: bool = False, name: str
                 .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
                                critical=False)
                 .sign(ca_key, hashes.SHA256()))
-        _write_private(tls.key(role), key.private_bytes(pem, pkcs8, none))
-        tls.cert(role).write_bytes(leaf.public_bytes(pem) + ca_cert.public_bytes(pem))
-    tls.ca.write_bytes(ca_cert.public_bytes(pem))
+        _write_new(tls.key(role), key.private_bytes(pem, pkcs8, none), 0o600)
+        _write_new(tls.cert(role), leaf.public_bytes(pem) + ca_cert.public_bytes(pem), 0o644)
+    _write_new(tls.ca, ca_cert.public_bytes(pem), 0o644)
     if keep_ca_key:
-        _write_private(directory / "ca.key", ca_key.private_bytes(pem, pkcs8, none))
+        _write_new(directory / "ca.key", ca_key.private_bytes(pem, pkcs8, none), 0o600)
     return tls
 
 

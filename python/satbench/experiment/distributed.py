@@ -120,10 +120,11 @@ def check_scheduler_address(address: str, *, resolve: Callable[[str], list[str]]
 
 def listen_host(address: str, *, resolve: Callable[[str], list[str]] = _resolve,
                 route: Callable[[str], str] | None = None) -> str:
-    """The one address a worker for scheduler ``address`` listens on: loopback
-    for a scheduler on loopback, else the address of this machine's interface
-    towards the scheduler (never every interface). ``route`` gives that
-    interface's address for a scheduler's address (tests)."""
+    """The one address a worker for scheduler ``address`` listens on, as Dask
+    takes a host (IPv6 in brackets): loopback for a scheduler on loopback, else
+    the address of this machine's interface towards the scheduler (never every
+    interface). ``route`` gives that interface's address for a scheduler's
+    address (tests)."""
     m = re.fullmatch(SCHEDULER_RE, address)
     if not m:
         raise InputError(f"scheduler {address!r}: expected tls://HOST:PORT (or tcp://HOST:PORT on loopback)")
@@ -136,8 +137,9 @@ def listen_host(address: str, *, resolve: Callable[[str], list[str]] = _resolve,
     if not ips:
         raise InputError(f"scheduler {address}: {host} has no address")
     if all(ip.is_loopback for ip in ips):
-        return "::1" if all(ip.version == 6 for ip in ips) else "127.0.0.1"
-    return (route or _route_to)(str(next(ip for ip in ips if not ip.is_loopback)))
+        return "[::1]" if all(ip.version == 6 for ip in ips) else "127.0.0.1"
+    mine = (route or _route_to)(str(next(ip for ip in ips if not ip.is_loopback)))
+    return f"[{mine}]" if ":" in mine else mine
 
 
 def _route_to(addr: str) -> str:

@@ -11,6 +11,7 @@ import re
 import signal
 from collections.abc import Callable
 
+from ..errors import TestbedError
 from .distributed import check_scheduler_address, check_tls_config
 from .spec import SCHEDULER_RE
 
@@ -23,14 +24,22 @@ def serve_scheduler(address: str, *, on_ready: Callable[[str], None] | None = No
     check_tls_config(address, "scheduler")
     m = re.fullmatch(SCHEDULER_RE, address)
     assert m is not None  # checked above
-    asyncio.run(_serve(m.group(1), m.group(2).strip("[]"), int(m.group(3) or 8786), on_ready or (lambda _: None)))
+    # (Dask takes an IPv6 host in its brackets.)
+    asyncio.run(_serve(m.group(1), m.group(2), int(m.group(3) or 8786), on_ready or (lambda _: None)))
 
 
 async def _serve(protocol: str, host: str, port: int, on_ready: Callable[[str], None]) -> None:
     from distributed import Scheduler  # noqa: PLC0415 - Dask loads only for a cluster
 
     s = Scheduler(host=host, port=port, protocol=protocol, dashboard_address="127.0.0.1:0", dashboard=False)
-    await s
+    try:
+        await s
+    except (OSError, RuntimeError) as e:
+        # (Dask wraps what stopped the start, a port in use or a bad certificate, in a RuntimeError.)
+        cause = e.__cause__ if isinstance(e, RuntimeError) and e.__cause__ is not None else e
+        await s.close()
+        raise TestbedError(f"scheduler {protocol}://{host}:{port}: cannot listen: {type(cause).__name__}: "
+                           f"{cause}") from None
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

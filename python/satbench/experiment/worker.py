@@ -278,9 +278,11 @@ async def _serve(scheduler: str, testbeds: int, name: str, plugin: SatbenchWorke
                protocol=scheduler.split("://", 1)[0], dashboard_address="127.0.0.1:0", dashboard=False)
     try:
         await w
-    except (OSError, asyncio.TimeoutError) as e:
+    except (OSError, asyncio.TimeoutError, RuntimeError) as e:
+        # (Dask wraps what stopped a start, a port in use or a bad certificate, in a RuntimeError.)
+        cause = e.__cause__ if isinstance(e, RuntimeError) and e.__cause__ is not None else e
         await w.close(timeout=5)
-        raise TestbedError(f"scheduler {scheduler}: cannot join: {type(e).__name__}: {e}") from None
+        raise TestbedError(f"scheduler {scheduler}: cannot join: {type(cause).__name__}: {cause}") from None
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for s in (signal.SIGINT, signal.SIGTERM):
