@@ -171,3 +171,40 @@ def test_deterministic_replay_repeats_the_urls_scripts_build_from_date_and_math_
     con.close()
     assert asked[True] == [recorded] * 3, asked
     assert len(set(asked[False])) == 3 and recorded not in asked[False], asked
+
+
+def test_each_origin_speaks_the_version_it_spoke_in_the_recording(tmp_path: Path) -> None:
+    """replay_protocols = "recorded": a page whose origins were recorded over HTTP/2 (the page), HTTP/1.1
+    (an old API host) and HTTP/3 (a CDN) replays with each over its own version, in one Chromium
+    load; by default (trial) every origin speaks the trial's."""
+    html = ("<!DOCTYPE html><html><head><script src='https://old.shop.test/a.js'></script></head><body>"
+            + "".join(f'<img src="https://cdn.shop.test/{i}.png" width="4" height="4">' for i in range(5))
+            + "</body></html>")
+    entries = [_entry("https://www.shop.test/", "text/html", text=html, ip="203.0.113.1", version="HTTP/2.0"),
+               _entry("https://old.shop.test/a.js", "text/javascript", text="var a = 1;", ip="203.0.113.2",
+                      version="HTTP/1.1"),
+               *(_entry(f"https://cdn.shop.test/{i}.png", "image/png", text=IMAGE, size=SIZE, b64=True,
+                        ip="203.0.113.3", version="h3") for i in range(5))]
+    doc = {"log": {"version": "1.2", "creator": {"name": "test", "version": "1"},
+                   "pages": [{"id": "p", "title": "https://www.shop.test/"}], "entries": entries}}
+    (tmp_path / "v.har").write_text(json.dumps(doc))
+    exp = tmp_path / "v.toml"
+    exp.write_text('[experiment]\nname = "v"\nseed = 1\ntimeout_s = 60\n'
+                   f'[factors]\nlink = "lan"\nclient = "chromium"\nprotocol = "h3"\npage = "har:{tmp_path}/v.har"\n'
+                   'replay_protocols = ["recorded", "trial"]\n')
+    db = tmp_path / "db.sqlite"
+    p = run_cli("run", str(exp), "--db", str(db), timeout=300,
+                env={**__import__("os").environ, "XDG_CACHE_HOME": str(tmp_path / "cache")})
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    con = sqlite3.connect(db)
+    for tid, factors, status, reason in con.execute("SELECT id, factors, status, reason FROM trials"):
+        mode = json.loads(factors)["replay_protocols"]
+        assert status == "valid", (mode, reason)
+        spoke: dict[str, set[str]] = {}
+        for url, proto in con.execute("SELECT url, protocol FROM objects WHERE trial_id = ? AND status = 200",
+                                      (tid,)):
+            spoke.setdefault(urlsplit(url).hostname or "", set()).add(proto)
+        want = ({"www.shop.test": {"h2"}, "old.shop.test": {"http/1.1"}, "cdn.shop.test": {"h3"}} if mode == "recorded"
+                else {"www.shop.test": {"h3"}, "old.shop.test": {"h3"}, "cdn.shop.test": {"h3"}})
+        assert spoke == want, (mode, spoke)
+    con.close()

@@ -281,3 +281,22 @@ def test_the_report_gives_each_origin_its_requests_bytes_connections_set_up_and_
     assert got["a.test"] == [1.0, 1000.0, 1.0, 30.0, 50.0, "b.test"]
     assert got["b.test"] == [2.0, 500.0, 1.0, "-", 15.0, "a.test"]
     assert got["c.test"] == [1.0, 5.0, 1.0, 21.5, 41.5, "-"]
+
+
+def test_each_origin_keeps_the_version_most_of_its_responses_spoke() -> None:
+    from satbench.workloads.site import _served_as_recorded
+
+    def e(url: str, version: str | None, ip: str) -> dict:
+        u = urlsplit_(url)
+        return {"host": u.hostname, "scheme": u.scheme, "port": u.port or 443, "version": version, "ip": ip}
+
+    from urllib.parse import urlsplit as urlsplit_
+
+    doc = {"page": "https://a.test/", "entries": [
+        e("https://a.test/", "h2", "203.0.113.1"), e("https://a.test/x", "h3", "203.0.113.1"),
+        e("https://a.test/y", "h3", "203.0.113.1"), e("https://b.test/", "h1", "203.0.113.2"),
+        e("https://c.test/", None, "203.0.113.3")]}
+    a, b, c = sites.server_groups(doc)
+    assert a.versions == {("https", "a.test", 443): "h3"} and a.newest == "h3" and _served_as_recorded(a) == ()
+    assert b.newest == "h1" and dict(_served_as_recorded(b)) == {"h2": False, "h3": False}
+    assert c.newest is None and _served_as_recorded(c) == ()

@@ -66,6 +66,9 @@ class LoadRequest:
     quic_window: int | None = None
     #: Other hosts the page loads from (a sharded page's), besides the URL's.
     origins: tuple[str, ...] = ()
+    #: Each origin speaks what the browser negotiates with it (HTTP/3 only on ``origins``), and no
+    #: response is judged by the trial's protocol: a replayed site's versions as recorded.
+    negotiate: bool = False
     #: A real-time scenario's mechanism (poll, sse, ws): the URL's query says the rest.
     realtime: str | None = None
     #: A browser's CPU throttling (1: none) and emulated device (satbench.endpoints.browser.DEVICES).
@@ -135,6 +138,8 @@ class Origin:
     #: The (HTTPS port, cleartext port) of each server the host runs (0: none of that kind): one
     #: server on 443 and 80 unless a recorded origin had another port.
     listeners: tuple[tuple[int, int], ...] = ((443, 80),)
+    #: Server options of this host's own, over the trial's (an origin recorded over HTTP/1.1: h2 and h3 off).
+    options: tuple[tuple[str, Any], ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)

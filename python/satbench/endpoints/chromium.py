@@ -493,7 +493,7 @@ class Chromium(Client):
     def load(self, req: LoadRequest) -> ClientOutcome:
         art = req.artefacts
         opts = BrowseOptions(protocol=req.protocol.version.value, timeout_s=req.timeout_s, start_at=req.start_at,
-                             release=req.release, origins=req.origins,
+                             release=req.release, origins=req.origins, negotiate=req.negotiate,
                              har=art / "page.har" if art and "har" in req.keep else None,
                              netlog=art / "netlog.json" if art and "netlog" in req.keep else None,
                              frames=bool({"frames", "video"} & req.keep),

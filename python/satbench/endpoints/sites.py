@@ -704,6 +704,15 @@ class ServerGroup:
     #: The address they had in the recording (None: not recorded).
     recorded: str | None
     origins: list[OriginKey]
+    #: The HTTP version each origin spoke in the recording, as most of its responses did (None: not
+    #: recorded).
+    versions: dict[OriginKey, str | None] = field(default_factory=dict)
+
+    @property
+    def newest(self) -> str | None:
+        """The newest version any of its HTTPS origins spoke in the recording (None: none recorded)."""
+        got = [v for (s, _, _), v in self.versions.items() if s == "https" and v]
+        return max(got, key=("h1", "h2", "h3").index) if got else None
 
     @property
     def listeners(self) -> list[tuple[int, int]]:
@@ -729,7 +738,11 @@ def server_groups(doc: dict[str, Any]) -> list[ServerGroup]:
     page = urlsplit(doc["page"]).hostname
     seen: dict[str, dict[str | None, int]] = {}
     origins: dict[str, list[OriginKey]] = {}
+    spoke: dict[OriginKey, dict[str, int]] = {}
     for e in doc["entries"]:
+        if e.get("version") in ("h1", "h2", "h3"):
+            spoke.setdefault(_origin(e), {})
+            spoke[_origin(e)][e["version"]] = spoke[_origin(e)].get(e["version"], 0) + 1
         counts = seen.setdefault(e["host"], {})
         counts[e.get("ip")] = counts.get(e.get("ip"), 0) + 1
         o = _origin(e)
@@ -741,9 +754,13 @@ def server_groups(doc: dict[str, Any]) -> list[ServerGroup]:
         ips = [ip for ip in seen[h] if ip is not None]
         addr = max(ips, key=lambda ip: seen[h][ip]) if ips else None
         groups.setdefault(addr if addr is not None else f"host:{h}", []).append(h)
-    return [ServerGroup(names=names, recorded=None if key.startswith("host:") else key,
-                        origins=[o for h in names for o in origins[h]])
-            for key, names in groups.items()]
+    out = []
+    for key, names in groups.items():
+        mine = [o for h in names for o in origins[h]]
+        out.append(ServerGroup(names=names, recorded=None if key.startswith("host:") else key, origins=mine,
+                               versions={o: max(spoke[o], key=lambda v: spoke[o][v]) if o in spoke else None
+                                         for o in mine}))
+    return out
 
 
 def origin_hosts(doc: dict[str, Any]) -> list[str]:

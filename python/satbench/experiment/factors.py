@@ -154,6 +154,10 @@ CORE: tuple[Factor, ...] = (
            "or as a browser asked for them (a schedule file learned from a Chromium trial or a HAR by satbench "
            "pages schedule: each request after the response it waited for and the browser's delay)",
            keyed=False),
+    Factor("replay_protocols", one_of(("trial", "recorded")), "trial",
+           "a replayed site's HTTP versions: every origin speaks the trial's protocol (trial), or each the one it "
+           "spoke in the recording (recorded: HTTP/1.1, HTTP/2 or HTTP/3 per origin, HTTP/3 only where recorded; "
+           "Chromium; the protocol factor is then the newest any origin may speak)", keyed=False),
     Factor("quic_window", lambda v: None if v in ("stack", "bdp") or (isinstance(v, int) and not isinstance(
         v, bool) and 1024 <= v <= 1 << 40) else f"must be stack, bdp or a number of bytes, got {v!r}", "stack",
            "QUIC flow-control windows (connection and stream) of the loader and the satbench server: each "

@@ -12,6 +12,7 @@ callback and prints nothing.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
@@ -407,7 +408,8 @@ class Runner:
         # (A host's second server, for a recorded origin on another port, logs in a folder of its own.)
         return [ServeRequest(root=o.root, log_dir=art / "server" / (h.role if j else "") / (
                                  f"port-{https or http}" if k else ""),
-                             host=h, cc=ts.cc, options=opts, telemetry="server" in self.exp.artefacts, cert=o.cert,
+                             host=h, cc=ts.cc, options=dataclasses.replace(opts, **dict(o.options)),
+                             telemetry="server" in self.exp.artefacts, cert=o.cert,
                              replay=o.replay, https_port=https, http_port=http)
                 for j, (h, o) in enumerate(zip(tb.servers, origins)) for k, (https, http) in enumerate(o.listeners)]
 

@@ -36,7 +36,7 @@ from urllib.parse import urlsplit
 from ..endpoints import ca, sites
 from ..endpoints.base import Origin
 from ..errors import InputError, SatbenchError
-from ..model import ClientOutcome, Protocol, ServerKind
+from ..model import ClientKind, ClientOutcome, Protocol, ServerKind, TrialStatus
 from . import Problem, Workload
 
 if TYPE_CHECKING:
@@ -110,6 +110,43 @@ def _folder(page: str) -> Path:
     return Path(page[len(PREFIX):]).expanduser()
 
 
+def _as_recorded(trial: TrialSpec) -> bool:
+    return bool(trial.get("replay_protocols") == "recorded")
+
+
+#: The server options that make an origin speak no newer version than it did in the recording.
+_UP_TO = {"h1": (("h2", False), ("h3", False)), "h2": (("h3", False),), "h3": ()}
+
+
+def _served_as_recorded(g: sites.ServerGroup) -> tuple[tuple[str, Any], ...]:
+    """A group's server options for its origins' recorded versions: the newest any of them spoke (one
+    server answers all of an address's names; a recording whose names of one address spoke different
+    versions is served at the newest, and its trials say where a response differs)."""
+    return _UP_TO[g.newest] if g.newest else ()
+
+
+def _judge_as_recorded(rec: TrialRecord, groups: list[sites.ServerGroup]) -> None:
+    """Each response over the version its origin spoke in the recording (cleartext ones over HTTP/1.1),
+    or the trial is invalid, saying where."""
+    want: dict[tuple[str, int], str] = {}
+    for g in groups:
+        for (s, h, p), v in g.versions.items():
+            if s == "https" and v:
+                want[(h, p)] = Protocol(v).alpn
+    wrong = []
+    for o in rec.objects:
+        u = urlsplit(o.url)
+        if u.scheme != "https" or o.protocol is None:
+            continue
+        expect = want.get((u.hostname or "", u.port or 443))
+        if expect is not None and o.protocol != expect:
+            wrong.append(f"{o.url[:120]} over {o.protocol}, recorded {expect}")
+    rec.metrics["site_versions_differing"] = float(len(wrong))
+    if wrong and rec.status is TrialStatus.VALID:
+        rec.status, rec.reason = TrialStatus.INVALID, (f"{len(wrong)} responses not over the version their origin "
+                                                       f"spoke when recorded; first: {wrong[0]}")
+
+
 #: The layouts made in this process, by (site folder, pages folder).
 _LAYOUTS: dict[tuple[Path, Path], sites.Replay] = {}
 
@@ -156,6 +193,11 @@ class ReplayedSite(Workload):
                             "real site did)")
         if any(g.protocol is Protocol.H1C for g in trial.groups):
             return "protocol", "a replayed site is served over TLS: h1, h2 or h3"
+        if _as_recorded(trial):
+            if trial.population is not None or trial.client is not ClientKind.CHROMIUM:
+                return "replay_protocols", "each origin's version as recorded: one Chromium client"
+            if not any(g.newest for g in groups):
+                return "replay_protocols", "the recording names no origin's HTTP version (HAR httpVersion)"
         if trial.shards > 1:
             return "shards", "a replayed site has the origins it was recorded with"
         if trial.server is not ServerKind.SATBENCH:
@@ -182,7 +224,8 @@ class ReplayedSite(Workload):
     @classmethod
     def origins(cls, trial: TrialSpec, pages_root: Path) -> list[Origin] | None:
         r = _replay(folder(trial).resolve(), pages_root.resolve())
-        return [Origin(root, ca.issue(g.names), manifest, tuple(g.listeners))
+        return [Origin(root, ca.issue(g.names), manifest, tuple(g.listeners),
+                       _served_as_recorded(g) if _as_recorded(trial) else ())
                 for g, root, manifest in zip(r.groups, r.roots, r.manifests)]
 
     @classmethod
@@ -191,7 +234,13 @@ class ReplayedSite(Workload):
         # Every HTTPS origin (HOST:PORT) but the page's own, for a browser told which speak QUIC.
         u = urlsplit(doc["page"])
         page = f"{u.hostname}:{u.port or (80 if u.scheme == 'http' else 443)}"
-        https = dict.fromkeys(f"{h}:{p}" for g in sites.server_groups(doc) for s, h, p in g.origins if s == "https")
+        groups = sites.server_groups(doc)
+        if _as_recorded(trial):
+            # QUIC asked of the origins recorded over HTTP/3 alone; the rest negotiate as they did.
+            quic = dict.fromkeys(f"{h}:{p}" for g in groups for (s, h, p), v in g.versions.items()
+                                 if s == "https" and v == "h3")
+            return replace(req, url=doc["page"], origins=tuple(quic), negotiate=True)
+        https = dict.fromkeys(f"{h}:{p}" for g in groups for s, h, p in g.origins if s == "https")
         return replace(req, url=doc["page"], origins=tuple(o for o in https if o != page))
 
     @classmethod
@@ -216,6 +265,8 @@ class ReplayedSite(Workload):
         rec.metrics["site_origins_contacted"] = float(len(hosts))
         doc = _doc(trial.page)
         rec.metrics["site_filled"] = float(doc.get("filled", 0))  # bodies the import made up (recorded sizes)
+        if _as_recorded(trial):
+            _judge_as_recorded(rec, sites.server_groups(doc))
         groups = sites.server_groups(doc)
         site: dict[str, Any] = {"folder": str(folder(trial)), "page": doc["page"], "hosts": doc["hosts"],
                                 "filled": doc.get("filled", 0), "volatile": doc.get("volatile", []),
