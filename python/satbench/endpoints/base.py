@@ -182,6 +182,10 @@ class Server(ABC):
     def stop(self) -> None:
         """Stop serving (idempotent)."""
 
+    def begin_stop(self) -> None:
+        """Ask the server to stop without waiting for it (several then stop at once); :meth:`stop`
+        still waits. A server that stops at once needs nothing here."""
+
     def fault(self) -> str | None:
         """Why the server is no longer serving (it died), or None while it serves."""
         return None

@@ -128,6 +128,10 @@ class SatbenchServer(Server):
     def stop(self) -> None:
         self.returncode = stop_process(self.proc)
 
+    def begin_stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+
     def access_log(self) -> list[dict[str, Any]]:
         return _jsonl(self.log_dir / "access.jsonl")
 

@@ -42,6 +42,13 @@ def composed(spec: TestbedSpec, path: Sequence[PathElement], artefacts: Path | C
             servers: list[Server] = []
             for s in serve(tb) if serve is not None else ():
                 servers.append(running.enter_context(s))
+            # Stopping: every server asked first, then each waited for (a replayed site's dozens of
+            # servers stop in the time of one).
+            def ask_all() -> None:
+                for s in servers:
+                    s.begin_stop()
+
+            running.callback(ask_all)
             if serve is not None:  # the origin is up: what needs it (a proxy warming its cache) may run
                 for e in path:
                     e.serving(tb)
