@@ -208,3 +208,26 @@ def test_each_origin_speaks_the_version_it_spoke_in_the_recording(tmp_path: Path
                 else {"www.shop.test": {"h3"}, "old.shop.test": {"h3"}, "cdn.shop.test": {"h3"}})
         assert spoke == want, (mode, spoke)
     con.close()
+
+
+def test_a_page_shaped_like_the_median_mobile_page_replays_without_a_recording(tmp_path: Path) -> None:
+    """web:median-mobile: the Web Almanac's median mobile home page, generated and replayed in Chromium
+    over HTTP/2 and HTTP/3, every object loaded."""
+    from satbench.endpoints import websites
+
+    exp = tmp_path / "web.toml"
+    exp.write_text('[experiment]\nname = "web"\nseed = 1\ntimeout_s = 90\n'
+                   '[factors]\nlink = "lan"\nclient = "chromium"\nprotocol = ["h2", "h3"]\npage = "web:median-mobile"\n')
+    db = tmp_path / "db.sqlite"
+    p = run_cli("run", str(exp), "--db", str(db), timeout=300,
+                env={**__import__("os").environ, "XDG_CACHE_HOME": str(tmp_path / "cache")})
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    want = websites.generate("median-mobile")["log"]["entries"]
+    con = sqlite3.connect(db)
+    for tid, status, reason, env in con.execute("SELECT id, status, reason, env FROM trials"):
+        assert status == "valid", reason
+        objs = con.execute("SELECT url, status FROM objects WHERE trial_id = ?", (tid,)).fetchall()
+        loaded = {u for u, st in objs if st == 200}
+        assert {e["request"]["url"] for e in want[1:]} <= loaded, len(loaded)
+        assert json.loads(env)["site"]["replay"]["addresses"] == websites.PRESETS["median-mobile"].third_parties + 2
+    con.close()

@@ -57,6 +57,14 @@ def whole(lo: int, hi: int) -> Check:
 def page_check(v: Any) -> str | None:
     if not isinstance(v, str):
         return f"must be a page name, got {v!r}"
+    if v.startswith("web:"):
+        from ..endpoints import websites  # noqa: PLC0415
+
+        try:
+            websites.parse(v)
+        except ValueError as e:
+            return str(e)
+        return None
     if v.startswith(("site:", "har:", "dir:")):
         return None if v.partition(":")[2] else (
             "site:DIR needs the folder of an imported site (satbench pages import), har:FILE a HAR or .wprgo "
@@ -83,8 +91,10 @@ CORE: tuple[Factor, ...] = (
     Factor("cc", one_of(choices(CongestionControl)), "cubic", "the server's congestion control (TCP and QUIC)"),
     Factor("page", page_check, None, "test page, bulk:SIZE (download one file), upload:SIZE (POST that many bytes), "
                                      "site:DIR (a recorded site, imported by satbench pages import, replayed), "
-                                     "har:FILE (a HAR or Web Page Replay archive, imported on first use, replayed) "
-                                     "or dir:DIR (a folder of one's own files with an index.html, one origin)"),
+                                     "har:FILE (a HAR or Web Page Replay archive, imported on first use, replayed), "
+                                     "dir:DIR (a folder of one's own files with an index.html, one origin) "
+                                     "or web:PRESET[:SEED] (a site shaped like the web's real pages: "
+                                     "median-desktop, median-mobile, heavy-desktop)"),
     Factor("client", one_of(choices(ClientKind)), "chromium",
            "chromium or firefox (real browsers), loader (satbench-load), curl (timing)"),
     Factor("clients", population.check, 1,

@@ -53,6 +53,8 @@ PREFIX = "site:"
 ARCHIVE = "har:"
 #: A folder of one's own files, served as a page of one origin (its index.html), imported on first use.
 FOLDER = "dir:"
+#: A site shaped like the web's real pages (satbench.endpoints.websites), generated and imported on first use.
+WEB = "web:"
 #: Server hosts (recorded addresses, or hosts where none are recorded) a testbed gives one site at most.
 MAX_SERVER_HOSTS = 200
 
@@ -95,6 +97,24 @@ def _folder(page: str) -> Path:
         out = cache_dir() / tag
         if not (out / "site.json").exists():
             sites.import_archive(archive, out)
+        return out
+    if page.startswith(WEB):
+        from ..endpoints import websites  # noqa: PLC0415 - one page kind's module
+
+        try:
+            name, seed = websites.parse(page)
+        except ValueError as e:
+            raise InputError(f"page {page}: {e}") from None
+        text = websites.to_json(name, seed)
+        out = cache_dir() / ("web-" + hashlib.sha256(text.encode()).hexdigest()[:16])
+        if not (out / "site.json").exists():
+            out.mkdir(parents=True, exist_ok=True)
+            har = out.parent / f".{out.name}.har"
+            har.write_text(text)
+            try:
+                sites.import_archive(har, out)
+            finally:
+                har.unlink(missing_ok=True)
         return out
     if page.startswith(FOLDER):
         given = Path(page[len(FOLDER):]).expanduser()
@@ -178,7 +198,7 @@ class ReplayedSite(Workload):
 
     @classmethod
     def claims(cls, trial: TrialSpec) -> bool:
-        return trial.page.startswith((PREFIX, ARCHIVE, FOLDER))
+        return trial.page.startswith((PREFIX, ARCHIVE, FOLDER, WEB))
 
     @classmethod
     def problem(cls, trial: TrialSpec) -> Problem | None:
