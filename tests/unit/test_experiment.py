@@ -165,7 +165,7 @@ def test_geo_study_has_the_three_scenarios_on_both_links() -> None:
 
 def test_demo_is_small_and_shows_both_quic_stacks() -> None:
     e = spec.load(REPO / "experiments" / "demo.toml")
-    assert len(e.trials) == 24
+    assert len(e.trials) == 40 and {t.rep for t in e.trials} == {1, 2, 3, 4, 5}
     seen = {(t.factors["protocol"], t.factors["cc"], t.factors["quic_stack"] if t.factors["protocol"] == "h3"
              else None) for t in e.trials}
     assert seen == {(p, c, s) for c in ("cubic", "bbr") for p, s in (("h1", None), ("h2", None), ("h3", "quinn"),

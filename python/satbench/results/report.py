@@ -37,6 +37,7 @@ from ..metrics import nearest_rank  # noqa: E402
 from ..model import OVERHEAD_GROUPS, OVERHEAD_PARTS  # noqa: E402
 from ..path import ELEMENTS, element_class  # noqa: E402
 from ..workloads import workloads  # noqa: E402
+from . import headline  # noqa: E402
 from .analysis import factorial_effects, is_knob, knob_effects, tuned_against_default  # noqa: E402
 from .read import Results  # noqa: E402
 from .stats import bootstrap_median_ci, mann_whitney_p, mean_ci, median_diff_ci  # noqa: E402
@@ -286,7 +287,7 @@ def _limits_section(valid: Any, varied: list[str], figs: "Figures") -> str:
     groups = list(valid.groupby(varied, dropna=False)) if varied else [((), valid)]
     for cell, g in groups:
         cell = cell if isinstance(cell, tuple) else (cell,)
-        name = " ".join(f"{k}={v}" for k, v in zip(varied, cell)) or "all"
+        name = cell_label(varied, cell) or "all"
         med = {c: float(g[c].median()) if g[c].notna().any() else math.nan for c in cols}
         plt_ms = float(g["plt_ms"].median()) if "plt_ms" in g and g["plt_ms"].notna().any() else math.nan
         lb = float(g["lower_bound_ms"].median()) if "lower_bound_ms" in g else math.nan
@@ -421,7 +422,7 @@ def _access_section(valid: Any, varied: list[str]) -> str:
     groups = list(valid.groupby(varied, dropna=False)) if varied else [((), valid)]
     for cell, g in groups:
         cell = cell if isinstance(cell, tuple) else (cell,)
-        row: list[Any] = [" ".join(f"{k}={v}" for k, v in zip(varied, cell)) or "all", len(g)]
+        row: list[Any] = [cell_label(varied, cell) or "all", len(g)]
         if "plt_ms" in g:
             row.append(float(g["plt_ms"].median()) if g["plt_ms"].notna().any() else math.nan)
         row += [float(g[c].median()) if g[c].notna().any() else math.nan for c in cols]
@@ -493,7 +494,7 @@ def _tail_table(valid: Any, varied: list[str], metrics: list[str]) -> str:
     rows = []
     for cell, g in valid.groupby(varied, dropna=False):
         cell = cell if isinstance(cell, tuple) else (cell,)
-        row: list[Any] = [" ".join(f"{k}={v}" for k, v in zip(varied, cell)), len(g)]
+        row: list[Any] = [cell_label(varied, cell), len(g)]
         for m in metrics:
             xs = [float(x) for x in g[m].dropna()]
             if not xs:
@@ -510,6 +511,13 @@ def _tail_table(valid: Any, varied: list[str], metrics: list[str]) -> str:
     return ("<h3>Means, medians and 95th percentiles per combination</h3><p class='note'>The 95th "
             "percentile by nearest rank (a value some trial had); with fewer than 20 trials it is the "
             "largest.</p>" + table_html(rows, head))
+
+
+def cell_label(varied: list[str], cell: Any) -> str:
+    """A combination's name ("protocol=h2 cc=bbr"): a QUIC stack only where HTTP/3 is spoken."""
+    values = dict(zip(varied, cell if isinstance(cell, tuple) else (cell,)))
+    speaks_h3 = str(values.get("protocol", "h3")) in ("h3", "mix")
+    return " ".join(f"{k}={v}" for k, v in values.items() if k != "quic_stack" or speaks_h3)
 
 
 def table_html(rows: list[list[Any]], head: list[str]) -> str:
@@ -651,6 +659,10 @@ def _experiment_section(r: Results, name: str, figs: Figures, views: ViewChoice 
     if valid.empty or not metrics:
         return "".join(out) + "<p>No valid trials with metrics.</p>"
 
+    # The answer first, then the pictures, then everything else.
+    out.append(headline.section(valid, varied, table_html))
+    out.append(_filmstrip_section(r, valid, varied, views))
+    out.append(_waterfall_section(r, name, valid, varied, figs, views))
     # Per-factor means, medians and CDFs, each over comparable trials only.
     out.append("<h3>By factor</h3>")
     for f in varied:
@@ -704,8 +716,6 @@ def _experiment_section(r: Results, name: str, figs: Figures, views: ViewChoice 
     for w in workloads():
         out.append(w.report(r, name, valid, varied, figs))
     out.append(_limits_section(valid, varied, figs))
-    out.append(_filmstrip_section(r, valid, varied, views))
-    out.append(_waterfall_section(r, name, valid, varied, figs, views))
     out.append(_access_section(valid, varied))
     out.append(_knobs_section(valid, varied, spec, metrics))
     # Summary table per cell.
@@ -713,7 +723,7 @@ def _experiment_section(r: Results, name: str, figs: Figures, views: ViewChoice 
         rows = []
         for cell, g in valid.groupby(varied, dropna=False):
             cell = cell if isinstance(cell, tuple) else (cell,)
-            row = [" ".join(f"{k}={v}" for k, v in zip(varied, cell)), len(g)]
+            row = [cell_label(varied, cell), len(g)]
             for m in metrics[:6]:
                 xs = g[m].dropna().tolist()
                 if xs:
@@ -725,7 +735,8 @@ def _experiment_section(r: Results, name: str, figs: Figures, views: ViewChoice 
         out.append("<h3>Medians per combination [95 % CI]</h3>"
                    + table_html(rows, ["combination", "n", *[METRICS[m] for m in metrics[:6]]]))
         out.append(_tail_table(valid, varied, [m for m in TAILED if m in metrics]))
-    # Pairwise tests.
+    # Pairwise tests, folded away: the answer above says what they decide.
+    out.append("<details><summary>Pairwise tests of every factor and metric</summary>")
     for f in varied:
         others = [o for o in varied if o != f]
         for cm in [x for x in COMPARED if x in metrics]:
@@ -734,6 +745,7 @@ def _experiment_section(r: Results, name: str, figs: Figures, views: ViewChoice 
                 out.append(f"<h3>{html.escape(f)}: pairwise, {html.escape(METRICS[cm])}</h3>" + table_html(
                     rows, ["within", "levels (a vs b)", "n a", "n b", "median a", "median b",
                            "median b - a", "95 % CI low", "95 % CI high", "Mann-Whitney p"]))
+    out.append("</details>")
     # Environment.
     env_cols = [c for c in ("satbench_commit", "kernel", "browser") if c in df.columns]
     envs = df[env_cols].drop_duplicates().astype(str).values.tolist()
@@ -770,7 +782,7 @@ def _representatives(valid: Any, varied: list[str], metric: str,
         cell = cell if isinstance(cell, tuple) else (cell,)
         g = g.sort_values(metric)
         row = g.iloc[(len(g) - 1) // 2]
-        out.append((" ".join(f"{k}={v}" for k, v in zip(varied, cell)) or "all", row))
+        out.append((cell_label(varied, cell) or "all", row))
     return out[:VIEW_CELLS]
 
 
