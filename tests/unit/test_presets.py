@@ -1,5 +1,5 @@
 """Every experiment file the project ships plans, and its trial count is the
-one the README's table of presets gives. No root needed (each link is
+one the manual's table of presets gives. No root needed (each link is
 resolved by the emulator's --check)."""
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ PRESETS = sorted((REPO / "experiments").rglob("*.toml"))
 
 
 def _readme_counts() -> dict[str, int]:
-    """The README's table of presets: file name to trial count."""
-    text = (REPO / "README.md").read_text()
+    """The manual's table of presets (docs/manual.md): file name to trial count."""
+    text = (REPO / "docs" / "manual.md").read_text()
     return {m.group(1): int(m.group(2)) for m in re.finditer(r"^\| `([\w./-]+\.toml)` \| (\d+) \|", text, re.M)}
 
 
@@ -28,7 +28,7 @@ def test_every_preset_plans(path: Path) -> None:
     assert exp.trials, path
     counts = _readme_counts()
     name = str(path.relative_to(REPO / "experiments"))
-    assert name in counts, f"{name} is not in the README's table of presets"
+    assert name in counts, f"{name} is not in the manual's table of presets"
     assert len(exp.trials) == counts[name], (name, len(exp.trials), counts[name])
 
 
