@@ -19,6 +19,7 @@ that passes the types, never the raw strings:
     ServerSummary       what the server's own telemetry says happened
 
     HOST_NAME_RE        what a host name is (a testbed's server names, a recording's hosts)
+    TESTBED_NETWORKS    every address a testbed gives (nothing else is reachable from inside it)
 """
 
 from __future__ import annotations
@@ -27,6 +28,10 @@ import enum
 import statistics
 from dataclasses import dataclass, field
 from typing import Any
+
+#: Every address a testbed gives: its hosts (IPv4, and the IPv6 twins of testbed.v6_of) and the inner
+#: ends of VPN tunnels (path/tunnel.py). Nothing else is reachable from inside it.
+TESTBED_NETWORKS = ("198.18.0.0/15", "2001:db8:5b::/48", "10.200.0.0/16", "fd00:5b:200::/48")
 
 #: A host name: labels of letters, digits and hyphens, at most 253 characters (no IP literal).
 HOST_NAME_RE = r"(?=.{1,253}$)([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)*[A-Za-z0-9-]{1,63}"

@@ -31,9 +31,8 @@ from typing import Any, Callable
 from urllib.parse import urlsplit
 
 from ..errors import InputError
-from ..model import ClientOutcome, ClientResult, ObjectTiming, Protocol, TrialStatus, choices
+from ..model import TESTBED_NETWORKS, ClientOutcome, ClientResult, ObjectTiming, Protocol, TrialStatus, choices
 from ..testbed.proc import wait_until
-from ..testbed.testbed import TESTBED_NETWORKS
 
 #: How long after the load event a page may take to paint at all.
 FCP_GRACE_S = 3.0

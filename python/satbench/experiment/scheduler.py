@@ -12,7 +12,7 @@ import signal
 from collections.abc import Callable
 
 from ..errors import TestbedError
-from .distributed import check_scheduler_address, check_tls_config
+from .cluster import check_scheduler_address, check_tls_config
 from .spec import SCHEDULER_RE
 
 

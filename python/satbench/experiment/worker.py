@@ -39,8 +39,7 @@ from .. import prereq
 from ..endpoints import ca
 from ..errors import PrerequisiteError, TestbedError
 from ..testbed.cleanup import cleanup
-from .design import Trial
-from .distributed import (
+from .cluster import (
     BINARIES,
     RESOURCE,
     Done,
@@ -52,6 +51,7 @@ from .distributed import (
     pack,
     split_cores,
 )
+from .design import Trial
 from .runner import Lab, Runner
 from .spec import Experiment, parse
 

@@ -46,7 +46,7 @@ from ..errors import InputError, TestbedError
 from ..link.emulator import Emulator
 from ..link.profile import LinkProfile
 from ..link.spec import LinkSpec, resolve
-from ..model import HOST_NAME_RE, CongestionControl, LinkCounters, choices
+from ..model import HOST_NAME_RE, TESTBED_NETWORKS, CongestionControl, LinkCounters, choices
 from .cleanup import NETNS_ETC, RUN_ROOT, destroy, kill_netns_processes
 from .host import Host
 from .proc import describe_exit, proc_start_time, run_checked
@@ -64,11 +64,6 @@ def _allowed_as_default(cc: str) -> bool:
         return cc in Path("/proc/sys/net/ipv4/tcp_allowed_congestion_control").read_text().split()
     except OSError:
         return False
-
-
-#: Every address a testbed gives: its hosts (IPv4 and the IPv6 twins, :func:`v6_of`) and the inner
-#: ends of VPN tunnels (path/tunnel.py). Nothing else is reachable from inside it.
-TESTBED_NETWORKS = ("198.18.0.0/15", "2001:db8:5b::/48", "10.200.0.0/16", "fd00:5b:200::/48")
 
 
 def _closed_world_nft() -> str:
