@@ -80,11 +80,13 @@ def test_two_trials_in_chromium_into_sqlite_export_and_report(tmp_path: Path) ->
         page = b.new_page()
         page.goto((out / "index.html").as_uri())
         imgs = page.evaluate("Array.from(document.images).map(i => [i.complete, i.naturalWidth, i.naturalHeight])")
-        text = page.inner_text("body")
+        text = page.inner_text("body")  # what a reader sees
+        folded = page.evaluate("document.body.textContent")  # with what is folded away
         b.close()
     assert len(imgs) == len(svgs)
     assert all(c and w > 100 and h > 100 for c, w, h in imgs), imgs
-    assert "Experiment two" in text and "Mann-Whitney" in text and "h2 vs h3" in text
+    assert "Experiment two" in text and "The answer" in text and text.index("The answer") < text.index("By factor")
+    assert "h2 vs h3" not in text and "h2 vs h3" in folded and "Mann-Whitney p" in folded  # the pairwise tables
 
 
 def test_invalid_trial_is_stored_with_its_reason_and_loader_fairness(tmp_path: Path) -> None:
