@@ -840,10 +840,24 @@ def _validate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--repetitions", type=ranged(1, 1000), metavar="N",
                    help="a smoke run: each set's first N repetitions of every cell (the verdicts say less; the same "
                         "set run later without it resumes and adds the rest)")
+    p.add_argument("--calibrate", action="store_true",
+                   help="run nothing: how often the judge's intervals are wrong, on planted nulls and effects drawn "
+                        "from the stored trials' spread (--db), at 3, 5, 10 and 30 trials a side")
+    p.add_argument("--sims", type=ranged(100, 1_000_000), default=2000, metavar="N",
+                   help="--calibrate: planted nulls and effects per n (default 2000)")
 
 
 def _validate(a: argparse.Namespace, _: list[str]) -> int:
     from . import validate  # noqa: PLC0415 - pandas and numpy load on use
+
+    if a.calibrate:
+        from .validate import calibrate  # noqa: PLC0415
+
+        pops = calibrate.populations(Path(a.db)) if Path(a.db).is_file() else []
+        if not pops:
+            raise InputError(f"--db {a.db}: no cell of {calibrate.MIN_CELL} valid trials to draw planted data from")
+        print(calibrate.format_table(calibrate.calibrate(pops, sims=a.sims), len(pops), 10.0), end="")
+        return 0
 
     studies, claims = validate.load()
     known = [s.study for s in studies if s.study != validate.PHYSICAL]

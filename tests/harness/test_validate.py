@@ -36,22 +36,26 @@ def _sets(db: Path) -> list[tuple[str, str, frozenset[str]]]:
 def test_claims_are_judged_from_the_stored_trials(tmp_path: Path) -> None:
     db = tmp_path / "r.sqlite"
     _run(db)
-    # The fake loader takes 20 ms longer over HTTP/1.1: HTTP/2 is lower, by 20 ms of 6 RTTs.
+    # The fake loader takes 20 ms longer over HTTP/1.1: HTTP/2 is lower, by 20 ms of 6 RTTs (most of
+    # the LAN's time, under 1 % of GEO's).
     claim = Claim("X1", "X", "HTTP/2 faster than HTTP/1.1", "lower", "plt_ms", {}, (
-        Check("h2 against h1, GEO", "relative", a={"protocol": "h2", "link": "geo"},
-              b={"protocol": "h1", "link": "geo"}, direction="lower"),
-        Check("h2 against h1, GEO, -50 %", "relative", a={"protocol": "h2", "link": "geo"},
-              b={"protocol": "h1", "link": "geo"}, published=-50),
+        Check("h2 against h1, LAN", "relative", a={"protocol": "h2", "link": "lan"},
+              b={"protocol": "h1", "link": "lan"}, direction="lower"),
+        Check("h2 against h1, LAN, -10 %", "relative", a={"protocol": "h2", "link": "lan"},
+              b={"protocol": "h1", "link": "lan"}, published=-10),
         Check("h2 slower", "relative", a={"protocol": "h2"}, b={"protocol": "h1"}, pair=("link",),
               direction="higher"),
+        Check("h2 against h1, GEO: as good as none", "relative", a={"protocol": "h2", "link": "geo"},
+              b={"protocol": "h1", "link": "geo"}, direction="lower"),
         Check("nothing of HTTP/3", "relative", a={"protocol": "h3"}, b={"protocol": "h1"}, direction="lower"),
     ))
     _, claims = load()
     physical = [c for c in claims if c.study == "P"]
     v = judge(db, [STUDY, StudySets("P", "physics", (), ())], [claim, *physical], _sets(db))
     verdicts = [r.verdict for r in v.results]
-    assert verdicts == ["reproduced", "direction reproduced, size differs", "differs", "not measured", "holds",
-                        "holds"], [(r.check.label, r.measured, r.verdict) for r in v.results]
+    assert verdicts == ["reproduced", "direction reproduced, size differs", "differs", "differs", "not measured",
+                        "holds", "holds"], [(r.check.label, r.measured, r.verdict) for r in v.results]
+    assert "-0.6 %" in v.results[3].measured  # excludes 0, within ±5 %: a difference measured as none
     assert v.results[0].n == 6 and not v.failed
     page = write_html(v, tmp_path / "out", "satbench validate X")
     assert "HTTP/2 faster than HTTP/1.1" in page.read_text() and "direction reproduced" in page.read_text()

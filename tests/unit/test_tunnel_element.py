@@ -18,8 +18,8 @@ def test_the_tunnels_inner_addresses_are_the_testbeds_own() -> None:
     addresses must be among them, or no echo crosses a tunnel."""
     import ipaddress
 
-    from satbench.path import tunnel
     from satbench.model import TESTBED_NETWORKS
+    from satbench.path import tunnel
 
     nets = [ipaddress.ip_network(n) for n in TESTBED_NETWORKS]
     for addr in (f"{tunnel.INNER6}:1::2", f"{tunnel.INNER6}:255::1", "10.200.1.2", "10.200.255.1"):

@@ -1,20 +1,25 @@
 """Each claim's checks evaluated on the stored trials of its study's sets:
-the measured figure with a 95 % percentile-bootstrap interval (2,000
-resamples of the trials of each cell, seeded; where both sides of a check
-are the same trials, as study B's HTTP/1.1 and HTTP/2 clients are, the
-trials are resampled as pairs; a factorial design's main effects have the
-t-intervals of their model instead), the trials it used (each once), and a
-verdict:
+the measured figure with a 95 % interval, the trials it used (each once),
+and a verdict. Relative differences and values have Student-t intervals
+with Welch-Satterthwaite degrees of freedom (:mod:`.intervals`, chosen by
+their calibrated coverage: ``satbench validate --calibrate``); where both
+sides of a check are the same trials, as study B's HTTP/1.1 and HTTP/2
+clients are, each trial's own ratio; trends and spreads keep a percentile
+bootstrap (2,000 seeded resamples); a factorial design's main effects have
+the t-intervals of their model. The verdicts:
 
 - ``reproduced``: the direction the study gives, and its size (where it
-  gives one) inside the interval (../shared/STUDIES.md's rule);
+  gives one) inside an interval narrow enough to judge it (no wider than the
+  published size);
 - ``direction reproduced, size differs``: the direction, with the published
-  size outside the interval;
+  size outside such an interval;
+- ``direction reproduced, size undecided``: the direction, with an interval
+  too wide to judge the size;
 - ``differs``: the interval excludes the study's direction (or, for "no
   difference", the margin), or a claimed difference measured as none (the
-  whole interval within ±5 %);
-- ``inconclusive``: the interval straddles the boundary and is wide: more
-  trials;
+  whole interval within ±5 %, whether or not it holds 0);
+- ``inconclusive``: the interval holds no difference and is wider than
+  ±5 %: more trials;
 - ``not measured``: no trials of the cells the check compares;
 - ``holds`` / ``fails``: the physical checks (a failure is the testbed's
   error).
@@ -35,13 +40,16 @@ import pandas as pd
 from ..experiment.factors import FACTORS
 from ..model import HEADER_FLOOR_PCT
 from ..results.analysis import FactorialEffect, factorial_effects, is_knob
+from . import intervals
 from .claims import Check, Claim
 
 BOOTSTRAP = 2000
 #: A directional claim whose whole interval lies within ±this many % found no difference: it differs.
 NO_EFFECT_PCT = 5.0
-VERDICTS = ("reproduced", "direction reproduced, size differs", "differs", "inconclusive", "not measured",
-            "holds", "fails")
+#: A size is judged only when the interval is at most this many times as wide as the published size.
+SIZE_WIDTH = 1.0
+VERDICTS = ("reproduced", "direction reproduced, size differs", "direction reproduced, size undecided", "differs",
+            "inconclusive", "not measured", "holds", "fails")
 
 
 @dataclass(frozen=True)
@@ -161,23 +169,11 @@ def _relative(a: dict[tuple[Any, ...], pd.Series], b: dict[tuple[Any, ...], pd.S
     if paired:
         a, b = _pairs(a, b)
     keys = [k for k in a if k in b]
-    if not keys:
+    got = intervals.relative([a[k].to_numpy(dtype=float) for k in keys], [b[k].to_numpy(dtype=float) for k in keys],
+                             paired) if keys else None
+    if got is None:
         return None
-    n = len(keys)
-    if paired:
-        pairs = [np.column_stack([a[k].to_numpy(dtype=float), b[k].to_numpy(dtype=float)]) for k in keys]
-
-        def ratio(gs: list[np.ndarray]) -> float:
-            return float(np.mean([(g[:, 0].mean() / g[:, 1].mean() - 1) * 100 for g in gs]))
-
-        v, lo, hi = _bootstrap(pairs, ratio)
-    else:
-        groups = [a[k].to_numpy(dtype=float) for k in keys] + [b[k].to_numpy(dtype=float) for k in keys]
-
-        def stat(gs: list[np.ndarray]) -> float:
-            return float(np.mean([(gs[i].mean() / gs[n + i].mean() - 1) * 100 for i in range(n)]))
-
-        v, lo, hi = _bootstrap(groups, stat)
+    v, lo, hi, n = got
     return v, lo, hi, _trials({k: a[k] for k in keys}, {k: b[k] for k in keys}), n
 
 
@@ -224,7 +220,10 @@ def evaluate(df: pd.DataFrame, claim: Claim, check: Check) -> Result:
         if not by_cell:
             return none()
         groups = list(by_cell.values())
-        v, lo, hi = _bootstrap(groups, lambda gs: float(np.mean([g.mean() for g in gs])))
+        got_mean = intervals.mean(groups)
+        if got_mean is None:
+            return none("no cell with two trials")
+        v, lo, hi = got_mean
         p = float(check.published if check.published is not None else math.nan)
         if check.relation == "at least":
             verdict = "reproduced" if lo >= p else "differs" if hi < p else "inconclusive"
@@ -350,14 +349,24 @@ def _unit(metric: str) -> str:
 
 def _directional(v: float, lo: float, hi: float, want: int, published: float | None, precision: float = 0.0
                  ) -> str:
+    # An interval tight around nothing is evidence of no difference, whether or not it holds 0 (a
+    # claimed difference measured as none differs).
+    if -NO_EFFECT_PCT < lo and hi < NO_EFFECT_PCT:
+        return "differs"
     if lo <= 0 <= hi:
-        # An interval tight around nothing is evidence of no difference, not of too few trials.
-        return "differs" if -NO_EFFECT_PCT < lo and hi < NO_EFFECT_PCT else "inconclusive"
+        return "inconclusive"
     if (v > 0) != (want > 0):
         return "differs"
-    if published is None or (lo <= published + precision and published - precision <= hi):
+    if published is None:
         return "reproduced"
-    return "direction reproduced, size differs"
+    if not (lo <= published + precision and published - precision <= hi):
+        return "direction reproduced, size differs"
+    # The size inside the interval is reproduced only by an interval narrow enough to tell it from no
+    # effect and from twice itself: at most as wide as the published size (SIZE_WIDTH). A wider one
+    # would hold it because it holds much else.
+    if hi - lo > SIZE_WIDTH * abs(published):
+        return "direction reproduced, size undecided"
+    return "reproduced"
 
 
 def _largest(df: pd.DataFrame, claim: Claim, check: Check) -> Result:
