@@ -31,10 +31,10 @@ def test_the_intervals_hold_their_level_on_planted_nulls_and_effects(n: int) -> 
 
 def test_relative_and_mean_intervals() -> None:
     a, b = np.array([90.0, 91, 89, 90]), np.array([100.0, 101, 99, 100])
-    v, lo, hi, cells = intervals.relative([a], [b])
-    assert cells == 1 and lo < v < hi < 0 and abs(v + 10) < 0.2
+    v, lo, hi, cells, p = intervals.relative([a], [b])
+    assert cells == 1 and lo < v < hi < 0 and abs(v + 10) < 0.2 and p < 1e-4
     assert intervals.relative([np.array([1.0])], [b]) is None  # one trial a side: no interval
-    v, lo, hi, _ = intervals.relative([a], [b], paired=True)
+    v, lo, hi, _, _ = intervals.relative([a], [b], paired=True)
     assert abs(v + 10) < 0.2 and lo < v < hi
     m, lo, hi = intervals.mean([a, b])
     assert m == 95.0 and lo < 95 < hi
@@ -57,3 +57,38 @@ def test_each_directional_verdict_is_reachable(interval: tuple[float, float, flo
     v, lo, hi = interval
     assert verdict in VERDICTS
     assert _directional(v, lo, hi, -1, published) == verdict
+
+
+def test_a_pooled_direction_with_a_decisively_reversed_cell_is_not_reproduced() -> None:
+    import pandas as pd
+
+    from satbench.validate.claims import Check, Claim
+    from satbench.validate.judge import evaluate
+
+    rows = []
+    for page, ha, hb in (("a", 100, 150), ("b", 100, 150), ("c", 100, 150), ("d", 130, 100)):  # d reversed
+        for i in range(5):
+            rows += [{"page": page, "protocol": "h2", "plt_ms": ha + i}, {"page": page, "protocol": "h1",
+                                                                          "plt_ms": hb + i}]
+    df = pd.DataFrame(rows)
+    claim = Claim("X", "X", "HTTP/2 faster", "lower", "plt_ms", {}, ())
+    check = Check("h2 against h1", "relative", a={"protocol": "h2"}, b={"protocol": "h1"}, pair=("page",),
+                  direction="lower")
+    r = evaluate(df, claim, check)
+    assert r.value is not None and r.value < 0 and r.high is not None and r.high < 0  # pooled: HTTP/2 lower
+    assert r.verdict == "inconclusive" and r.split.startswith("cells reversed: d +") and r.p is not None
+
+
+def test_holm_turns_a_weak_direction_among_many_checks_inconclusive() -> None:
+    from dataclasses import replace
+
+    from satbench.validate import holm_by_study
+    from satbench.validate.claims import Check, Claim
+    from satbench.validate.judge import Result
+
+    claim = Claim("X", "X", "t", "lower", "plt_ms", {}, ())
+    base = Result(claim, Check("c", "relative"), "reproduced", "m", -10, -20, -1, 10, 1, "", 0.04)
+    strong = replace(base, p=1e-6)
+    out = holm_by_study([base, strong, replace(base, p=0.5, verdict="inconclusive")])
+    assert out[0].verdict == "inconclusive" and "Holm across 3 checks" in out[0].split
+    assert out[1].verdict == "reproduced" and out[1].p_holm is not None and out[1].p_holm < 0.05

@@ -14,6 +14,7 @@ command exits non-zero.
 
 from __future__ import annotations
 
+import dataclasses
 import html
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -114,7 +115,34 @@ def judge(db: Path, studies: list[StudySets], claims: list[Claim], sets: list[Se
             continue
         for check in c.checks:
             results.append(evaluate(df, c, check))
-    return Validation(studies, results, [(name, f, len(keys)) for name, f, keys in sets])
+    return Validation(studies, holm_by_study(results), [(name, f, len(keys)) for name, f, keys in sets])
+
+
+#: The verdicts that claim a direction was found: what Holm's correction across a study's checks guards.
+DIRECTIONAL = ("reproduced", "direction reproduced, size differs", "direction reproduced, size undecided")
+
+
+def holm_by_study(results: list[Result]) -> list[Result]:
+    """Holm's correction of the directional checks' p-values across each study's checks (66 checks at
+    once would otherwise find a few directions by chance): a direction found whose corrected p is not
+    below 0.05 becomes inconclusive, and says so."""
+    from ..results.analysis import holm  # noqa: PLC0415
+
+    out = list(results)
+    for study in {r.claim.study for r in results}:
+        idx = [i for i, r in enumerate(out) if r.claim.study == study and r.p is not None]
+        if not idx:
+            continue
+        adjusted = holm([float(out[i].p) for i in idx])  # type: ignore[arg-type]
+        for i, q in zip(idx, adjusted):
+            r = out[i]
+            note = r.split
+            verdict = r.verdict
+            if verdict in DIRECTIONAL and not q < 0.05:
+                verdict = "inconclusive"
+                note = (note + "; " if note else "") + f"Holm across {len(idx)} checks: p {q:.3f}"
+            out[i] = dataclasses.replace(r, verdict=verdict, split=note, p_holm=q)
+    return out
 
 
 def write_html(v: Validation, out: Path, command: str) -> Path:
@@ -137,7 +165,9 @@ vertical-align:top;font-size:13px}}table{{border-collapse:collapse}}.reproduced,
 <h1>satbench against the literature</h1>
 <p>Command: <code>{html.escape(command)}</code>. Sets run:</p><ul>{sets}</ul>
 <p>Each claim as ../shared/STUDIES.md states it, the published figure, what satbench measured with its 95 %
-percentile-bootstrap interval and the trials behind it, and the verdict: {", ".join(VERDICTS)}.
+interval (Student-t, calibrated: satbench validate --calibrate) and the trials behind it, and the verdict:
+{", ".join(VERDICTS)}. Directions are held to every cell of a pooled check and to Holm's correction across each
+study's checks.
 A claim that differs is a finding; where its cause is known, "why" links the page that shows it.</p>
 <table><tr><th>claim</th><th>published claim</th><th>published figure</th><th>check</th><th>measured</th>
 <th>trials</th><th>verdict</th></tr>{"".join(rows)}</table>"""

@@ -30,22 +30,23 @@ from scipy import stats
 LEVEL = 0.95
 
 
-def _t_interval(est: float, parts: Sequence[tuple[float, int]], k: int) -> tuple[float, float]:
+def _t_interval(est: float, parts: Sequence[tuple[float, int]], k: int) -> tuple[float, float, float]:
     """est ± t·sqrt(Σv/k²), with Welch-Satterthwaite degrees of freedom from the parts (variance of a
-    mean, its degrees of freedom)."""
+    mean, its degrees of freedom), and the two-sided p of no difference (0)."""
     var = sum(v for v, _ in parts) / k**2
     if var <= 0:
-        return est, est
+        return est, est, 0.0 if est != 0 else 1.0
     df = sum(v for v, _ in parts) ** 2 / sum(v * v / d for v, d in parts if d > 0)
-    half = float(stats.t.ppf((1 + LEVEL) / 2, df)) * math.sqrt(var)
-    return est - half, est + half
+    se = math.sqrt(var)
+    half = float(stats.t.ppf((1 + LEVEL) / 2, df)) * se
+    return est - half, est + half, float(2 * stats.t.sf(abs(est) / se, df))
 
 
 def relative(a: Sequence[np.ndarray], b: Sequence[np.ndarray], paired: bool = False
-             ) -> tuple[float, float, float, int] | None:
+             ) -> tuple[float, float, float, int, float] | None:
     """How much higher a's mean is than b's, in %, averaged over the cells (a[i] against b[i]) on the
-    log scale, with its 95 % interval and the cells used; None where no cell has two trials a side
-    (or, paired, two pairs)."""
+    log scale, with its 95 % interval, the cells used and the two-sided p of no difference; None where
+    no cell has two trials a side (or, paired, two pairs)."""
     logs, parts = [], []
     for x, y in zip(a, b):
         x, y = np.asarray(x, float), np.asarray(y, float)
@@ -65,12 +66,12 @@ def relative(a: Sequence[np.ndarray], b: Sequence[np.ndarray], paired: bool = Fa
     if not logs:
         return None
     est = float(np.mean(logs))
-    lo, hi = _t_interval(est, parts, len(logs))
+    lo, hi, p = _t_interval(est, parts, len(logs))
 
     def pct(z: float) -> float:
         return (math.exp(z) - 1) * 100
 
-    return pct(est), pct(lo), pct(hi), len(logs)
+    return pct(est), pct(lo), pct(hi), len(logs), p
 
 
 def mean(groups: Sequence[np.ndarray]) -> tuple[float, float, float] | None:
@@ -86,7 +87,7 @@ def mean(groups: Sequence[np.ndarray]) -> tuple[float, float, float] | None:
     if not means:
         return None
     est = float(np.mean(means))
-    lo, hi = _t_interval(est, parts, len(means))
+    lo, hi, _ = _t_interval(est, parts, len(means))
     return est, lo, hi
 
 

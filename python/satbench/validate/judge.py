@@ -64,8 +64,12 @@ class Result:
     #: Trials the check used, and the cells they formed.
     n: int = 0
     cells: int = 0
-    #: Why a pooled check is inconclusive when its trials' own cells are not: which lie on which side.
+    #: Why a pooled check is inconclusive when its trials' own cells are not: which lie on which side;
+    #: or the cells whose own interval reverses a pooled direction.
     split: str = ""
+    #: A directional check's two-sided p of no difference (before any correction), and after Holm's.
+    p: float | None = None
+    p_holm: float | None = None
 
     @property
     def failed(self) -> bool:
@@ -162,7 +166,7 @@ def _pairs(a: dict[tuple[Any, ...], pd.Series], b: dict[tuple[Any, ...], pd.Seri
 
 
 def _relative(a: dict[tuple[Any, ...], pd.Series], b: dict[tuple[Any, ...], pd.Series], paired: bool = False
-              ) -> tuple[float, float, float, int, int] | None:
+              ) -> tuple[float, float, float, int, int, float] | None:
     """The mean over cells of each cell's relative difference of means, in %. ``paired``: both
     sides are the same trials (two metrics of each), resampled as pairs, those that have both
     metrics; otherwise each side on its own."""
@@ -173,8 +177,21 @@ def _relative(a: dict[tuple[Any, ...], pd.Series], b: dict[tuple[Any, ...], pd.S
                              paired) if keys else None
     if got is None:
         return None
-    v, lo, hi, n = got
-    return v, lo, hi, _trials({k: a[k] for k in keys}, {k: b[k] for k in keys}), n
+    v, lo, hi, n, p = got
+    return v, lo, hi, _trials({k: a[k] for k in keys}, {k: b[k] for k in keys}), n, p
+
+
+def _reversed(a: dict[tuple[Any, ...], pd.Series], b: dict[tuple[Any, ...], pd.Series], paired: bool,
+              want: int) -> list[str]:
+    """The cells of a pooled check whose own interval lies wholly against the direction ``want``."""
+    if paired:
+        a, b = _pairs(a, b)
+    out = []
+    for k in [k for k in a if k in b]:
+        got = intervals.relative([a[k].to_numpy(dtype=float)], [b[k].to_numpy(dtype=float)], paired)
+        if got is not None and (got[1] > 0 if want < 0 else got[2] < 0):
+            out.append(f"{'/'.join(map(str, k)) or 'all'} {got[0]:+.1f} % [{got[1]:+.1f}, {got[2]:+.1f}]")
+    return out
 
 
 def _sides(df: pd.DataFrame, claim: Claim, check: Check) -> tuple[pd.DataFrame, pd.DataFrame, str, str]:
@@ -204,15 +221,22 @@ def evaluate(df: pd.DataFrame, claim: Claim, check: Check) -> Result:
         got = _relative(_series(a, check.pair, ma), _series(b, check.pair, mb), paired)
         if got is None:
             return none()
-        v, lo, hi, n, cells = got
+        v, lo, hi, n, cells, p = got
         text = _fmt(v, lo, hi, "%")
         if check.kind == "similar":
             m = check.margin
             verdict = ("reproduced" if -m <= lo and hi <= m else "differs" if hi < -m or lo > m else "inconclusive")
             return Result(claim, check, verdict, text + f" (no difference: within ±{m:g} %)", v, lo, hi, n, cells)
         want = -1 if (check.published is not None and check.published < 0) or check.direction == "lower" else 1
-        return Result(claim, check, _directional(v, lo, hi, want, check.published, check.precision), text, v, lo,
-                      hi, n, cells)
+        verdict = _directional(v, lo, hi, want, check.published, check.precision)
+        # A pooled direction holds only if no cell of its own decisively reverses it.
+        against = (_reversed(_series(a, check.pair, ma), _series(b, check.pair, mb), paired, want)
+                   if cells > 1 and verdict.startswith(("reproduced", "direction reproduced")) else [])
+        if against:
+            verdict = "inconclusive"
+        split = ("cells reversed: " + "; ".join(against[:4]) + (f" and {len(against) - 4} more" if len(against) > 4
+                                                              else "")) if against else ""
+        return Result(claim, check, verdict, text, v, lo, hi, n, cells, split, p)
     if check.kind == "value":
         a = select(df, {**claim.where, **check.a})
         metric = str(check.a.get("metric") or check.metric or claim.metric)
@@ -387,7 +411,7 @@ def _largest(df: pd.DataFrame, claim: Claim, check: Check) -> Result:
         moved = moved[~_match(moved[k], check.a[k])]
         got = _relative(_series(moved, (), metric), _series(base, (), metric))
         if got is not None:
-            v, lo, hi, used, _ = got
+            v, lo, hi, used, _, _ = got
             effects[k] = (abs(v), min(abs(lo), abs(hi)) if lo * hi > 0 else 0.0, max(abs(lo), abs(hi)))
             n += used - len(base)
     if check.knob not in effects or len(effects) < 2:
