@@ -68,6 +68,9 @@ class FakeTestbed:
         f, FakeTestbed.next_faults = FakeTestbed.next_faults, []
         return f
 
+    def udp_dropped(self) -> int | None:
+        return None
+
 
 class FakeServer(Server):
     kind = ServerKind.SATBENCH

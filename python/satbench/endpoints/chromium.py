@@ -78,7 +78,13 @@ def _flags(opts: BrowseOptions, url: str) -> list[str]:
     elif opts.negotiate:
         # QUIC where Alt-Svc offers it, and on the origins named (HOST or HOST:PORT), nowhere forced else.
         force = [o if ":" in o else f"{o}:443" for o in opts.origins]
-        flags += ["--enable-quic", *([f"--origin-to-force-quic-on={','.join(force)}"] if force else [])]
+        # Chromium takes QUIC from Alt-Svc only for a certificate of a public root, or for a host it
+        # forces QUIC on: each host is named here on port 1, which no page uses, so that the test CA's
+        # certificates are taken over QUIC while nothing is forced (QUIC_PROTOCOL_ERROR otherwise,
+        # "certificate unknown", and every response over TCP).
+        named = dict.fromkeys(h for h in [urlsplit(url).hostname, *(o.rsplit(":", 1)[0] for o in opts.origins)] if h)
+        force += [f"{h}:1" for h in named]
+        flags += ["--enable-quic", f"--origin-to-force-quic-on={','.join(force)}"]
     else:
         u = urlsplit(url)
         # The page's origin and the others (HOST or HOST:PORT); an http:// page has none of its own.

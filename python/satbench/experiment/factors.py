@@ -13,6 +13,7 @@ still recognised when it resumes.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -138,6 +139,17 @@ CORE: tuple[Factor, ...] = (
            "a broken family: the gateway drops every packet of it (with ip = \"dual\", in a browser), so that "
            "the browser's fallback to the other family shows (Happy Eyeballs: Chromium starts IPv4 300 ms after "
            "an unanswered IPv6 attempt)", keyed=False),
+    Factor("udp", lambda v: None if v in ("open", "blocked") or (isinstance(v, str) and re.fullmatch(
+        r"policed:[1-9][0-9]{0,6}", v)) else f"must be open, blocked or policed:KBITS (e.g. policed:512), got {v!r}",
+           "open",
+           "UDP at the gateway, as some satellite and enterprise networks treat it: open, blocked (every UDP packet "
+           "but DNS dropped), or policed:KBITS (UDP beyond that many kbit/s dropped); the packets dropped are "
+           "counted (udp_dropped_packets)", keyed=False),
+    Factor("h3_discovery", one_of(("forced", "alt-svc")), "forced",
+           "how a browser in an h3 trial comes to HTTP/3: told to use QUIC from the first request (forced), or "
+           "as a returning browser does, from the Alt-Svc header of a first response over TCP, racing QUIC "
+           "against TCP and falling back (alt-svc: Chromium; each response's protocol stored, h3_share and "
+           "fell_back say what it used)", keyed=False),
     Factor("dns", one_of(("local", "link")), "local",
            "how clients look names up: from their own hosts file (local), or from a DNS server on the server host, "
            "each lookup a round trip across the link (link), as study E's curl did", keyed=False),

@@ -114,6 +114,10 @@ class RunningTestbed(Interface):
 
     def faults(self) -> list[str]: ...
 
+    def udp_dropped(self) -> int | None:
+        """UDP packets the gateway dropped (a trial's ``udp`` blocked or policed; None: open)."""
+        ...
+
     def __enter__(self) -> "RunningTestbed": ...
 
     def __exit__(self, *exc: object) -> None: ...
@@ -344,9 +348,12 @@ class Runner:
                 for e in path:
                     e.load_done(tb)
                 faults = self._faults(servers, tb, path, set_knobs, rec)
+                dropped = tb.udp_dropped()
             rec.server_summary = ServerSummary.combined([s.summary() for s in servers])
             self._collect(rec, tb, path)
             self._judge(rec, t, outcome)
+            if dropped is not None:
+                rec.metrics["udp_dropped_packets"] = float(dropped)
             if faults:
                 rec.status, rec.reason = TrialStatus.FAILED, "; ".join(faults)
         except (SatbenchError, OSError, subprocess.SubprocessError, json.JSONDecodeError, KeyError) as e:
@@ -357,7 +364,7 @@ class Runner:
         """The trial's testbed, before its path elements shape it."""
         spec = TestbedSpec(link=t.link, seed=seed, clients=t.spec.hosts_needed, servers=t.spec.shards,
                            terminals=t.spec.terminals, dns=t.spec.dns_over_link, ip=t.spec.ip,
-                           ip_drop=t.spec.ip_drop,
+                           ip_drop=t.spec.ip_drop, udp=t.spec.udp,
                            pcap_dir=art / "pcap" if "pcap" in self.exp.artefacts else None)
         workload_of(t.spec).configure(t.spec, spec)
         return spec
@@ -434,7 +441,9 @@ class Runner:
                           quic_stack=ts.quic_stack, quic_window=self._quic_window(t), cpu_slowdown=ts.cpu_slowdown,
                           device=ts.device, repeat_view=ts.view == "repeat", cold_cache=ts.cache == "cold",
                           # Fast Open acts on a returning client only (a first view's loads keep theirs off).
-                          tfo=ts.view == "repeat" and bool(ts.server_options.get("tfo")), schedule=ts.schedule)
+                          tfo=ts.view == "repeat" and bool(ts.server_options.get("tfo")), schedule=ts.schedule,
+                          # HTTP/3 from Alt-Svc, as a browser comes to it: nothing forced, nothing judged.
+                          negotiate=ts.h3_discovery == "alt-svc")
         return workload_of(ts).request(ts, req, session=t.key, seed=trial_seed(self.order_seed, t.key))
 
     @staticmethod
@@ -460,6 +469,12 @@ class Runner:
             rec.env["schedule"] = {"file": str(f.resolve()), "sha256": _file_sha256(f)}
         rec.metrics.update(outcome.metrics)
         rec.objects, rec.clients = outcome.objects, outcome.clients
+        if t.spec.h3_discovery == "alt-svc":
+            # What a browser that came to HTTP/3 by Alt-Svc used: never counted as HTTP/3 where it fell back.
+            https = [o for o in rec.objects if o.url.startswith("https://") and o.protocol]
+            share = sum(o.protocol == "h3" for o in https) / len(https) if https else 0.0
+            rec.metrics["h3_share"] = share
+            rec.metrics["fell_back"] = float(share == 0.0)
         used = rec.server_summary.cc if rec.server_summary else None
         ts = t.spec
         if rec.status is TrialStatus.VALID and used and used != [ts.cc.value]:

@@ -52,7 +52,7 @@ from ..endpoints.options import needs_returning_client
 from ..errors import InputError, ProfileError
 from ..link import profile as link_profile
 from ..link.spec import LinkSpec, check, resolve
-from ..model import ServerKind
+from ..model import ClientKind, Protocol, ServerKind
 from ..path import element_class, terminals_problem
 from ..testbed.testbed import terminal_subnets
 from ..workloads import workload_of
@@ -589,6 +589,11 @@ def _combination_problem(ts: TrialSpec) -> tuple[str, str] | None:
         elif not all(k.browser for k in ts.kinds):
             problem = ("ip_drop", "the loader and curl take the first address a name resolves to (no Happy "
                                   "Eyeballs): a dropped family stalls them; ip_drop shows a browser's fallback")
+    if not problem and ts.h3_discovery == "alt-svc":
+        if ts.protocol is not Protocol.H3 or ts.client is not ClientKind.CHROMIUM or ts.population is not None:
+            problem = ("h3_discovery", "HTTP/3 from Alt-Svc: one Chromium client with protocol = \"h3\"")
+        elif ts.shards > 1 or workload_of(ts).replays:
+            problem = ("h3_discovery", "HTTP/3 from Alt-Svc: a generated page of one origin")
     if not problem and ts.terminals > 1 and (ts.population is None or ts.hosts != "each"):
         problem = ("terminals", "several terminals need a population of clients on hosts of their own "
                                 "(clients = { h2 = 4 }, hosts = \"each\"): clients are dealt to terminals")

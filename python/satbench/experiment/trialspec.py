@@ -88,6 +88,10 @@ class TrialSpec:
     ip: str
     #: A family the gateway drops (``v6``, ``v4``), or None.
     ip_drop: str | None
+    #: UDP at the gateway: ``open``, ``blocked`` or ``policed:KBITS``; and how a browser comes to HTTP/3
+    #: (``forced`` or ``alt-svc``).
+    udp: str
+    h3_discovery: str
     quic_stack: str
     #: A browser's CPU throttling (1: none) and emulated device.
     cpu_slowdown: float
@@ -132,6 +136,7 @@ class TrialSpec:
             connections=int(f["connections"]), server=ServerKind(str(f["server"])), hosts=str(f["hosts"]),
             terminals=int(f["terminals"]), shards=int(f["shards"]), realtime=rt, nodelay=bool(f["nodelay"]),
             dns=str(f["dns"]), ip=str(f["ip"]), ip_drop=None if f["ip_drop"] == "none" else str(f["ip_drop"]),
+            udp=str(f["udp"]), h3_discovery=str(f["h3_discovery"]),
             quic_stack=str(f["quic_stack"]),
             quic_window=_quic_window(f["quic_window"]),
             cpu_slowdown=float(f["cpu_slowdown"]), device=str(f["device"]), view=str(f["view"]),

@@ -66,6 +66,15 @@ def _allowed_as_default(cc: str) -> bool:
         return False
 
 
+def udp_rules(udp: str) -> str:
+    """The gateway's nftables table for ``udp`` (blocked, or policed:KBITS): UDP it forwards, DNS aside,
+    dropped (beyond the rate) and counted."""
+    rate = "" if udp == "blocked" else f"limit rate over {int(udp.split(':')[1]) * 1000 // 8} bytes/second "
+    return ("table inet satbench_udp {\n  counter dropped { }\n  chain forward {\n"
+            "    type filter hook forward priority 0; policy accept;\n"
+            f"    meta l4proto udp udp sport != 53 udp dport != 53 {rate}counter name \"dropped\" drop\n  }}\n}}\n")
+
+
 def _closed_world_nft() -> str:
     """In each host on a client LAN, when IPv6 is on: every packet for an address outside the testbed
     refused as it leaves (a TCP reset, an ICMP error otherwise), and counted. Those hosts keep an IPv6
@@ -177,6 +186,10 @@ class TestbedSpec:
     #: A broken family (``v6`` or ``v4``): the gateway drops every packet of it it would forward,
     #: after the satellite link (with ``ip = "dual"``, what a client's fallback costs shows).
     ip_drop: str | None = None
+    #: UDP at the gateway (after the satellite link): ``open``, ``blocked`` (every UDP packet but DNS
+    #: dropped, both ways) or ``policed:KBITS`` (beyond that rate, dropped); the drops are counted
+    #: (:meth:`Testbed.udp_dropped`).
+    udp: str = "open"
 
 
 class Testbed:
@@ -203,6 +216,8 @@ class Testbed:
             raise TestbedError(f"ip_drop must be v4 or v6, got {spec.ip_drop!r}")
         if spec.ip_drop is not None and spec.ip != "dual":
             raise TestbedError("ip_drop needs ip = dual (the other family must remain)")
+        if spec.udp not in ("open", "blocked") and not re.fullmatch(r"policed:[1-9][0-9]{0,6}", spec.udp):
+            raise TestbedError(f"udp must be open, blocked or policed:KBITS, got {spec.udp!r}")
         if not 1 <= spec.terminals <= MAX_TERMINALS:
             raise TestbedError(f"terminals must be between 1 and {MAX_TERMINALS}, got {spec.terminals}")
         self.spec = spec
@@ -375,6 +390,9 @@ class Testbed:
                      f"    meta nfproto {family} counter drop\n  }}\n}}\n")
             run_checked(["ip", "netns", "exec", self.gateway.ns, "nft", "-f", "-"], input=rules,
                         what=f"dropping {family} at the gateway")
+        if self.spec.udp != "open":
+            run_checked(["ip", "netns", "exec", self.gateway.ns, "nft", "-f", "-"], input=udp_rules(self.spec.udp),
+                        what=f"UDP {self.spec.udp} at the gateway")
         if self.spec.dns:
             self._start_dns(hosts)
         near_side = (self.access_point.ns, "acc0") if self.access_point else None
@@ -544,6 +562,17 @@ class Testbed:
         if dns is not None and dns.poll() is not None:
             out.append(f"the DNS server died ({describe_exit(dns.poll())})")
         return out
+
+    def udp_dropped(self) -> int | None:
+        """The UDP packets the gateway dropped (``udp`` blocked or policed), or None if UDP is open."""
+        if self.spec.udp == "open":
+            return None
+        p = self.gateway.run(["nft", "-j", "list", "counter", "inet", "satbench_udp", "dropped"], capture_output=True,
+                             text=True)
+        try:
+            return int(next(x["counter"]["packets"] for x in json.loads(p.stdout)["nftables"] if "counter" in x))
+        except (ValueError, KeyError, StopIteration):
+            return None
 
     def tcp_cc(self) -> str:
         """The TCP congestion control testbed connections get unless a socket
