@@ -62,7 +62,12 @@ def test_each_check_is_well_formed() -> None:
             if k.kind == "trend":
                 assert k.x and k.direction in ("falls", "rises"), (c.id, k.label)
             if k.kind == "value":
-                assert k.published is not None and k.relation in ("about", "at least", "at most"), (c.id, k.label)
+                assert k.published is not None and k.relation in ("about", "at least", "at most", "between"), \
+                    (c.id, k.label)
+                assert (k.relation == "between") == (k.upper is not None and k.upper > k.published), (c.id, k.label)
+            if k.kind == "share":
+                assert k.a and k.b and k.c and k.published is not None, (c.id, k.label)
+                assert k.relation in ("at least", "at most"), (c.id, k.label)
     for s in studies:
         for f in (*s.quick, *s.full):
             assert (REPO / "experiments" / f).is_file(), f

@@ -92,3 +92,46 @@ def test_holm_turns_a_weak_direction_among_many_checks_inconclusive() -> None:
     out = holm_by_study([base, strong, replace(base, p=0.5, verdict="inconclusive")])
     assert out[0].verdict == "inconclusive" and "Holm across 3 checks" in out[0].split
     assert out[1].verdict == "reproduced" and out[1].p_holm is not None and out[1].p_holm < 0.05
+
+
+def test_a_published_range_is_judged_at_both_ends() -> None:
+    import pandas as pd
+
+    from satbench.validate.claims import Check, Claim
+    from satbench.validate.judge import evaluate
+
+    claim = Claim("C1", "C", "10-20 connections", "10-20", "connections_opened", {}, ())
+    check = Check("h1, 10 to 20", "value", pair=(), relation="between", published=10, upper=20)
+    for values, verdict in (([14, 15, 16], "reproduced"), ([25, 25, 25], "differs"), ([5, 6, 5], "differs"),
+                            ([8, 14, 20], "inconclusive")):
+        r = evaluate(pd.DataFrame({"connections_opened": values}), claim, check)
+        assert r.verdict == verdict, (values, r)
+
+
+def test_a_trend_over_levels_ranked_by_the_check() -> None:
+    import pandas as pd
+
+    from satbench.validate.claims import Check, Claim
+    from satbench.validate.judge import evaluate
+
+    rtt = {"fair-lan": 0.95, "fair-lte": 0.9, "fair-wifi": 0.85, "fair-3g": 0.8}
+    rows = [{"link": k, "jain": v + 0.005 * i} for k, v in rtt.items() for i in range(5)]
+    claim = Claim("B2", "B", "longer RTT, less fair", "", "jain", {}, ())
+    falls = Check("falls with RTT", "trend", x="link", order=("fair-lan", "fair-lte", "fair-wifi", "fair-3g"),
+                  direction="falls")
+    assert evaluate(pd.DataFrame(rows), claim, falls).verdict == "reproduced"
+    # Alphabetical order would say nothing of RTT: the check's order is what ranks the links.
+    backwards = Check("falls with RTT", "trend", x="link", order=tuple(reversed(falls.order)), direction="falls")
+    assert evaluate(pd.DataFrame(rows), claim, backwards).verdict == "differs"
+    assert evaluate(pd.DataFrame(rows[:5]), claim, falls).verdict == "not measured"  # one level
+
+
+def test_a_share_of_a_gain_given_back() -> None:
+    a, b, c = np.array([180.0, 182, 178]), np.array([100.0, 101, 99]), np.array([200.0, 202, 198])
+    f, lo, hi, cells = intervals.share([a], [b], [c])  # 80 of the 100 gained given back
+    assert cells == 1 and abs(f - 0.8) < 1e-9 and lo < 0.8 < hi and hi - lo < 0.2
+    assert intervals.share([a], [b], [b]) is None  # no change to give back
+    # Two cells, one with almost no change of its own: a ratio of sums is not swung by it.
+    f2, lo2, hi2, _ = intervals.share([a, np.array([100.5, 100.4, 100.6])], [b, np.array([100.0, 100.1, 99.9])],
+                                      [c, np.array([100.2, 100.1, 100.3])])
+    assert 0.75 < f2 < 0.85 and hi2 - lo2 < 0.3

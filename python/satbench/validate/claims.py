@@ -15,9 +15,15 @@ A claim's checks (``[[claim.check]]``) each compare trials of its set:
   ``margin`` % either way.
 - ``value``: the mean of ``a``'s metric against a published value:
   ``about`` it (the value, give or take its rounding ``precision``, within
-  the interval), or ``at least`` / ``at most`` it.
-- ``trend``: the metric against a numeric factor ``x``: Spearman's rank
-  correlation, ``direction`` "falls" or "rises".
+  the interval), ``at least`` / ``at most`` it, or ``between`` it and
+  ``upper`` (a published range: "10-20").
+- ``trend``: the metric against a factor ``x``: Spearman's rank
+  correlation, ``direction`` "falls" or "rises"; ``x`` numeric, or its
+  levels ranked by ``order`` (links by their RTT, say).
+- ``share``: how much of the change from ``c`` to ``b`` the side ``a``
+  gives back, ``(mean a - mean b) / (mean c - mean b)`` per cell of
+  ``pair``, averaged ("a tunnel removes most of the PEP's gain": a = PEP
+  and tunnel, b = the PEP, c = neither; ``at least`` 0.5).
 - ``spread``: the coefficient of variation of a against b's, ``direction``
   "higher" or "lower".
 - ``largest_effect``: the knob whose change moves the metric most is
@@ -45,7 +51,7 @@ from typing import Any
 from ..errors import InputError
 
 CLAIMS = Path(__file__).with_name("claims.toml")
-KINDS = ("relative", "similar", "value", "trend", "spread", "largest_effect", "bound", "floor")
+KINDS = ("relative", "similar", "value", "trend", "share", "spread", "largest_effect", "bound", "floor")
 
 
 @dataclass(frozen=True)
@@ -54,12 +60,18 @@ class Check:
     kind: str
     a: dict[str, Any] = field(default_factory=dict)
     b: dict[str, Any] = field(default_factory=dict)
+    #: A share's third side (the change from ``c`` to ``b`` is the one ``a`` gives back part of).
+    c: dict[str, Any] = field(default_factory=dict)
     pair: tuple[str, ...] = ("page",)
     published: float | None = None
     direction: str | None = None
     margin: float = 10.0
     relation: str = "about"
     x: str | None = None
+    #: A trend's levels of ``x`` in rank order, where ``x`` is not a number.
+    order: tuple[Any, ...] = ()
+    #: A ``between`` value's upper end (``published`` the lower).
+    upper: float | None = None
     knobs: tuple[str, ...] = ()
     knob: str | None = None
     metric: str | None = None
@@ -118,7 +130,8 @@ def load(path: Path = CLAIMS) -> tuple[list[StudySets], list[Claim]]:
             if k.get("kind") not in KINDS:
                 raise InputError(f"{where}: check[{j}].kind must be one of {', '.join(KINDS)}, got {k.get('kind')!r}")
             checks.append(Check(label=k.get("label", k["kind"]), kind=k["kind"], a=dict(k.get("a", {})),
-                                b=dict(k.get("b", {})), pair=tuple(k.get("pair", ["page"])),
+                                b=dict(k.get("b", {})), c=dict(k.get("c", {})), order=tuple(k.get("order", ())),
+                                upper=k.get("upper"), pair=tuple(k.get("pair", ["page"])),
                                 published=k.get("published"), direction=k.get("direction"),
                                 margin=float(k.get("margin", 10.0)), relation=k.get("relation", "about"),
                                 x=k.get("x"), knobs=tuple(k.get("knobs", ())), knob=k.get("knob"),

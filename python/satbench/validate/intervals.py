@@ -91,4 +91,30 @@ def mean(groups: Sequence[np.ndarray]) -> tuple[float, float, float] | None:
     return est, lo, hi
 
 
-__all__ = ["LEVEL", "mean", "relative"]
+def share(a: Sequence[np.ndarray], b: Sequence[np.ndarray], c: Sequence[np.ndarray]
+          ) -> tuple[float, float, float, int] | None:
+    """How much of the change from c to b a gives back, over the cells (a[i], b[i], c[i]) together:
+    F = Σ(mean a - mean b) / Σ(mean c - mean b), a ratio of sums (a cell whose own change is near
+    nothing cannot swing it, as it would a mean of ratios). Its 95 % interval by the delta method:
+    var F = (Σv_a + F²·Σv_c + (1 - F)²·Σv_b) / (Σ(c - b))², each v the variance of a mean, with
+    Welch-Satterthwaite degrees of freedom. Also the cells used; None where no cell has two trials a
+    side or the change from c to b is nothing."""
+    num = den = 0.0
+    groups = []
+    for x, y, z in zip(a, b, c):
+        x, y, z = (np.asarray(g, float) for g in (x, y, z))
+        if min(len(x), len(y), len(z)) < 2:
+            continue
+        num += x.mean() - y.mean()
+        den += z.mean() - y.mean()
+        groups.append((x, y, z))
+    if not groups or den == 0:
+        return None
+    f = num / den
+    parts = [(w * w * float(g.var(ddof=1)) / len(g) / den**2, len(g) - 1)
+             for x, y, z in groups for g, w in ((x, 1.0), (z, f), (y, 1 - f))]
+    lo, hi, _ = _t_interval(f, parts, 1)
+    return float(f), lo, hi, len(groups)
+
+
+__all__ = ["LEVEL", "mean", "relative", "share"]

@@ -251,6 +251,10 @@ def evaluate(df: pd.DataFrame, claim: Claim, check: Check) -> Result:
         p = float(check.published if check.published is not None else math.nan)
         if check.relation == "at least":
             verdict = "reproduced" if lo >= p else "differs" if hi < p else "inconclusive"
+        elif check.relation == "between":
+            top = float(check.upper if check.upper is not None else math.nan)
+            verdict = ("reproduced" if p <= lo and hi <= top else "differs" if hi < p or lo > top
+                       else "inconclusive")
         elif check.relation == "at most":
             verdict = "reproduced" if hi <= p else "differs" if lo > p else "inconclusive"
         else:  # the published figure as rounded: an interval of its own
@@ -264,6 +268,10 @@ def evaluate(df: pd.DataFrame, claim: Claim, check: Check) -> Result:
         if check.x is None or check.x not in a.columns or metric not in a.columns:
             return none()
         d = a.dropna(subset=[metric])
+        if check.order:  # levels ranked as the check orders them; others left out
+            rank = {_norm(v): i for i, v in enumerate(check.order)}
+            d = d.loc[d[check.x].map(lambda v: _norm(v) in rank).astype(bool)]
+            d = d.assign(**{check.x: d[check.x].map(lambda v: rank[_norm(v)])})
         if d[check.x].nunique() < 2:
             return none("fewer than two levels of " + check.x)
         x, y = d[check.x].astype(float).to_numpy(), d[metric].astype(float).to_numpy()
@@ -279,6 +287,8 @@ def evaluate(df: pd.DataFrame, claim: Claim, check: Check) -> Result:
             else "inconclusive"
         return Result(claim, check, verdict, f"Spearman's ρ {v:+.2f} [{lo:+.2f}, {hi:+.2f}] with {check.x}", v, lo,
                       hi, len(x), int(d[check.x].nunique()))
+    if check.kind == "share":
+        return _share(df, claim, check)
     if check.kind == "spread":
         a, b, ma, mb = _sides(df, claim, check)
         sa, sb = _series(a, check.pair, ma), _series(b, check.pair, mb)
@@ -470,6 +480,25 @@ def _largest_factorial(df: pd.DataFrame, claim: Claim, check: Check) -> Result |
         return Result(claim, check, verdict, f"main effects ({len(effects)} knobs, largest first): {text}",
                       top.effect, top.ci_low, top.ci_high, len(cell), len(effects))
     return None
+
+
+def _share(df: pd.DataFrame, claim: Claim, check: Check) -> Result:
+    """How much of the change from ``c`` to ``b`` the side ``a`` gives back, per cell of ``pair``,
+    against the published share (``at least`` or ``at most``)."""
+    metric = check.metric or claim.metric
+    sides = [_cells(select(df, {**claim.where, **side}), check.pair, metric) for side in (check.a, check.b, check.c)]
+    keys = [k for k in sides[0] if all(k in s for s in sides[1:])]
+    got = intervals.share(*([s[k] for k in keys] for s in sides)) if keys else None
+    if got is None:
+        return Result(claim, check, "not measured", "no cell with two trials on each of the three sides")
+    v, lo, hi, cells = got
+    p = float(check.published if check.published is not None else math.nan)
+    if check.relation == "at most":
+        verdict = "reproduced" if hi <= p else "differs" if lo > p else "inconclusive"
+    else:
+        verdict = "reproduced" if lo >= p else "differs" if hi < p else "inconclusive"
+    n = sum(len(s[k]) for s in sides for k in keys)
+    return Result(claim, check, verdict, f"share {v:.2f} [{lo:.2f}, {hi:.2f}]", v, lo, hi, n, cells)
 
 
 def _bound(df: pd.DataFrame, claim: Claim, check: Check) -> Result:
