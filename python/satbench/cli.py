@@ -840,6 +840,10 @@ def _validate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--repetitions", type=ranged(1, 1000), metavar="N",
                    help="a smoke run: each set's first N repetitions of every cell (the verdicts say less; the same "
                         "set run later without it resumes and adds the rest)")
+    p.add_argument("--sequential", action="store_true",
+                   help="add repetitions only to the cells an undecided check reads, judging after 3, 5, 10, 20, 30 "
+                        "and 50 repetitions and at each set's own (the cap), each look at Pocock's level; with "
+                        "--judge-only, what such a run would have decided on the stored trials")
     p.add_argument("--calibrate", action="store_true",
                    help="run nothing: how often the judge's intervals are wrong, on planted nulls and effects drawn "
                         "from the stored trials' spread (--db), at 3, 5, 10 and 30 trials a side")
@@ -857,6 +861,8 @@ def _validate(a: argparse.Namespace, _: list[str]) -> int:
         if not pops:
             raise InputError(f"--db {a.db}: no cell of {calibrate.MIN_CELL} valid trials to draw planted data from")
         print(calibrate.format_table(calibrate.calibrate(pops, sims=a.sims), len(pops), 10.0), end="")
+        seq = [calibrate.sequential(pops, looks, sims=a.sims) for looks in ((3, 5), (3, 5, 10), (3, 5, 10, 20, 30))]
+        print(calibrate.format_sequential(seq, 10.0), end="")
         return 0
 
     studies, claims = validate.load()
@@ -886,13 +892,25 @@ def _validate(a: argparse.Namespace, _: list[str]) -> int:
         prereq.require_testbed()
     if a.repetitions is not None and a.judge_only:
         raise InputError("--repetitions: a smoke run's, not --judge-only's (which judges what is stored)")
-    sets = validate.run_sets(files, db, run_one, a.repetitions)
-    if not db.exists():
+    if a.repetitions is not None and a.sequential:
+        raise InputError("--repetitions: a smoke run's; --sequential chooses the repetitions itself")
+    if a.judge_only and not db.exists():
         raise InputError(f"--db {db}: no results yet (run without --judge-only)")
-    v = validate.judge(db, chosen, claims, sets)
+    looks = ""
+    if a.sequential:
+        from .validate import sequential  # noqa: PLC0415
+
+        v, history = sequential.run(chosen, a.quick, db, run_one, claims)
+        looks = sequential.format_looks(history) + "\n"
+    else:
+        sets = validate.run_sets(files, db, run_one, a.repetitions)
+        if not db.exists():
+            raise InputError(f"--db {db}: no results yet (run without --judge-only)")
+        v = validate.judge(db, chosen, claims, sets)
     command = "satbench validate " + " ".join([*a.studies, *(["--quick"] if a.quick else []),
+                                               *(["--sequential"] if a.sequential else []),
                                                *([f"--repetitions {a.repetitions}"] if a.repetitions else [])])
-    print(f"\n{command.strip()}: claim by claim (measured: 95 % interval; n: trials)")
+    print(f"\n{looks}{command.strip()}: claim by claim (measured: interval; n: trials)")
     print(v.table())
     page = validate.write_html(v, Path(a.out), command.strip())
     counts: dict[str, int] = {}

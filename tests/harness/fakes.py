@@ -5,6 +5,8 @@ reports what it was asked. Nothing needs root; a trial takes microseconds."""
 from __future__ import annotations
 
 import itertools
+import math
+import random
 from typing import Any
 
 from satbench.endpoints.base import Client, LoadRequest, Server, ServeRequest
@@ -112,6 +114,9 @@ class FakeLoader(Client):
     too_fast_next: bool = False
     #: A population's clients start 0, 1 or 2 times this many ms after its barrier, in turn.
     start_spread_ms: float = 0.5
+    #: Spread each load's times by this coefficient of variation (log-normal, seeded by the load's
+    #: turn): 0, every load of a cell alike.
+    noise_cv: float = 0.0
     counter = itertools.count()
     loads: list[LoadRequest] = []
 
@@ -126,6 +131,8 @@ class FakeLoader(Client):
             FakeLoader.too_fast_next, plt = False, self.rtt_ms
         # HTTP/1.1 clients take a little longer here: a population's groups differ.
         plt += 20 if req.protocol.value == "h1" else 0
+        if FakeLoader.noise_cv:
+            plt *= math.exp(FakeLoader.noise_cv * random.Random(nth).gauss(0, 1))
         clients = [ClientResult(client=i, valid=True, reason=None, plt_ms=plt + i, fcp_ms=plt / 2, lcp_ms=plt,
                                 ttfb_ms=self.rtt_ms, bytes=100_000, throughput_mbps=0.8 / (plt / 1000))
                    for i in range(req.clients)]

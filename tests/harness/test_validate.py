@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from satbench.experiment import runner, spec
 from satbench.validate import StudySets, judge, load, write_html
 from satbench.validate.claims import Check, Claim
@@ -69,3 +71,41 @@ def test_a_load_below_its_bound_fails_the_physical_check(tmp_path: Path) -> None
     v = judge(db, [replace(STUDY), StudySets("P", "physics", (), ())], [p1], _sets(db))
     (r,) = v.results
     assert r.verdict == "fails" and r.measured == "1 of 6 loads below their lower bound" and v.failed
+
+
+def test_sequential_repetitions_stop_early_on_a_large_effect_and_run_to_the_cap_on_a_null(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """HTTP/1.1 takes 20 ms more than HTTP/2 here (a large effect: decided at the first look, its
+    HTTP/1.1 cells stop at 3 repetitions); congestion control changes nothing in the fake lab (a null:
+    its HTTP/2 cells run to the cap of 10, still undecided there)."""
+    import sqlite3
+
+    import satbench.validate
+    from satbench.validate import sequential
+
+    (tmp_path / "experiments").mkdir()
+    (tmp_path / "experiments" / "x.toml").write_text(
+        '[experiment]\nname = "seq-x"\nrepetitions = 10\nseed = 1\n'
+        '[factors]\nlink = "lan"\npage = "blank"\nclient = "loader"\nprotocol = ["h1", "h2"]\ncc = ["cubic", "bbr"]\n')
+    monkeypatch.setattr(satbench.validate, "sets_of", lambda studies, quick: [tmp_path / "experiments" / "x.toml"])
+    monkeypatch.setattr(fakes.FakeLoader, "noise_cv", 0.15)
+    db = tmp_path / "r.sqlite"
+
+    def run_one(f: Path, exp: spec.Experiment, db: Path) -> None:
+        runner.run(exp, db, progress=lambda _: None, lab=fakes.lab(), pages_root=tmp_path / "pages")
+
+    claim = Claim("X1", "X", "HTTP/2 faster; congestion control no matter", "", "plt_ms", {}, (
+        Check("h2 against h1", "relative", a={"protocol": "h2"}, b={"protocol": "h1"}, pair=("cc",),
+              direction="lower"),
+        Check("bbr against cubic", "relative", a={"protocol": "h2", "cc": "bbr"},
+              b={"protocol": "h2", "cc": "cubic"}, pair=(), direction="lower"),
+    ))
+    v, history = sequential.run([STUDY], True, db, run_one, [claim])
+    effect, null = v.results
+    assert (effect.verdict, effect.look) == ("reproduced", 1), effect
+    assert null.verdict == "inconclusive" and null.look == 3, null  # looks at 3, 5 and 10 (the cap)
+    assert [h.n for _, h in history] == [3, 5, 10] and history[0][1].alpha == sequential.POCOCK[3]
+    reps = dict(sqlite3.connect(db).execute(
+        "SELECT json_extract(factors, '$.protocol'), max(rep) FROM trials GROUP BY 1").fetchall())
+    assert reps == {"h1": 3, "h2": 10}, reps
+    assert history[-1][1].asked == 2 * 3 + 2 * 10 < history[-1][1].planned == 40

@@ -25,8 +25,9 @@ import pandas as pd
 
 from .. import prereq
 from ..results.read import Results
+from . import intervals
 from .claims import Claim, StudySets, load
-from .judge import VERDICTS, Result, evaluate
+from .judge import VERDICTS, Result, evaluate, keys_of
 
 if TYPE_CHECKING:
     from ..experiment.spec import Experiment
@@ -43,6 +44,8 @@ class Validation:
     results: list[Result]
     #: Each set's experiment name, file and trial count, as run.
     sets: list[tuple[str, str, int]]
+    #: The trials judged, per study.
+    judged: dict[str, int] = dataclasses.field(default_factory=dict)
 
 
     @property
@@ -52,7 +55,9 @@ class Validation:
     def table(self) -> str:
         lines = []
         for r in self.results:
-            lines.append(f"{r.claim.id:4s} {r.check.label[:44]:44s} {r.measured[:58]:58s} n={r.n:<4d} {r.verdict}")
+            look = f" (look {r.look})" if r.look else ""
+            lines.append(f"{r.claim.id:4s} {r.check.label[:44]:44s} {r.measured[:58]:58s} n={r.n:<4d} "
+                         f"{r.verdict}{look}")
             if r.split:
                 lines.append(f"{'':4s} {'':44s} {r.split}")
         return "\n".join(lines)
@@ -89,9 +94,12 @@ def load_set(f: Path, repetitions: int | None = None) -> Experiment:
     return exp if repetitions is None else exp.first_repetitions(repetitions)
 
 
-def judge(db: Path, studies: list[StudySets], claims: list[Claim], sets: list[Set]) -> Validation:
+def judge(db: Path, studies: list[StudySets], claims: list[Claim], sets: list[Set], alpha: float = 0.05,
+          max_rep: int | None = None) -> Validation:
     """Every claim of the studies asked (and the physical ones) on the trials of their sets (a
-    trial the database holds under a set's name that the set no longer plans does not count)."""
+    trial the database holds under a set's name that the set no longer plans does not count), its
+    intervals at level 1 - ``alpha`` and Holm's correction at ``alpha`` (a sequential look spends
+    less than 0.05: :mod:`.sequential`); with ``max_rep``, only each cell's repetitions up to it."""
     by_file = {f: (name, keys) for name, f, keys in sets}
     results: list[Result] = []
     frames: dict[str, pd.DataFrame] = {}
@@ -99,7 +107,7 @@ def judge(db: Path, studies: list[StudySets], claims: list[Claim], sets: list[Se
         stored = set(r.experiments())
         for s in studies:
             mine = [by_file[k] for f in (*s.quick, *s.full) if (k := f"experiments/{f}") in by_file]
-            dfs = [d[d["key"].isin(keys)] if not d.empty else d
+            dfs = [d[d["key"].isin(keys) & (d["rep"] <= (max_rep or d["rep"].max()))] if not d.empty else d
                    for name, keys in mine if name in stored for d in [r.trials(name)]]
             frames[s.study] = pd.concat([d for d in dfs if not d.empty], ignore_index=True) if any(
                 not d.empty for d in dfs) else pd.DataFrame()
@@ -113,19 +121,23 @@ def judge(db: Path, studies: list[StudySets], claims: list[Claim], sets: list[Se
             df = df[df["status"] == "valid"] if "status" in df.columns else df
         else:
             continue
+        run = everything if c.study == PHYSICAL else frames[c.study]  # invalid trials' cells too
         for check in c.checks:
-            results.append(evaluate(df, c, check))
-    return Validation(studies, holm_by_study(results), [(name, f, len(keys)) for name, f, keys in sets])
+            with intervals.at_level(1 - alpha):
+                got = evaluate(df, c, check)
+            results.append(dataclasses.replace(got, keys=keys_of(run, c, check)))
+    return Validation(studies, holm_by_study(results, alpha), [(name, f, len(keys)) for name, f, keys in sets],
+                      {k: len(f) for k, f in frames.items()})
 
 
 #: The verdicts that claim a direction was found: what Holm's correction across a study's checks guards.
 DIRECTIONAL = ("reproduced", "direction reproduced, size differs", "direction reproduced, size undecided")
 
 
-def holm_by_study(results: list[Result]) -> list[Result]:
+def holm_by_study(results: list[Result], alpha: float = 0.05) -> list[Result]:
     """Holm's correction of the directional checks' p-values across each study's checks (66 checks at
     once would otherwise find a few directions by chance): a direction found whose corrected p is not
-    below 0.05 becomes inconclusive, and says so."""
+    below ``alpha`` becomes inconclusive, and says so."""
     from ..results.analysis import holm  # noqa: PLC0415
 
     out = list(results)
@@ -138,7 +150,7 @@ def holm_by_study(results: list[Result]) -> list[Result]:
             r = out[i]
             note = r.split
             verdict = r.verdict
-            if verdict in DIRECTIONAL and not q < 0.05:
+            if verdict in DIRECTIONAL and not q < alpha:
                 verdict = "inconclusive"
                 note = (note + "; " if note else "") + f"Holm across {len(idx)} checks: p {q:.3f}"
             out[i] = dataclasses.replace(r, verdict=verdict, split=note, p_holm=q)

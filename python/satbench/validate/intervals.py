@@ -21,13 +21,31 @@ with none left has no interval (None).
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextvars import ContextVar
 
 import numpy as np
 from scipy import stats
 
 LEVEL = 0.95
+_level: ContextVar[float] = ContextVar("level", default=LEVEL)
+
+
+def level() -> float:
+    """The intervals' confidence level now: 0.95, or a sequential look's (:func:`at_level`)."""
+    return _level.get()
+
+
+@contextlib.contextmanager
+def at_level(x: float) -> Iterator[None]:
+    """Every interval made inside at level ``x`` (a sequential design's look spends less than 5 %)."""
+    token = _level.set(x)
+    try:
+        yield
+    finally:
+        _level.reset(token)
 
 
 def _t_interval(est: float, parts: Sequence[tuple[float, int]], k: int) -> tuple[float, float, float]:
@@ -38,7 +56,7 @@ def _t_interval(est: float, parts: Sequence[tuple[float, int]], k: int) -> tuple
         return est, est, 0.0 if est != 0 else 1.0
     df = sum(v for v, _ in parts) ** 2 / sum(v * v / d for v, d in parts if d > 0)
     se = math.sqrt(var)
-    half = float(stats.t.ppf((1 + LEVEL) / 2, df)) * se
+    half = float(stats.t.ppf((1 + level()) / 2, df)) * se
     return est - half, est + half, float(2 * stats.t.sf(abs(est) / se, df))
 
 
@@ -117,4 +135,4 @@ def share(a: Sequence[np.ndarray], b: Sequence[np.ndarray], c: Sequence[np.ndarr
     return float(f), lo, hi, len(groups)
 
 
-__all__ = ["LEVEL", "mean", "relative", "share"]
+__all__ = ["LEVEL", "at_level", "level", "mean", "relative", "share"]

@@ -30,6 +30,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import math
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -70,6 +71,10 @@ class Result:
     #: A directional check's two-sided p of no difference (before any correction), and after Holm's.
     p: float | None = None
     p_holm: float | None = None
+    #: The keys of the trials whose cells the check reads (:func:`keys_of`), and the sequential look
+    #: that decided it (1: the first; 0: not a sequential run).
+    keys: frozenset[str] = frozenset()
+    look: int = 0
 
     @property
     def failed(self) -> bool:
@@ -145,11 +150,13 @@ def _trials(*cells: dict[tuple[Any, ...], pd.Series]) -> int:
 
 def _bootstrap(groups: list[np.ndarray], stat: Callable[[list[np.ndarray]], float], seed: int = 1
                ) -> tuple[float, float, float]:
-    """The statistic and its 95 % percentile interval, resampling each group on its own."""
+    """The statistic and its percentile interval (95 %, or a sequential look's level), resampling each
+    group on its own."""
     rng = np.random.default_rng(seed)
     value = stat(groups)
     boots = [stat([g[rng.integers(0, len(g), len(g))] for g in groups]) for _ in range(BOOTSTRAP)]
-    lo, hi = np.nanquantile(boots, [0.025, 0.975])
+    tail = (1 - intervals.level()) / 2
+    lo, hi = np.nanquantile(boots, [tail, 1 - tail])
     return value, float(lo), float(hi)
 
 
@@ -200,6 +207,18 @@ def _sides(df: pd.DataFrame, claim: Claim, check: Check) -> tuple[pd.DataFrame, 
     ma = str(check.a.get("metric") or check.metric or claim.metric)
     mb = str(check.b.get("metric") or check.metric or claim.metric)
     return a, b, ma, mb
+
+
+def keys_of(df: pd.DataFrame, claim: Claim, check: Check) -> frozenset[str]:
+    """The keys of the trials (cells) a check reads: what a sequential run repeats while the check is
+    undecided."""
+    if "key" not in df.columns:
+        return frozenset()
+    if check.kind == "largest_effect":
+        sides = [{k: v for k, v in check.a.items() if k not in check.knobs}]
+    else:
+        sides = [side for side in (check.a, check.b, check.c) if side] or [{}]
+    return frozenset(str(k) for side in sides for k in select(df, {**claim.where, **side})["key"])
 
 
 def _fmt(v: float, lo: float, hi: float, unit: str) -> str:
@@ -279,7 +298,9 @@ def evaluate(df: pd.DataFrame, claim: Claim, check: Check) -> Result:
 
         def rho(gs: list[np.ndarray]) -> float:
             i = gs[0].astype(int)
-            return float(pd.Series(x[i]).corr(pd.Series(y[i]), method="spearman"))
+            with warnings.catch_warnings():  # a resample of one level has no correlation: NaN, left out
+                warnings.simplefilter("ignore")
+                return float(pd.Series(x[i]).corr(pd.Series(y[i]), method="spearman"))
 
         v, lo, hi = _bootstrap([idx], rho)
         want = -1 if check.direction == "falls" else 1
@@ -310,14 +331,18 @@ def evaluate(df: pd.DataFrame, claim: Claim, check: Check) -> Result:
             pairs = [np.column_stack([sa[k].to_numpy(dtype=float), sb[k].to_numpy(dtype=float)]) for k in keys]
 
             def cv_pairs(gs: list[np.ndarray]) -> float:
-                return float(np.nanmean([ratio(cv(g[:, 0]), cv(g[:, 1])) for g in gs]))
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    return float(np.nanmean([ratio(cv(g[:, 0]), cv(g[:, 1])) for g in gs]))
 
             v, lo, hi = _bootstrap(pairs, cv_pairs)
         else:
             groups = [sa[k].to_numpy(dtype=float) for k in keys] + [sb[k].to_numpy(dtype=float) for k in keys]
 
             def cv_ratio(gs: list[np.ndarray]) -> float:
-                return float(np.nanmean([ratio(cv(gs[i]), cv(gs[n + i])) for i in range(n)]))
+                with warnings.catch_warnings():  # a resample with no spread on one side: NaN, left out
+                    warnings.simplefilter("ignore")
+                    return float(np.nanmean([ratio(cv(gs[i]), cv(gs[n + i])) for i in range(n)]))
 
             v, lo, hi = _bootstrap(groups, cv_ratio)
         want = 1 if check.direction != "lower" else -1
