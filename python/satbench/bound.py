@@ -338,3 +338,15 @@ def lower_bound(page: PageShape, path: Bottleneck, client: ClientLimits) -> Boun
     return Bound(lower_bound_ms=lb, window_bound_ms=wb, rtt_ms=rtt, rounds=best.rounds, serial_ms=best.serial_ms,
                  window_rounds=max(w_rounds, best.rounds), connections=k if h1 else 1, peak_bps=path.peak_bps,
                  critical=critical, candidates={name: t.ms(rtt) for name, t in candidates.items()})
+
+
+def population_bound(total_bytes: int, path: Bottleneck, clients: list[ClientLimits]) -> float:
+    """The shared link's bound on a population's load, from its first client's start to its last
+    client's end: every client's bytes (``total_bytes``, all of them) cross the one bottleneck, after
+    the quickest client's look-up and handshake and one round trip for its first request. One client
+    alone may finish sooner; the last of them cannot."""
+    if not clients or all(c.cached for c in clients):
+        return 0.0
+    rounds = min(c.dns_rounds + c.handshake_rounds for c in clients) + 1
+    return rounds * path.rtt_ms + path.serial_ms(total_bytes)
+

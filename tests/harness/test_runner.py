@@ -359,7 +359,7 @@ def test_a_mixed_population(tmp_path: Path) -> None:
     db = tmp_path / "r.sqlite"
     e = spec.build("mix", {"link": "fair-lan", "page": "uniform-100k", "client": "loader",
                            "clients": [{"h1": 5, "h2": 5}, {"h1": 10, "h2": 0}],
-                           "link.forward.loss": [0, 0.01]}, seed=1)
+                           "link.forward.loss": [0, 0.01], "link.rate_mbps": 1000}, seed=1)
     assert {t.factors["protocol"] for t in e.trials} == {"mix"}
     s, _ = events(e, db)
     assert (s.ran, s.valid) == (4, 4), s.reasons
@@ -375,11 +375,14 @@ def test_a_mixed_population(tmp_path: Path) -> None:
     assert [r[0] for r in rows] == ["h1"] * 5 + ["h2"] * 5 and len({r[1] for r in rows}) == 10
     xs = [r[4] for r in rows]
     assert m["jain_throughput"] == pytest.approx(sum(xs) ** 2 / (len(xs) * sum(x * x for x in xs)))
-    fair = 100 / 10  # fair-lan: 100 Mbit/s shared by ten
+    fair = 1000 / 10  # 1 Gbit/s shared by ten (the fake's loads are quicker than 100 Mbit/s would allow ten)
     assert xs[0] == pytest.approx(rows[0][3] / fair)
     assert m["plt_ms_h1"] > m["plt_ms_h2"] and m["clients_h1"] == 5
     # The skew is the last client's start minus the first's, as each client reported it.
     assert m["start_skew_ms"] == pytest.approx(max(starts) - min(starts)) and m["start_skew_ms"] > 0
+    # The shared link's bound on the population: every client's bytes through one bottleneck.
+    assert 0 < m["population_bound_ms"] <= m["population_span_ms"]
+    assert m["population_span_over_bound"] == pytest.approx(m["population_span_ms"] / m["population_bound_ms"])
     # The report's population views: PLT per group per network, Jain against loss, per-client CDFs, skew and CPU.
     html = write_report(db, tmp_path / "rep").read_text()
     assert "Populations" in html and "Start skew and idle CPU of every trial" in html and "h1=5 h2=5" in html
@@ -413,3 +416,14 @@ def test_a_population_is_validated() -> None:
         spec.build("x", {**base, "protocol": "h2", "clients": {"h1": 2}})
     with pytest.raises(spec.ExperimentError, match="Chromium's HTTP/1.1 limit"):
         spec.build("x", {**base, "clients": {"h1": {"n": 2, "client": "chromium", "connections": 1}}})
+
+
+def test_a_population_faster_than_its_shared_link_allows_fails(tmp_path: Path) -> None:
+    """Each fake client takes 6 round trips of 300 ms, above one client's bound for 100 KB at
+    1 Mbit/s (1.7 s); ten clients' 1 MB cannot cross in that time (8.9 s): a harness error."""
+    e = spec.build("crowd", {"link": "fair-lan", "page": "uniform-100k", "client": "loader",
+                             "clients": {"h2": 10}, "link.delay_ms": 150, "link.rate_mbps": 1}, seed=1)
+    s, _ = events(e, tmp_path / "r.sqlite")
+    assert s.failed == 1, s.reasons
+    (reason,) = s.reasons
+    assert "below the physical lower bound of its shared link" in reason, reason

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from satbench import load_profile
-from satbench.bound import Bottleneck, ClientLimits, PageShape, Resource, lower_bound
+from satbench.bound import Bottleneck, ClientLimits, PageShape, Resource, lower_bound, population_bound
 from satbench.link.spec import LinkSpec, resolve
 from satbench.model import Protocol
 
@@ -282,3 +282,14 @@ def test_a_returning_client_may_skip_what_it_resumes_and_a_warm_cache_every_byte
     # With the page in its cache, nothing need cross the link.
     warm = lower_bound(page, GEO, ClientLimits(H2, returning=True, cached=True))
     assert (warm.lower_bound_ms, warm.window_bound_ms, warm.critical) == (0.0, 0.0, "cache")
+
+
+def test_a_population_shares_one_bottleneck() -> None:
+    # Ten clients' 2 MB pages through GEO's 10 Mbit/s: the last byte waits for all 20 MB (16 s) after the
+    # quickest client's handshake and request (3 round trips over TLS; HTTP/3 2); one client alone
+    # could be done far sooner.
+    h2, h3 = ClientLimits(Protocol.H2), ClientLimits(Protocol.H3)
+    assert population_bound(20_000_000, GEO, [h2]) == pytest.approx(3 * RTT + ms(20_000_000))
+    assert population_bound(20_000_000, GEO, [h2, h3]) == pytest.approx(2 * RTT + ms(20_000_000))
+    assert population_bound(20_000_000, GEO, [h2]) > 5 * lower_bound(uniform(2_000_000), GEO, h2).lower_bound_ms / 2
+    assert population_bound(1, GEO, []) == 0.0

@@ -33,7 +33,15 @@ from typing import Any, TypeVar
 from typing import Protocol as Interface
 
 from .. import prereq
-from ..bound import CHROMIUM_CONNECTIONS, Bottleneck, Bound, ClientLimits, PageShape, lower_bound
+from ..bound import (
+    CHROMIUM_CONNECTIONS,
+    Bottleneck,
+    Bound,
+    ClientLimits,
+    PageShape,
+    lower_bound,
+    population_bound,
+)
 from ..endpoints import LoadRequest, ServeRequest, client_class, pages, server_class
 from ..endpoints.base import Client, Origin, Server
 from ..endpoints.options import ServerOptions
@@ -225,6 +233,14 @@ def trial_bound(t: Trial, pages_root: Path, page_sizes: dict[str, int],
                     per.setdefault(o.client, set()).add(rel)
             fetched = set.intersection(*per.values()) if per else set()
         shape = PageShape.load(pages_root, page, shards=ts.shards, fetched=fetched)
+    bounds = [lower_bound(shape, path, limits) for limits in client_limits(t)]
+    return min(bounds, key=lambda b: b.lower_bound_ms)
+
+
+def client_limits(t: Trial) -> list[ClientLimits]:
+    """Each client group's limits, as the bounds take them (:func:`trial_bound`)."""
+    ts = t.spec
+    upload = ts.upload_bytes is not None
     returning = ts.view == "repeat"
     # A warm cache may hold the page if its origins let it: a replayed site's recorded headers may,
     # generated pages only with the server's cache lifetime.
@@ -232,13 +248,12 @@ def trial_bound(t: Trial, pages_root: Path, page_sizes: dict[str, int],
               and (not workload_of(ts).generated or ts.server_options.get("cache_max_age") is not None))
     # Fast Open for a returning loader when the server has it (Chromium sends no Fast Open SYN).
     tfo = bool(ts.server_options.get("tfo"))
-    bounds = [lower_bound(shape, path, ClientLimits(
+    return [ClientLimits(
         g.protocol.version, connections=CHROMIUM_CONNECTIONS if g.kind is ClientKind.CHROMIUM else g.connections,
         tls=g.protocol.tls, dns_rounds=1 if ts.dns_over_link else 0,
         initcwnd=(None if upload else ts.initcwnd_of(g.protocol)) or 10, returning=returning, cached=cached,
-        fast_open=returning and tfo and g.kind is ClientKind.LOADER))
+        fast_open=returning and tfo and g.kind is ClientKind.LOADER)
         for g in ts.groups]
-    return min(bounds, key=lambda b: b.lower_bound_ms)
 
 
 def fetched_bytes(t: Trial, pages_root: Path, page_sizes: dict[str, int], objects: list[ObjectTiming]) -> int:
@@ -506,8 +521,17 @@ class Runner:
         measured = [(name, v) for name in BOUNDED if (v := rec.metrics.get(name)) is not None]
         if measured:
             rec.metrics["beats_window_bound"] = float(any(v < bound.window_bound_ms for _, v in measured))
+        shared = self._population_bound(rec, t)
         if rec.status is not TrialStatus.VALID:  # a failed or invalid load keeps its own reason
             return
+        if shared is not None:
+            span, bound_ms = shared
+            if span < bound_ms - BOUND_SLACK_MS:
+                rec.status = TrialStatus.FAILED
+                rec.reason = (f"harness error: the population's loads spanned {span:.1f} ms, below the physical "
+                              f"lower bound of its shared link {bound_ms:.1f} ms (every client's bytes through "
+                              f"one bottleneck)")
+                return
         for name, v in measured:
             if v < bound.lower_bound_ms - BOUND_SLACK_MS:
                 rec.status = TrialStatus.FAILED
@@ -515,6 +539,28 @@ class Runner:
                               f"{bound.lower_bound_ms:.1f} ms ({bound.critical}: {bound.rounds:g} round trips "
                               f"of {bound.rtt_ms:.1f} ms + {bound.serial_ms:.1f} ms of bytes)")
                 return
+
+    def _population_bound(self, rec: TrialRecord, t: Trial) -> tuple[float, float] | None:
+        """For clients loading together through one bottleneck: the time from the first client's
+        start to the last one's end (each client's start plus its PLT), and the shared link's bound
+        on it (:func:`satbench.bound.population_bound`), both stored with their ratio. None for one
+        client, or where a client's PLT is missing."""
+        done = [c for c in rec.clients if c.plt_ms is not None]
+        if t.spec.clients < 2 or len(done) < 2 or len(done) != len(rec.clients):
+            return None
+        total = fetched_bytes(t, self.pages_root, self.page_sizes, rec.objects)
+        path = Bottleneck.of(t.links, upload=t.spec.upload_bytes is not None)
+        bound_ms = population_bound(total, path, client_limits(t))
+        if all(c.start_unix_ms is not None for c in done):
+            first = min(float(c.start_unix_ms) for c in done)  # type: ignore[arg-type]
+            span = max(float(c.start_unix_ms) + float(c.plt_ms) for c in done) - first  # type: ignore[arg-type]
+        else:
+            span = max(float(c.plt_ms) for c in done)  # type: ignore[arg-type]
+        rec.metrics["population_span_ms"] = span
+        rec.metrics["population_bound_ms"] = bound_ms
+        if bound_ms > 0:
+            rec.metrics["population_span_over_bound"] = span / bound_ms
+        return span, bound_ms
 
     def _finish(self, rec: TrialRecord, t: Trial, clock: _Clock, art: Path, outcome: ClientOutcome | None
                 ) -> TrialRecord:
