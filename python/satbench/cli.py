@@ -980,6 +980,20 @@ def _report(a: argparse.Namespace, _: list[str]) -> int:
     return 0
 
 
+def _compare_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("first", metavar="A", help="the run before: a results database, or DB:EXPERIMENT")
+    p.add_argument("second", metavar="B", help="the run after: another database, or DB:EXPERIMENT (the same DB)")
+    p.add_argument("--metric", default="plt_ms", help="the metric to compare (default plt_ms; fcp_ms, lcp_ms, ...)")
+
+
+def _compare(a: argparse.Namespace, _: list[str]) -> int:
+    from .results import compare  # noqa: PLC0415 - pandas loads on use
+
+    text = compare.run(compare.Run.parse(a.first), compare.Run.parse(a.second), a.metric)[1]
+    print(text, end="")
+    return 0
+
+
 def _export_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--db", default=DEFAULT_DB, help=f"results database (default {DEFAULT_DB})")
     p.add_argument("-o", "--out", required=True, help="output folder")
@@ -1063,6 +1077,8 @@ COMMANDS: tuple[Command, ...] = (
             _worker_args, _worker),
     Command("scheduler", "a Dask scheduler for satbench workers: mutual TLS, or plain TCP on loopback",
             _scheduler_args, _scheduler),
+    Command("compare", "did my change help? two runs side by side: each combination's median and the change "
+                       "with its interval", _compare_args, _compare),
     Command("report", "write an HTML report (with SVG figures and statistics) of a results database", _report_args,
             _report),
     Command("export", "export a results database as CSV or Parquet", _export_args, _export),

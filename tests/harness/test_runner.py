@@ -427,3 +427,50 @@ def test_a_population_faster_than_its_shared_link_allows_fails(tmp_path: Path) -
     assert s.failed == 1, s.reasons
     (reason,) = s.reasons
     assert "below the physical lower bound of its shared link" in reason, reason
+
+
+def test_compare_prints_each_combinations_change_as_sql_gives_it(tmp_path: Path) -> None:
+    """Two runs of the fake lab, the second over a longer path: per protocol, the change from the
+    first's median to the second's equals the medians from SQL, with its interval and whether it is
+    decided (4 trials a side: an exact test can); two experiments of one database compare too, and a
+    database of several experiments must name one (exit 2, one line)."""
+    import subprocess
+    import sys
+
+    from satbench.results import compare
+
+    before, after = tmp_path / "before.sqlite", tmp_path / "after.sqlite"
+    for db, delay in ((before, 5), (after, 50)):
+        e = spec.build("change", {"link": "lan", "page": "blank", "client": "loader", "protocol": ["h1", "h2"],
+                                  "link.delay_ms": delay}, repetitions=4, seed=1)
+        s, _ = events(e, db)
+        assert s.valid == 8, s.reasons
+    rows, text = compare.run(compare.Run(before), compare.Run(after))
+
+    def medians(db: Path) -> dict[str, float]:
+        con = sqlite3.connect(db)
+        got = {}
+        for proto in ("h1", "h2"):
+            xs = sorted(v for (v,) in con.execute(
+                "SELECT m.value FROM metrics m JOIN trials t ON t.id = m.trial_id WHERE m.name = 'plt_ms' "
+                "AND json_extract(t.factors, '$.protocol') = ?", (proto,)))
+            got[proto] = (xs[1] + xs[2]) / 2
+        con.close()
+        return got
+
+    a, b = medians(before), medians(after)
+    assert [r.combination for r in rows] == ["protocol h1", "protocol h2"]
+    for r, proto in zip(rows, ("h1", "h2")):
+        want = (b[proto] - a[proto]) / a[proto] * 100
+        assert (r.median_a, r.median_b) == (a[proto], b[proto]) and r.change_pct == pytest.approx(want), r
+        assert r.low <= r.change_pct <= r.high and r.decided, r
+        assert f"{want:+.1f} %" in text
+    # Two experiments in one database, each named.
+    e = spec.build("change-2", {"link": "lan", "page": "blank", "client": "loader", "protocol": ["h1", "h2"],
+                                "link.delay_ms": 50}, repetitions=4, seed=1)
+    events(e, before)
+    rows2, _ = compare.run(compare.Run.parse(f"{before}:change"), compare.Run.parse(f"{before}:change-2"))
+    assert [r.change_pct for r in rows2] == pytest.approx([r.change_pct for r in rows])
+    p = subprocess.run([sys.executable, "-m", "satbench", "compare", str(before), str(after)], capture_output=True,
+                       text=True)
+    assert p.returncode == 2 and p.stderr.count("\n") == 1 and "name one as" in p.stderr, p.stderr
