@@ -33,6 +33,10 @@ from typing import Any
 #: ends of VPN tunnels (path/tunnel.py). Nothing else is reachable from inside it.
 TESTBED_NETWORKS = ("198.18.0.0/15", "2001:db8:5b::/48", "10.200.0.0/16", "fd00:5b:200::/48")
 
+#: Other names of a gateway proxy's kind (path/proxy.py; the issue's "gateway" is nginx): here, so that
+#: what installs the optional parts (prereq) reads them without importing the proxy.
+PROXY_ALIASES = {"gateway": "nginx"}
+
 #: A host name: labels of letters, digits and hyphens, at most 253 characters (no IP literal).
 HOST_NAME_RE = r"(?=.{1,253}$)([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)*[A-Za-z0-9-]{1,63}"
 

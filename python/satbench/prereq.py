@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import PrerequisiteError
+from .model import PROXY_ALIASES
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -104,8 +105,6 @@ def provide(parts: Iterable[str], say: Callable[[str], None] | None = None) -> N
 def parts_of(factors: Mapping[str, Any]) -> set[str]:
     """The optional parts a trial's factors need: its servers, clients and proxy, wherever a
     population or a table names them."""
-    from .path.proxy import ALIASES  # noqa: PLC0415 - the proxy's names, without a cycle at import
-
     found: set[str] = set()
 
     def walk(v: Any, key: str | None) -> None:
@@ -118,7 +117,7 @@ def parts_of(factors: Mapping[str, Any]) -> set[str]:
             for x in v:
                 walk(x, key)
         elif isinstance(v, str) and key in ("server", "client", "proxy"):
-            name = ALIASES.get(v, v) if key == "proxy" else v
+            name = PROXY_ALIASES.get(v, v) if key == "proxy" else v
             if name in PARTS:
                 found.add(name)
 

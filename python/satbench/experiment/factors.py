@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from .. import realtime
+from .. import path, realtime
 from ..endpoints import options as server_options
 from ..endpoints import pages
 from ..endpoints.browser import DEVICES
@@ -208,6 +208,13 @@ FACTORS: dict[str, Factor] = {f.name: f for f in (*CORE[:1], *_path_factors(), *
 def add_path_factor(name: str) -> None:
     """The factor of a path element registered after start-up (:func:`satbench.path.register`)."""
     FACTORS[name] = _path_factor(name)
+
+
+def _remove_path_factor(name: str) -> None:
+    FACTORS.pop(name, None)
+
+
+path.watch(lambda name: name in FACTORS, add_path_factor, _remove_path_factor)
 REQUIRED = tuple(f.name for f in FACTORS.values() if f.default is None)
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import importlib
 from abc import ABC
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -151,22 +151,32 @@ def elements(trial: "TrialSpec", links: Mapping[str, LinkSpec]) -> list[PathElem
     return out
 
 
+#: What keeps a registry of factors in step with the path elements (the experiment's factors, which
+#: import this module: it never imports them): whether a name is taken, and what to do when an
+#: element is added or removed.
+_WATCHERS: list[tuple[Callable[[str], bool], Callable[[str], None], Callable[[str], None]]] = []
+
+
+def watch(taken: Callable[[str], bool], added: Callable[[str], None], removed: Callable[[str], None]) -> None:
+    """Keep a registry in step with :func:`register` and :func:`unregister`."""
+    _WATCHERS.append((taken, added, removed))
+
+
 def register(factor: str, target: str) -> None:
     """Add a path element: ``target`` is ``"module:Class"``, a :class:`PathElement` whose
     ``factor`` is ``factor``; the factor joins the experiment's factors (its default keeps trials
     without it under their keys). What a plug-in outside this package calls; the elements here are
     listed in :data:`ELEMENTS`. It lives in this process: trials that run on workers do not see
     it, and satbench refuses to send them there."""
-    from ..experiment import factors  # noqa: PLC0415 - the factors' registry imports this one
-
-    if factor in ELEMENTS or factor in factors.FACTORS:
+    if factor in ELEMENTS or any(taken(factor) for taken, _, _ in _WATCHERS):
         raise ValueError(f"a factor {factor!r} exists already")
     module, _, name = target.partition(":")
     cls = getattr(importlib.import_module(module), name)
     if not (isinstance(cls, type) and issubclass(cls, PathElement)) or cls.factor != factor:
         raise ValueError(f"{target} is not a PathElement with factor = {factor!r}")
     ELEMENTS[factor] = target
-    factors.add_path_factor(factor)
+    for _, added, _ in _WATCHERS:
+        added(factor)
 
 
 def unregister(factor: str) -> None:
@@ -174,9 +184,8 @@ def unregister(factor: str) -> None:
     if factor in BUILTIN:
         raise ValueError(f"{factor!r} is one of satbench's path elements: it cannot be removed")
     ELEMENTS.pop(factor, None)
-    from ..experiment import factors  # noqa: PLC0415
-
-    factors.FACTORS.pop(factor, None)
+    for _, _, removed in _WATCHERS:
+        removed(factor)
 
 
 def plugins() -> list[str]:

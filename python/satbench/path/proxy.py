@@ -48,7 +48,7 @@ from ..endpoints import ca as ca_mod
 from ..endpoints import pages
 from ..endpoints.loader import loader_binary
 from ..errors import TestbedError
-from ..model import ServerKind
+from ..model import PROXY_ALIASES, ServerKind
 from ..testbed.host import bracketed
 from . import PathElement
 from .pep import placement
@@ -66,7 +66,7 @@ UPSTREAMS = {"nginx": ("h1",), "nghttpx": ("h1", "h2")}
 #: The Debian package of each.
 PACKAGES = {"nginx": "nginx", "nghttpx": "nghttp2-proxy"}
 #: Other names of a kind (the issue's "gateway" is nginx).
-ALIASES = {"gateway": "nginx"}
+ALIASES = PROXY_ALIASES
 #: nghttpx's access log, as JSON lines like nginx's (its values need no escaping in the testbed).
 NGHTTPX_LOG = ('{"type":"request","proto":"$protocol_version","alpn":"$alpn","method":"$method",'
                '"host":"$http_host","path":"$path","status":$status,"body_bytes":$body_bytes_sent,'
