@@ -63,3 +63,29 @@ def test_the_environment_records_each_clients_settings(monkeypatch: pytest.Monke
     env = static_environment(Lab(client=quiet), {ClientKind.CHROMIUM, ClientKind.LOADER})
     assert trial_environment(env, [ClientKind.LOADER])["client_settings"] == {}
     assert list(trial_environment(env, [ClientKind.CHROMIUM])["client_settings"]) == ["chromium"]
+
+
+def test_cumulative_layout_shift_takes_the_largest_session_window() -> None:
+    from satbench.endpoints.browser import cumulative_layout_shift
+
+    shifts = [{"t": 100, "value": 0.1, "input": False}, {"t": 900, "value": 0.05, "input": False},  # one window
+              {"t": 3000, "value": 0.12, "input": False},  # over 1 s later: a new window
+              {"t": 3100, "value": 0.5, "input": True}]  # after input: left out
+    assert cumulative_layout_shift(shifts) == pytest.approx(0.15)
+    # A window ends 5 s after it began, however close its shifts.
+    steady = [{"t": t, "value": 0.01, "input": False} for t in range(0, 8000, 500)]
+    assert cumulative_layout_shift(steady) == pytest.approx(0.11)  # 0, 500, ..., 5000: 11 shifts
+    assert cumulative_layout_shift([]) == 0.0
+
+
+def test_total_blocking_time_counts_long_tasks_beyond_50_ms_from_fcp_to_the_load_end() -> None:
+    from satbench.endpoints.browser import total_blocking_time
+
+    tasks = [{"t": 0, "d": 200},      # ends before FCP (300): nothing
+             {"t": 250, "d": 150},    # clipped to 300-400: 100 ms, 50 of it blocking
+             {"t": 500, "d": 40},     # short: nothing
+             {"t": 600, "d": 120},    # 70 blocking
+             {"t": 950, "d": 300}]    # clipped at the load's end (1000): 50 ms, none blocking
+    assert total_blocking_time(tasks, fcp_ms=300, end_ms=1000) == pytest.approx(120)
+    assert total_blocking_time(tasks, fcp_ms=None, end_ms=1000) is None
+    assert total_blocking_time([], fcp_ms=300, end_ms=1000) == 0.0

@@ -45,13 +45,26 @@ FRAMES_TAIL_MS = 200
 RESOURCE_TIMING_BUFFER = 100_000
 
 _OBSERVER = f"performance.setResourceTimingBufferSize({RESOURCE_TIMING_BUFFER});\n" + """
-window.__satbench = {lcp: []};
+window.__satbench = {lcp: [], shifts: [], longtasks: []};
 new PerformanceObserver((list) => {
   for (const e of list.getEntries()) {
     window.__satbench.lcp.push({t: e.startTime, size: e.size, url: e.url || null,
                                 element: e.element ? e.element.tagName.toLowerCase() : null});
   }
 }).observe({type: 'largest-contentful-paint', buffered: true});
+// Layout shifts and long tasks (Chromium's; a browser without them leaves the lists empty).
+if ((PerformanceObserver.supportedEntryTypes || []).includes('layout-shift')) {
+  new PerformanceObserver((list) => {
+    for (const e of list.getEntries()) {
+      window.__satbench.shifts.push({t: e.startTime, value: e.value, input: e.hadRecentInput});
+    }
+  }).observe({type: 'layout-shift', buffered: true});
+}
+if ((PerformanceObserver.supportedEntryTypes || []).includes('longtask')) {
+  new PerformanceObserver((list) => {
+    for (const e of list.getEntries()) window.__satbench.longtasks.push({t: e.startTime, d: e.duration});
+  }).observe({type: 'longtask', buffered: true});
+}
 """
 
 _COLLECT = """() => {
@@ -68,6 +81,9 @@ _COLLECT = """() => {
                 connectEnd: nav.connectEnd, requestStart: nav.requestStart} : null,
     fcp: fcp ? fcp.startTime : null,
     lcp: lcp,
+    shifts: window.__satbench ? window.__satbench.shifts || [] : [],
+    longtasks: window.__satbench ? window.__satbench.longtasks || [] : [],
+    layout_metrics: (PerformanceObserver.supportedEntryTypes || []).includes('layout-shift'),
     resources: performance.getEntriesByType('resource').map(r => ({
       name: r.name, nextHopProtocol: r.nextHopProtocol, transferSize: r.transferSize,
       encodedBodySize: r.encodedBodySize, startTime: r.startTime, responseStart: r.responseStart,
@@ -138,6 +154,10 @@ class LoadResult:
     plt_ms: float | None = None
     fcp_ms: float | None = None
     lcp_ms: float | None = None
+    #: Cumulative Layout Shift (its largest session window) and Total Blocking Time from FCP to the
+    #: load's end (layout_metrics: Chromium; None where the browser reports neither).
+    cls: float | None = None
+    tbt_ms: float | None = None
     lcp_element: str | None = None
     lcp_url: str | None = None
     ttfb_ms: float | None = None
@@ -200,6 +220,46 @@ def page_metrics(res: LoadResult, data: dict[str, Any]) -> None:
     if data.get("lcp"):
         last = data["lcp"][-1]
         res.lcp_ms, res.lcp_element, res.lcp_url = last["t"], last["element"], last["url"]
+    if data.get("layout_metrics"):
+        res.cls = cumulative_layout_shift(data.get("shifts") or [])
+        end = nav.get("loadEventEnd") if nav else None
+        res.tbt_ms = total_blocking_time(data.get("longtasks") or [], res.fcp_ms, end)
+
+
+#: A session window of layout shifts: shifts less than 1 s apart, for at most 5 s (web.dev's CLS).
+SHIFT_GAP_MS, SHIFT_WINDOW_MS = 1000.0, 5000.0
+#: A task blocks the main thread for what it lasts beyond 50 ms (Lighthouse's TBT).
+BLOCKING_MS = 50.0
+
+
+def cumulative_layout_shift(shifts: list[dict[str, Any]]) -> float:
+    """CLS as Chromium's metric defines it: the largest sum of a session window's layout shifts,
+    those right after user input left out."""
+    best = current = 0.0
+    first = last = None
+    for s in sorted((x for x in shifts if not x.get("input")), key=lambda x: float(x["t"])):
+        t = float(s["t"])
+        if first is None or last is None or t - last > SHIFT_GAP_MS or t - first > SHIFT_WINDOW_MS:
+            first, current = t, 0.0
+        current += float(s["value"])
+        last = t
+        best = max(best, current)
+    return best
+
+
+def total_blocking_time(tasks: list[dict[str, Any]], fcp_ms: float | None, end_ms: float | None) -> float | None:
+    """TBT: each long task clipped to the time from FCP to ``end_ms``, counted beyond 50 ms, summed
+    (Lighthouse's rule; it ends at Time to Interactive, which a load does not wait for: here, the
+    load's end)."""
+    if fcp_ms is None:
+        return None
+    total = 0.0
+    for task in tasks:
+        start, stop = float(task["t"]), float(task["t"]) + float(task["d"])
+        # As Lighthouse does: the task clipped to the window, then what of it lies beyond 50 ms.
+        clipped = (stop if end_ms is None else min(stop, end_ms)) - max(start, fcp_ms)
+        total += max(0.0, clipped - BLOCKING_MS)
+    return total
 
 
 def outside_testbed(url: str, error: str) -> bool:
@@ -262,6 +322,7 @@ def outcome(r: LoadResult) -> ClientOutcome:
     reason = r.invalid_reason
     metrics: dict[str, float | None] = {
         "plt_ms": r.plt_ms, "fcp_ms": r.fcp_ms, "lcp_ms": r.lcp_ms, "ttfb_ms": r.ttfb_ms, "dcl_ms": r.dcl_ms,
+        "cls": r.cls, "tbt_ms": r.tbt_ms,
         "connections_opened": r.connections, "bytes_received": r.bytes_received, "responses": len(r.resources),
         "responses_cached": sum(bool(x.get("cached")) for x in r.resources),
         "requests_blocked": len(r.blocked),

@@ -1,5 +1,6 @@
 """The answer first: a report's headline for one experiment. Every
-combination it ran, with its median PLT, FCP and LCP, their 95 % intervals
+combination it ran, with its median PLT, FCP, LCP, TBT and CLS (where the
+browser measured them), their 95 % intervals
 and trial counts, the fastest marked; then, for each factor, what the data
 decides: in each combination of the other factors, the fastest level and by
 how much it beat each other level, or that the trials do not decide.
@@ -23,7 +24,7 @@ import pandas as pd
 from .stats import bootstrap_median_ci, mann_whitney_p
 
 #: The metrics of the headline table.
-HEADLINE = {"plt_ms": "PLT", "fcp_ms": "FCP", "lcp_ms": "LCP"}
+HEADLINE = {"plt_ms": "PLT", "fcp_ms": "FCP", "lcp_ms": "LCP", "tbt_ms": "TBT", "cls": "CLS"}
 #: The fewest trials on each side for which an exact test can reach p < 0.05 (4 against 4).
 MIN_DECIDABLE = 4
 ALPHA = 0.05
@@ -70,7 +71,8 @@ def table(df: pd.DataFrame, keys: list[str]) -> tuple[list[str], list[list[Any]]
             xs = g[m].dropna().tolist()
             if xs:
                 med, lo, hi = bootstrap_median_ci(xs)
-                row.append(f"{med:.0f} [{lo:.0f}, {hi:.0f}]" if len(xs) > 1 else f"{med:.0f}")
+                d = 0 if m.endswith("_ms") else 3  # CLS is a score, not a time
+                row.append(f"{med:.{d}f} [{lo:.{d}f}, {hi:.{d}f}]" if len(xs) > 1 else f"{med:.{d}f}")
             else:
                 row.append("-")
         rows.append(row)
@@ -79,7 +81,7 @@ def table(df: pd.DataFrame, keys: list[str]) -> tuple[list[str], list[list[Any]]
     if len(rows) > 1 and min(medians) < float("inf"):
         best = medians.index(min(medians))
         rows[best][0] = f"★ {rows[best][0]}"
-    return [*keys, "trials", *(f"{HEADLINE[m]} (ms) [95 %]" for m in metrics)], rows
+    return [*keys, "trials", *(f"{HEADLINE[m]}{' (ms)' if m.endswith('_ms') else ''} [95 %]" for m in metrics)], rows
 
 
 def sentences(df: pd.DataFrame, keys: list[str], metric: str = "plt_ms") -> list[str]:
