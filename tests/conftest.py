@@ -35,13 +35,18 @@ _INITIAL: dict[str, str] = {}
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "e2e: builds real testbeds (root, /dev/net/tun)")
+    config.addinivalue_line("markers", "serial: must run alone (host-wide state, tight timing, heavy): the test "
+                                       "command runs the e2e layer's others on two workers, then these one at a time")
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     # Under pytest-xdist only the controller does this (its workers would race on stale testbeds).
     if os.geteuid() == 0 and not os.environ.get("PYTEST_XDIST_WORKER"):
+        # The test CA, made once before any worker could make it at the same time as another.
+        from satbench.endpoints import ca
         from satbench.testbed.cleanup import cleanup
 
+        ca.ensure()
         stale = cleanup()
         if stale:
             print(f"removed what {len(stale)} testbed(s) of a killed earlier run left: {', '.join(stale)}")
@@ -59,6 +64,12 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 def initial_host_state() -> dict[str, str]:
     """The host namespace's state when the session started."""
     return dict(_INITIAL)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if "serial" in item.keywords and os.environ.get("PYTEST_XDIST_WORKER"):
+        pytest.fail("a serial test must run alone: run the e2e layer with -m 'not serial' on workers, then "
+                    "-m serial without them (scripts/test)")
 
 
 def _needs_root() -> str | None:

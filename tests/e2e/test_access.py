@@ -33,6 +33,7 @@ def pings(tb: Testbed, n: int, interval_s: float) -> list[float]:
     return [float(x) for x in re.findall(r"time=([\d.]+) ms", p.stdout)]
 
 
+@pytest.mark.serial
 def test_cra_forwards_at_once_and_vbdc_waits_for_a_grant() -> None:
     with Testbed(TestbedSpec(link=load_profile("geo-cra"), seed=1)) as tb:
         cra = pings(tb, 4, 1.0)
@@ -90,6 +91,7 @@ def test_a_download_through_a_rain_fade_follows_the_profile(tmp_path: Path) -> N
     assert m["modcod_changes"] == term["modcod_changes"] == len(series) - 1 >= 2
 
 
+@pytest.mark.serial
 def test_several_terminals_share_the_satellite(tmp_path: Path) -> None:
     exp = tmp_path / "terms.toml"
     exp.write_text('[experiment]\nname = "terms"\nseed = 1\ntimeout_s = 60\n[factors]\nlink = "geo"\n'
@@ -126,6 +128,7 @@ def test_several_terminals_share_the_satellite(tmp_path: Path) -> None:
     assert any(p.startswith("198.18.1.") for p in peers) and any(p.startswith("198.18.102.") for p in peers), peers
 
 
+@pytest.mark.serial
 def test_the_link_benchmark_measures_what_the_access_costs() -> None:
     from satbench.bench.link import access_cost
 

@@ -14,6 +14,9 @@ import pytest
 from satbench import Testbed, TestbedSpec, load_profile
 from satbench.testbed import measure
 
+#: Runs alone, after the parallel part of the e2e layer (tests/conftest.py: serial).
+pytestmark = pytest.mark.serial
+
 #: 10 Mbit/s down, 20 ms each way, a 200 ms buffer: a bulk flow alone fills it (bufferbloat).
 PROFILE = """name = "aqm-{aqm}"
 description = "bottleneck with {aqm}"

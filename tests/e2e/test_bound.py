@@ -6,12 +6,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.e2e.test_quic_stacks import assert_within_bounds, trials
 from tests.helpers import run_cli
 
 CLIENTS = ("chromium", "firefox", "loader")
 
 
+@pytest.mark.serial
 def test_the_bound_is_tight_where_a_page_is_its_round_trips_and_never_beaten(tmp_path: Path) -> None:
     # An HTML and one 10 KB image fit in the server's first window: the load is the handshake,
     # the HTML's round trip and the image's, over GEO. The fastest of two trials of each browser

@@ -12,6 +12,9 @@ import pytest
 
 from ..helpers import SATBENCH, netns_now, run_cli, satbench_leftovers
 
+#: Runs alone, after the parallel part of the e2e layer (tests/conftest.py: serial).
+pytestmark = pytest.mark.serial
+
 
 def start_shell(*cmd: str, link: str = "lan") -> tuple[subprocess.Popen[str], str]:
     """Start ``satbench shell`` in the background; wait until its testbed is up."""

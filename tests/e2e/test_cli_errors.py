@@ -10,6 +10,9 @@ import pytest
 
 from ..helpers import SATBENCH, netns_now, run_cli, satbench_leftovers
 
+#: Runs alone, after the parallel part of the e2e layer (tests/conftest.py: serial).
+pytestmark = pytest.mark.serial
+
 
 def assert_one_line_error(p: subprocess.CompletedProcess[str], *words: str) -> None:
     assert p.returncode == 2, (p.returncode, p.stderr)

@@ -19,6 +19,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
+
 from satbench import Testbed, TestbedSpec, load_profile
 
 from ..helpers import ListenerWatch, run_cli
@@ -138,6 +140,7 @@ def _har(entries: list[tuple[str, str, str]]) -> dict:
         for url, mime, text in entries]}}
 
 
+@pytest.mark.serial
 def test_a_replayed_page_reaching_outside_loads_its_own_objects_and_the_trial_says_what_was_blocked(
         tmp_path: Path) -> None:
     with host_listeners() as (listeners, tally):

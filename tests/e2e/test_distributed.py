@@ -23,11 +23,16 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from satbench.experiment import cluster_tls
 from satbench.experiment.cluster_tls import ClusterTLS
 from satbench.testbed.cleanup import RUN_ROOT, cleanup
 
 from ..helpers import SATBENCH, ListenerWatch, run_cli, satbench_leftovers
+
+#: Runs alone, after the parallel part of the e2e layer (tests/conftest.py: serial).
+pytestmark = pytest.mark.serial
 
 
 def write(tmp: Path, name: str, body: str, reps: int) -> Path:

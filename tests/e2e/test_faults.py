@@ -19,6 +19,9 @@ import pytest
 
 from ..helpers import SATBENCH, run_cli, satbench_leftovers
 
+#: Runs alone, after the parallel part of the e2e layer (tests/conftest.py: serial).
+pytestmark = pytest.mark.serial
+
 
 def _exp(tmp_path: Path, name: str, body: str) -> Path:
     p = tmp_path / f"{name}.toml"

@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from satbench import Testbed, TestbedSpec, load_profile
 
 from ..helpers import run_cli, satbench_leftovers
@@ -52,6 +54,7 @@ def test_a_page_loads_over_ipv6_only_and_dual_stack_in_every_version(tmp_path: P
             assert m["conns_ipv6"] == m["server_connections"], (f, m)
 
 
+@pytest.mark.serial
 def test_no_ipv6_packet_of_the_kernels_own_crosses_the_link() -> None:
     # A dual-stack testbed left idle: its routers forward IPv6, its hosts have addresses on both sides,
     # and yet the emulator is offered nothing (no DAD, no router solicitation, no MLD report).
@@ -68,6 +71,7 @@ def test_no_ipv6_packet_of_the_kernels_own_crosses_the_link() -> None:
     assert satbench_leftovers() == []
 
 
+@pytest.mark.serial
 def test_every_path_element_server_lookup_and_terminal_carries_ipv6(tmp_path: Path) -> None:
     # IPv6 alone through each part of the path: an access link, both PEPs, a terrestrial link and a
     # competing video flow at once (the loader); the gateway's HTTP proxy (Chromium); a third-party
@@ -160,6 +164,7 @@ def test_the_vpn_tunnel_carries_ipv6(tmp_path: Path) -> None:
         assert peers == {endpoint[family]}, (f, peers)
 
 
+@pytest.mark.serial
 def test_a_browser_falls_back_to_ipv4_when_ipv6_is_dropped(tmp_path: Path) -> None:
     # Dual stack with IPv6 broken beyond the satellite (the gateway drops it): Chromium tries the
     # IPv6 address first, and opens IPv4 300 ms later (Happy Eyeballs); every connection the server

@@ -12,8 +12,13 @@ import sqlite3
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from tests.e2e.test_quic_stacks import trials
 from tests.helpers import PARALLEL, run_cli
+
+#: Runs alone, after the parallel part of the e2e layer (tests/conftest.py: serial).
+pytestmark = pytest.mark.serial
 
 EXPERIMENT = """[experiment]
 name = "limits"

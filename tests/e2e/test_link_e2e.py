@@ -21,6 +21,7 @@ def serialisation_ms(wire_bytes: int, mbps: float) -> float:
     return wire_bytes * 8 / (mbps * 1e6) * 1e3
 
 
+@pytest.mark.serial
 def test_rtt_through_geo_matches_configuration() -> None:
     with Testbed(TestbedSpec(link=load_profile("geo"), seed=1)) as tb:
         r = measure.probe(tb.client, tb.server, count=40, interval_ms=25, size=64)
@@ -35,6 +36,7 @@ def test_rtt_through_geo_matches_configuration() -> None:
     assert lat["count"] == 40 and lat["p50_ms"] < 1.0
 
 
+@pytest.mark.serial
 def test_tcp_goodput_at_10_mbits_is_within_5_percent_of_ideal() -> None:
     # CUBIC on the testbed's routes (kernel-enforced, see the congestion control
     # test) and on iperf3's sockets; in reverse mode iperf3 reports the remote
@@ -84,6 +86,7 @@ def test_bit_error_rate_loses_big_packets_more_often() -> None:
     assert big.sent - big.received > 3 * (small.sent - small.received)
 
 
+@pytest.mark.serial
 def test_mahimahi_trace_sets_the_delivered_rate(tmp_path: Path) -> None:
     # One 1504-byte opportunity per millisecond: 12.03 Mbit/s, 1448 payload bytes per ms.
     (tmp_path / "1ms.trace").write_text("".join(f"{i}\n" for i in range(1, 101)))
@@ -158,6 +161,7 @@ def test_default_congestion_control_reaches_every_connection(cc: str) -> None:
     assert Path("/proc/sys/net/ipv4/tcp_congestion_control").read_text() == before
 
 
+@pytest.mark.serial
 def test_access_link_behind_the_terminal() -> None:
     spec = TestbedSpec(link=load_profile("geo"), access=load_profile("wifi", ["loss=0", "jitter_ms=0"]), seed=2)
     with Testbed(spec) as tb:
@@ -171,6 +175,7 @@ def test_access_link_behind_the_terminal() -> None:
 LEO_DELAY_MS = {12: (28, 52, 12), 27: (12, 65, 25), 42: (25, 58, 18), 57: (18, 68, 28)}
 
 
+@pytest.mark.serial
 def test_leo_profile_steps_its_delay_at_the_scheduled_second() -> None:
     # Probe every 20 ms across the next reconfiguration (seconds 12, 27, 42 and 57 of each UTC minute,
     # with a 300 ms spike): before it the RTT is twice the old delay, during the spike twice the spike's,
@@ -247,6 +252,7 @@ def test_dns_lookups_cross_the_link() -> None:
         assert p.stdout.split()[0] == "198.18.3.10" and time.monotonic() - t < 0.3  # hosts file: no lookup
 
 
+@pytest.mark.serial
 def test_a_measured_series_steps_its_rtt_at_its_second(tmp_path: Path) -> None:
     # A ping series of 4 s: 40 ms for 2 s, then 100 ms; as a profile (satbench series) repeating from
     # the start of each UTC minute, its step comes at seconds 2, 6, ... 58. Probes across the next one

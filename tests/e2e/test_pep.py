@@ -18,6 +18,8 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from satbench import Testbed, TestbedSpec, load_profile
 from satbench.endpoints.options import ServerOptions
 from satbench.endpoints.satbench_server import SatbenchServer
@@ -57,6 +59,7 @@ def download(generated_pages: Any, tmp_path: Path, pep: Pep | None) -> dict[str,
             "udp_rtt_ms": float(probe.stdout), "server_rtt_ms": server_rtt_ms, "link": tb.link_stats}
 
 
+@pytest.mark.serial
 def test_a_pep_at_both_ends_splits_the_round_trip_and_speeds_up_a_download(generated_pages: Any,
                                                                            tmp_path: Path) -> None:
     plain = download(generated_pages, tmp_path / "plain", None)
@@ -90,6 +93,7 @@ def test_a_pep_at_both_ends_splits_the_round_trip_and_speeds_up_a_download(gener
     assert m["pep_terminal_conns"] == 1 and m["pep_gateway_bytes_down"] >= 2_000_000
 
 
+@pytest.mark.serial
 def test_a_study_records_the_peps_and_quic_passes_untouched(tmp_path: Path) -> None:
     exp = tmp_path / "pep.toml"
     exp.write_text('[experiment]\nname = "pep"\nseed = 1\ntimeout_s = 60\n[factors]\nlink = "wire"\n'
@@ -137,6 +141,7 @@ def pep_processes() -> list[str]:
     return out.split()
 
 
+@pytest.mark.serial
 def test_sigkill_of_the_owner_leaves_no_pep_rule_or_route() -> None:
     before = pep_processes()
     p = subprocess.Popen([*SATBENCH, "shell", "--link", "wire", "--pep", "both", "-q", "--", "sleep", "60"],

@@ -15,6 +15,9 @@ import pytest
 
 from ..helpers import run_cli
 
+#: Runs alone, after the parallel part of the e2e layer (tests/conftest.py: serial).
+pytestmark = pytest.mark.serial
+
 
 def run(tmp_path: Path, factors: str, timeout: float = 600, attempts: int = 3) -> tuple[dict[str, Any], list[dict[str, Any]],
                                                                        list[tuple[int, str, str]]]:

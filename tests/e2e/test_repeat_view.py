@@ -14,6 +14,8 @@ import json
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from ..helpers import PARALLEL, run_cli
 
 RTT_MS = 530
@@ -29,6 +31,7 @@ def _trials(db: Path) -> list[dict]:
     return out
 
 
+@pytest.mark.serial
 def test_a_repeat_view_resumes_sends_early_and_uses_its_cache(tmp_path: Path) -> None:
     exp = tmp_path / "repeat.toml"
     exp.write_text(

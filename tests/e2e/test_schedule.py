@@ -11,7 +11,12 @@ import sqlite3
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from ..helpers import run_cli
+
+#: Runs alone, after the parallel part of the e2e layer (tests/conftest.py: serial).
+pytestmark = pytest.mark.serial
 
 
 def _run(tmp_path: Path, name: str, factors: str, attempts: int = 3) -> tuple[sqlite3.Connection, dict]:

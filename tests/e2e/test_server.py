@@ -253,6 +253,7 @@ def test_loader_fetches_over_h3_byte_exact(served, tmp_path: Path) -> None:
         x.sha256 for x in manifests["triangular-1m"].objects if x.path == "img5.jpg")
 
 
+@pytest.mark.serial
 def test_server_benchmark_runs_every_protocol() -> None:
     from ..helpers import run_cli
 
@@ -286,6 +287,7 @@ def _first_flight_gaps(gaps: list[float], one_way_s: float, n: int = 10) -> list
     return gaps[start + 1:start + 1 + n]
 
 
+@pytest.mark.serial
 def test_quic_pacing_really_happens(generated_pages, tmp_path: Path) -> None:
     """With BBR the server holds packets until quiche's send time; on the wire
     (the emulator's capture at the gateway) the response's first flight is

@@ -11,6 +11,8 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from satbench import Testbed, TestbedSpec, load_profile
 from satbench.endpoints.options import ServerOptions
 from satbench.endpoints.satbench_server import SatbenchServer
@@ -25,6 +27,7 @@ def _avg_rtt(out: str) -> float:
     return float(m.group(1))
 
 
+@pytest.mark.serial
 def test_the_terrestrial_delay_is_behind_the_gateway_only() -> None:
     with Testbed(TestbedSpec(link=load_profile("geo"), terrestrial=load_profile("terrestrial"), seed=1)) as tb:
         assert tb.edge is not None

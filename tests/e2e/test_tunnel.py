@@ -15,6 +15,8 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 from satbench import Testbed, TestbedSpec, load_profile
 from satbench.path.tunnel import Tunnel
 
@@ -25,6 +27,7 @@ TCP_PARTS = ("tcp_retransmitted", "tls_handshake", "tls_record_overhead", "tcp_p
              "pure_acks", "syn_fin_rst")
 
 
+@pytest.mark.serial
 def test_through_the_tunnel_the_peps_split_nothing(tmp_path: Path) -> None:
     exp = tmp_path / "t.toml"
     exp.write_text('[experiment]\nname = "t"\nseed = 1\ntimeout_s = 90\norder = "sequential"\n[factors]\n'
@@ -80,6 +83,7 @@ def test_through_the_tunnel_the_peps_split_nothing(tmp_path: Path) -> None:
     assert satbench_leftovers() == []
 
 
+@pytest.mark.serial
 def test_a_tunnel_comes_up_over_a_lossy_path(tmp_path: Path) -> None:
     """A lost handshake or first echo is no dead tunnel: over a terrestrial part losing 15 % each
     way, every trial's tunnel comes up and the trial is valid (a tunnel that had one echo to come
@@ -104,6 +108,7 @@ def test_a_tunnel_comes_up_over_a_lossy_path(tmp_path: Path) -> None:
     assert satbench_leftovers() == []
 
 
+@pytest.mark.serial
 def test_the_mtu_is_enforced_where_packets_enter_the_tunnel(tmp_path: Path) -> None:
     tunnel = Tunnel("wireguard", {}, trial(link="lan", tunnel="wireguard"))
     spec = TestbedSpec(link=load_profile("lan"), seed=1)
@@ -144,6 +149,7 @@ def _processes(pattern: str) -> list[str]:
     return p.stdout.split()
 
 
+@pytest.mark.serial
 def test_sigkill_of_the_owner_leaves_no_tunnel_rule_or_route() -> None:
     before = _processes("satbench-tunnel run")
     p = subprocess.Popen([*SATBENCH, "shell", "--link", "wire", "--tunnel", "wireguard", "--pep", "both", "-q", "--",

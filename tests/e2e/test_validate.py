@@ -11,9 +11,14 @@ import re
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from satbench.validate import load, load_set
 
 from ..helpers import REPO, run_cli
+
+#: Runs alone, after the parallel part of the e2e layer (tests/conftest.py: serial).
+pytestmark = pytest.mark.serial
 
 
 def test_validate_study_e_quick(tmp_path: Path) -> None:

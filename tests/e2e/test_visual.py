@@ -16,6 +16,9 @@ from satbench.results.report import write_report
 from tests.e2e.test_quic_stacks import assert_within_bounds, trials
 from tests.helpers import run_cli
 
+#: Runs alone, after the parallel part of the e2e layer (tests/conftest.py: serial).
+pytestmark = pytest.mark.serial
+
 
 def test_chromium_frames_give_the_visual_metrics_over_geo(tmp_path: Path) -> None:
     exp = tmp_path / "visual.toml"

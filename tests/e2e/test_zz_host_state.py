@@ -4,8 +4,13 @@ left anything behind."""
 
 from __future__ import annotations
 
+import pytest
+
 from ..conftest import initial_host_state
 from ..helpers import host_state, satbench_leftovers
+
+#: Runs alone, after the parallel part of the e2e layer (tests/conftest.py: serial).
+pytestmark = pytest.mark.serial
 
 
 def test_host_state_unchanged() -> None:
