@@ -844,6 +844,12 @@ def _validate_args(p: argparse.ArgumentParser) -> None:
                    help="add repetitions only to the cells an undecided check reads, judging after 3, 5, 10, 20, 30 "
                         "and 50 repetitions and at each set's own (the cap), each look at Pocock's level; with "
                         "--judge-only, what such a run would have decided on the stored trials")
+    p.add_argument("--committed-only", action="store_true",
+                   help="judge only trials run from committed code (a trial whose commit ends in -dirty is left "
+                        "out, and counted)")
+    p.add_argument("--tally", metavar="QUICK_DB",
+                   help="run nothing: every check's verdict from the full presets (--db) beside the quick sets' "
+                        "(QUICK_DB), study by study, as Markdown, from committed code only")
     p.add_argument("--calibrate", action="store_true",
                    help="run nothing: how often the judge's intervals are wrong, on planted nulls and effects drawn "
                         "from the stored trials' spread (--db), at 3, 5, 10 and 30 trials a side")
@@ -867,6 +873,21 @@ def _validate(a: argparse.Namespace, _: list[str]) -> int:
 
     studies, claims = validate.load()
     known = [s.study for s in studies if s.study != validate.PHYSICAL]
+    if a.tally:
+        from .validate import tally  # noqa: PLC0415
+
+        for f in (a.db, a.tally):
+            if not Path(f).is_file():
+                raise InputError(f"{f}: no such results database")
+        asked = [s for s in studies if s.study in ([x.upper() for x in a.studies] or known)]
+        judged = []
+        for quick, path in ((False, Path(a.db)), (True, Path(a.tally))):
+            ran = validate.run_sets(validate.sets_of(asked, quick), path, lambda *_: None)
+            judged.append(validate.judge(path, asked, claims, ran, committed_only=True))
+        full, quick_v = judged
+        print(tally.markdown(full.results, quick_v.results, full.dirty, quick_v.dirty,
+                             [s.study for s in asked]), end="")
+        return 0
     want = [x.upper() for x in a.studies] or known
     bad = [x for x in want if x not in known]
     if bad:
@@ -906,7 +927,7 @@ def _validate(a: argparse.Namespace, _: list[str]) -> int:
         sets = validate.run_sets(files, db, run_one, a.repetitions)
         if not db.exists():
             raise InputError(f"--db {db}: no results yet (run without --judge-only)")
-        v = validate.judge(db, chosen, claims, sets)
+        v = validate.judge(db, chosen, claims, sets, committed_only=a.committed_only)
     command = "satbench validate " + " ".join([*a.studies, *(["--quick"] if a.quick else []),
                                                *(["--sequential"] if a.sequential else []),
                                                *([f"--repetitions {a.repetitions}"] if a.repetitions else [])])

@@ -135,3 +135,26 @@ def test_a_share_of_a_gain_given_back() -> None:
     f2, lo2, hi2, _ = intervals.share([a, np.array([100.5, 100.4, 100.6])], [b, np.array([100.0, 100.1, 99.9])],
                                       [c, np.array([100.2, 100.1, 100.3])])
     assert 0.75 < f2 < 0.85 and hi2 - lo2 < 0.3
+
+
+def test_the_tally_sets_full_and_quick_verdicts_side_by_side_and_says_why_they_differ() -> None:
+    from satbench.validate.claims import Check, Claim
+    from satbench.validate.judge import Result
+    from satbench.validate.tally import markdown, why
+
+    claim = Claim("A1", "A", "t", "", "plt_ms", {}, ())
+    c1, c2, c3 = Check("one", "relative"), Check("two", "relative"), Check("three", "relative")
+    full = [Result(claim, c1, "reproduced", "-30.0 % [-35.0, -25.0]", n=24),
+            Result(claim, c2, "reproduced", "-20.0 % [-30.0, -10.0]", n=24),
+            Result(claim, c3, "differs", "+5.0 % [+2.0, +8.0]", n=24)]
+    quick = [Result(claim, c1, "reproduced", "-31.0 % [-36.0, -26.0]", n=10),
+             Result(claim, c2, "inconclusive", "-20.0 % [-45.0, +5.0]", n=10),
+             Result(claim, c3, "not measured", "no trials of these cells")]
+    assert why(full[0], quick[0]) == ""
+    assert why(full[1], quick[1]) == "the quick sets' 10 trials decide less than the full sets' 24"
+    assert why(full[2], quick[2]) == "not in the quick sets"
+    text = markdown(full, quick, {"A": 3}, {}, ["A"])
+    assert "### Study A" in text and "3 full and 0 quick trials left out" in text
+    assert "| A1 | one | reproduced: -30.0 % [-35.0, -25.0] (n = 24) | reproduced: -31.0 % [-36.0, -26.0] (n = 10) |  |" \
+        in text
+    assert "Full presets: 2 reproduced, 1 differs." in text

@@ -44,8 +44,9 @@ class Validation:
     results: list[Result]
     #: Each set's experiment name, file and trial count, as run.
     sets: list[tuple[str, str, int]]
-    #: The trials judged, per study.
+    #: The trials judged, per study, and those left out as run from uncommitted code.
     judged: dict[str, int] = dataclasses.field(default_factory=dict)
+    dirty: dict[str, int] = dataclasses.field(default_factory=dict)
 
 
     @property
@@ -95,22 +96,30 @@ def load_set(f: Path, repetitions: int | None = None) -> Experiment:
 
 
 def judge(db: Path, studies: list[StudySets], claims: list[Claim], sets: list[Set], alpha: float = 0.05,
-          max_rep: int | None = None) -> Validation:
+          max_rep: int | None = None, committed_only: bool = False) -> Validation:
     """Every claim of the studies asked (and the physical ones) on the trials of their sets (a
     trial the database holds under a set's name that the set no longer plans does not count), its
     intervals at level 1 - ``alpha`` and Holm's correction at ``alpha`` (a sequential look spends
-    less than 0.05: :mod:`.sequential`); with ``max_rep``, only each cell's repetitions up to it."""
+    less than 0.05: :mod:`.sequential`); with ``max_rep``, only each cell's repetitions up to it; with
+    ``committed_only``, only trials run from committed code (their commit without ``-dirty``), the
+    others counted per study in :attr:`Validation.dirty`."""
     by_file = {f: (name, keys) for name, f, keys in sets}
     results: list[Result] = []
     frames: dict[str, pd.DataFrame] = {}
+    dirty: dict[str, int] = {}
     with Results(db) as r:
         stored = set(r.experiments())
         for s in studies:
             mine = [by_file[k] for f in (*s.quick, *s.full) if (k := f"experiments/{f}") in by_file]
             dfs = [d[d["key"].isin(keys) & (d["rep"] <= (max_rep or d["rep"].max()))] if not d.empty else d
                    for name, keys in mine if name in stored for d in [r.trials(name)]]
-            frames[s.study] = pd.concat([d for d in dfs if not d.empty], ignore_index=True) if any(
+            frame = pd.concat([d for d in dfs if not d.empty], ignore_index=True) if any(
                 not d.empty for d in dfs) else pd.DataFrame()
+            if committed_only and "satbench_commit" in frame.columns:
+                clean = ~frame["satbench_commit"].fillna("-dirty").astype(str).str.endswith("-dirty")
+                dirty[s.study] = int((~clean).sum())
+                frame = frame[clean]
+            frames[s.study] = frame
     everything = pd.concat([f for f in frames.values() if not f.empty], ignore_index=True) if any(
         not f.empty for f in frames.values()) else pd.DataFrame()
     for c in claims:
@@ -127,7 +136,7 @@ def judge(db: Path, studies: list[StudySets], claims: list[Claim], sets: list[Se
                 got = evaluate(df, c, check)
             results.append(dataclasses.replace(got, keys=keys_of(run, c, check)))
     return Validation(studies, holm_by_study(results, alpha), [(name, f, len(keys)) for name, f, keys in sets],
-                      {k: len(f) for k, f in frames.items()})
+                      {k: len(f) for k, f in frames.items()}, dirty)
 
 
 #: The verdicts that claim a direction was found: what Holm's correction across a study's checks guards.
