@@ -61,23 +61,40 @@ def netns_now() -> list[str]:
     return sorted(l.split()[0] for l in p.stdout.splitlines() if l.strip())
 
 
+def _in_use_elsewhere(tid: str) -> bool:
+    """A testbed another live process owns: a test running beside this one (the e2e layer's parallel
+    part). One this process owns, or whose owner is gone, is this test's to answer for."""
+    from satbench.testbed.proc import alive
+
+    try:
+        owner = json.loads((Path("/run/satbench") / tid / "owner.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return int(owner["pid"]) != os.getpid() and alive(int(owner["pid"]), owner.get("start"))
+
+
 def satbench_leftovers() -> list[str]:
-    """Anything of any testbed still present on the host."""
-    left = [ns for ns in netns_now() if ns.startswith("sb")]
+    """Anything of a testbed still present on the host, but the testbeds other live processes own
+    (another test's, running beside this one) and the staging folder of one being made."""
+    left = [ns for ns in netns_now() if ns.startswith("sb") and not _in_use_elsewhere(ns[2:8])]
     run = Path("/run/satbench")
     if run.is_dir():
-        left += [f"/run/satbench/{d.name}" for d in run.iterdir()]
+        left += [f"/run/satbench/{d.name}" for d in run.iterdir()
+                 if not d.name.startswith(".") and not _in_use_elsewhere(d.name)]
     etc = Path("/etc/netns")
     if etc.is_dir():
-        left += [f"/etc/netns/{d.name}" for d in etc.iterdir() if d.name.startswith("sb")]
+        left += [f"/etc/netns/{d.name}" for d in etc.iterdir()
+                 if d.name.startswith("sb") and not _in_use_elsewhere(d.name[2:8])]
     # A testbed's emulator: its configuration lives in the testbed's run folder.
-    p = subprocess.run(["pgrep", "-f", "satbench-link --config /run/satbench/"], capture_output=True, text=True)
-    for pid in p.stdout.split():
+    p = subprocess.run(["pgrep", "-af", "satbench-link --config /run/satbench/"], capture_output=True, text=True)
+    for line in p.stdout.splitlines():
+        pid, _, cmd = line.partition(" ")
+        tid = cmd.split("/run/satbench/", 1)[1][:6] if "/run/satbench/" in cmd else ""
         try:
             state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
-        if state != "Z":  # an exited emulator whose orphaned parent's reaper (pid 1) has not reaped it
+        if state != "Z" and not _in_use_elsewhere(tid):  # (Z: exited, its reaper has not reaped it yet)
             left.append(f"pid {pid}")
     return left
 

@@ -54,7 +54,6 @@ def test_a_page_loads_over_ipv6_only_and_dual_stack_in_every_version(tmp_path: P
             assert m["conns_ipv6"] == m["server_connections"], (f, m)
 
 
-@pytest.mark.serial
 def test_no_ipv6_packet_of_the_kernels_own_crosses_the_link() -> None:
     # A dual-stack testbed left idle: its routers forward IPv6, its hosts have addresses on both sides,
     # and yet the emulator is offered nothing (no DAD, no router solicitation, no MLD report).

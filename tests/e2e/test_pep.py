@@ -93,7 +93,6 @@ def test_a_pep_at_both_ends_splits_the_round_trip_and_speeds_up_a_download(gener
     assert m["pep_terminal_conns"] == 1 and m["pep_gateway_bytes_down"] >= 2_000_000
 
 
-@pytest.mark.serial
 def test_a_study_records_the_peps_and_quic_passes_untouched(tmp_path: Path) -> None:
     exp = tmp_path / "pep.toml"
     exp.write_text('[experiment]\nname = "pep"\nseed = 1\ntimeout_s = 60\n[factors]\nlink = "wire"\n'

@@ -21,7 +21,6 @@ import pytest
 from ..helpers import SATBENCH, run_cli, satbench_leftovers
 
 
-@pytest.mark.serial
 def test_clients_speak_h2_to_the_proxy_and_the_origin_sees_http11(tmp_path: Path) -> None:
     exp = tmp_path / "p.toml"
     exp.write_text('[experiment]\nname = "p"\nseed = 1\ntimeout_s = 90\norder = "sequential"\n'
@@ -112,7 +111,6 @@ def test_a_warm_cache_answers_every_request(tmp_path: Path) -> None:
     assert cold["proxy_requests"] == cold["responses"]
 
 
-@pytest.mark.serial
 def test_nghttpx_fetches_over_h2_or_h1_from_every_shards_origin(tmp_path: Path) -> None:
     """nghttpx at the gateway: the clients' HTTP/2 ends there; each origin
     (the HTML's host and two shards, each its own server) sees the requests

@@ -49,7 +49,6 @@ def _log(art: Path) -> list[dict[str, Any]]:
     return [json.loads(x) for x in (art / "server" / "access.jsonl").read_text().splitlines() if x.strip()]
 
 
-@pytest.mark.serial
 def test_every_mechanism_delivers_each_message_once_in_order_and_no_sooner_than_physics(tmp_path: Path) -> None:
     trials = _run(tmp_path, "rt", 'client = "chromium"\nprotocol = ["h1", "h2"]\nrealtime = ["poll", "sse", "ws"]\n'
                                   'scenario = "chat"\nmessages = 6\ninterval_ms = 300\n')
@@ -151,7 +150,6 @@ def test_posts_outlive_the_servers_idle_timeout_on_kept_alive_connections(tmp_pa
     assert len(closed) >= 3, [e.get("error") for e in log if e.get("type") == "connection"]
 
 
-@pytest.mark.serial
 def test_the_loader_runs_many_users_in_a_chat_room(tmp_path: Path) -> None:
     """Five light clients of one loader in one room, per mechanism and protocol: every member's messages
     reach every other member once and in order, never sooner than up and down the satellite, through the
@@ -190,7 +188,6 @@ def test_the_loader_runs_many_users_in_a_chat_room(tmp_path: Path) -> None:
     assert satbench_leftovers() == []
 
 
-@pytest.mark.serial
 def test_webtransport_over_http3_in_both_browsers(tmp_path: Path) -> None:
     """realtime = "wt": a WebTransport session (extended CONNECT over HTTP/3, satbench-server's quinn
     stack) and one bidirectional stream carrying the chat both ways, in Chromium and Firefox."""

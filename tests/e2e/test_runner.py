@@ -161,7 +161,6 @@ def test_resume_after_sigkill_loses_nothing_and_runs_only_the_missing(tmp_path: 
     assert satbench_leftovers() == []
 
 
-@pytest.mark.serial
 def test_ctrl_c_stops_cleanly_and_keeps_finished_trials(tmp_path: Path) -> None:
     exp = write(tmp_path, "intr", SLOW)
     db = tmp_path / "db.sqlite"

@@ -12,8 +12,6 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from satbench.endpoints import pages
 
 from ..helpers import run_cli, satbench_leftovers
@@ -34,7 +32,6 @@ def _access(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-@pytest.mark.serial
 def test_a_sharded_page_opens_connections_to_every_shard(tmp_path: Path) -> None:
     exp = tmp_path / "s.toml"
     exp.write_text('[experiment]\nname = "s"\nseed = 1\ntimeout_s = 120\norder = "sequential"\n'
@@ -114,7 +111,6 @@ def test_sharding_that_cannot_be_done_is_refused(tmp_path: Path) -> None:
         assert re.search(rf"{re.escape(str(exp))}:{line}: (factors\.)?shards: ", msg) and why in msg, msg
 
 
-@pytest.mark.serial
 def test_the_shell_serves_a_sharded_page_from_every_shard(tmp_path: Path) -> None:
     """``satbench shell --serve DIR --shards 3``: three satbench servers, the
     sharded index written beside each page's, and a load from the shell

@@ -83,7 +83,6 @@ def test_through_the_tunnel_the_peps_split_nothing(tmp_path: Path) -> None:
     assert satbench_leftovers() == []
 
 
-@pytest.mark.serial
 def test_a_tunnel_comes_up_over_a_lossy_path(tmp_path: Path) -> None:
     """A lost handshake or first echo is no dead tunnel: over a terrestrial part losing 15 % each
     way, every trial's tunnel comes up and the trial is valid (a tunnel that had one echo to come
@@ -108,7 +107,6 @@ def test_a_tunnel_comes_up_over_a_lossy_path(tmp_path: Path) -> None:
     assert satbench_leftovers() == []
 
 
-@pytest.mark.serial
 def test_the_mtu_is_enforced_where_packets_enter_the_tunnel(tmp_path: Path) -> None:
     tunnel = Tunnel("wireguard", {}, trial(link="lan", tunnel="wireguard"))
     spec = TestbedSpec(link=load_profile("lan"), seed=1)
