@@ -158,3 +158,16 @@ def test_the_tally_sets_full_and_quick_verdicts_side_by_side_and_says_why_they_d
     assert "| A1 | one | reproduced: -30.0 % [-35.0, -25.0] (n = 24) | reproduced: -31.0 % [-36.0, -26.0] (n = 10) |  |" \
         in text
     assert "Full presets: 2 reproduced, 1 differs." in text
+
+
+def test_a_tally_cell_never_breaks_its_table() -> None:
+    from satbench.validate.claims import Check, Claim
+    from satbench.validate.judge import Result
+    from satbench.validate.tally import markdown
+
+    claim = Claim("D1", "D", "t", "", "plt_ms", {}, ())
+    check = Check("largest effect", "largest_effect")
+    r = Result(claim, check, "inconclusive", "|effect| on the mean [95 % interval]: " + "cc 23.8 % [0.0, 50.6], " * 9,
+               n=24)
+    row = next(line for line in markdown([r], [r], {}, {}, ["D"]).splitlines() if line.startswith("| D1"))
+    assert row.replace("\\|", "").count("|") == 6 and "…" in row, row

@@ -13,13 +13,24 @@ from .judge import Result
 OPEN = ("inconclusive", "not measured", "direction reproduced, size undecided")
 
 
+#: The longest measured figure a cell shows (a largest-effect check's list of effects is longer).
+MEASURED_CHARS = 80
+
+
+def _md(text: str) -> str:
+    """Text safe inside a Markdown table cell."""
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
 def _cell(r: Result | None) -> str:
     if r is None:
         return "-"
     if r.verdict == "not measured":
         return "not measured"
-    measured = r.measured.split(" (")[0] if r.measured else ""
-    return f"{r.verdict}: {measured} (n = {r.n})"
+    measured = r.measured if r.check.kind == "largest_effect" else r.measured.split(" (")[0]
+    if len(measured) > MEASURED_CHARS:
+        measured = measured[:MEASURED_CHARS - 1].rstrip() + "…"
+    return _md(f"{r.verdict}: {measured} (n = {r.n})")
 
 
 def why(full: Result | None, quick: Result | None) -> str:
@@ -57,7 +68,7 @@ def markdown(full: list[Result], quick: list[Result], dirty_full: dict[str, int]
         out.append("|---|---|---|---|---|")
         for k in rows:
             f, q = fq.get(k), qq.get(k)
-            out.append(f"| {k[0]} | {k[1]} | {_cell(f)} | {_cell(q)} | {why(f, q)} |")
+            out.append(f"| {k[0]} | {_md(k[1])} | {_cell(f)} | {_cell(q)} | {_md(why(f, q))} |")
         counts: dict[str, int] = {}
         for k in rows:
             if (r := fq.get(k)) is not None:
