@@ -13,7 +13,6 @@ still recognised when it resumes.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -26,7 +25,7 @@ from ..link.profile import KEYS as LINK_KEYS
 from ..model import DEFAULT_QUIC_STACK, QUIC_STACKS, ClientKind, CongestionControl, Protocol, ServerKind, choices
 from ..path import ELEMENTS, element_class
 from ..testbed import knobs
-from ..testbed.testbed import IP_FAMILIES
+from ..testbed.testbed import IP_FAMILIES, udp_problem
 from . import population
 
 Check = Callable[[Any], "str | None"]
@@ -139,9 +138,7 @@ CORE: tuple[Factor, ...] = (
            "a broken family: the gateway drops every packet of it (with ip = \"dual\", in a browser), so that "
            "the browser's fallback to the other family shows (Happy Eyeballs: Chromium starts IPv4 300 ms after "
            "an unanswered IPv6 attempt)", keyed=False),
-    Factor("udp", lambda v: None if v in ("open", "blocked") or (isinstance(v, str) and re.fullmatch(
-        r"policed:[1-9][0-9]{0,6}", v)) else f"must be open, blocked or policed:KBITS (e.g. policed:512), got {v!r}",
-           "open",
+    Factor("udp", udp_problem, "open",
            "UDP at the gateway, as some satellite and enterprise networks treat it: open, blocked (every UDP packet "
            "but DNS dropped), or policed:KBITS (UDP beyond that many kbit/s dropped); the packets dropped are "
            "counted (udp_dropped_packets)", keyed=False),

@@ -66,6 +66,14 @@ def _allowed_as_default(cc: str) -> bool:
         return False
 
 
+def udp_problem(value: object) -> str | None:
+    """What is wrong with a ``udp`` value (open, blocked or policed:KBITS), or None: the one check,
+    for the testbed and the experiment's factor alike."""
+    if value in ("open", "blocked") or (isinstance(value, str) and re.fullmatch(r"policed:[1-9][0-9]{0,6}", value)):
+        return None
+    return f"must be open, blocked or policed:KBITS (e.g. policed:512), got {value!r}"
+
+
 def udp_rules(udp: str) -> str:
     """The gateway's nftables table for ``udp`` (blocked, or policed:KBITS): UDP it forwards, DNS aside,
     dropped (beyond the rate) and counted."""
@@ -216,8 +224,8 @@ class Testbed:
             raise TestbedError(f"ip_drop must be v4 or v6, got {spec.ip_drop!r}")
         if spec.ip_drop is not None and spec.ip != "dual":
             raise TestbedError("ip_drop needs ip = dual (the other family must remain)")
-        if spec.udp not in ("open", "blocked") and not re.fullmatch(r"policed:[1-9][0-9]{0,6}", spec.udp):
-            raise TestbedError(f"udp must be open, blocked or policed:KBITS, got {spec.udp!r}")
+        if (problem := udp_problem(spec.udp)) is not None:
+            raise TestbedError(f"udp {problem}")
         if not 1 <= spec.terminals <= MAX_TERMINALS:
             raise TestbedError(f"terminals must be between 1 and {MAX_TERMINALS}, got {spec.terminals}")
         self.spec = spec
