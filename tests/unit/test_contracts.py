@@ -152,6 +152,12 @@ def test_the_servers_access_log_is_what_python_reads(tmp_path: Path) -> None:
     assert (s.bytes_served, s.tls, s.nodelay, s.transports) == (14, [False], [True], {"tcp": 1})
     assert s.origins == {"server.test": {"tcp": 1, "quic": 0, "requests": 1}} and s.unused_connections == 0
     assert s.limited_ms == {"fixed": 0.0}  # the classifier's classes, summed over connections
+    # Each connection's classes beside its ALPN and its retransmissions (its last TCP_INFO sample,
+    # field names as crates/server/src/tcpinfo.rs writes them): what tells a population's groups apart.
+    assert s.connections_limited == [{"conn": "t1", "transport": "tcp", "alpn": None, "retrans": None, "fixed": 0.0}]
+    (tmp_path / "tcp_info.jsonl").write_text('{"conn": "t1", "total_retrans": 3}\n{"conn": "t1", "total_retrans": 7}\n')
+    assert summarise(tmp_path).connections_limited == [{"conn": "t1", "transport": "tcp", "alpn": None, "retrans": 7,
+                                                        "fixed": 0.0}]
 
 
 def test_both_quic_stacks_connection_records_are_what_python_reads(tmp_path: Path) -> None:

@@ -238,16 +238,9 @@ def summarise(log_dir: Path) -> ServerSummary:
     early = [r for r in reqs if r.get("early_data") is not None]
     if early:
         out.early_data_requests = sum(r["early_data"] is True for r in early)
-    # What limited each connection's sending: the server's one classifier for TCP and QUIC
-    # (crates/server/src/limits.rs), time per class in its connection record.
-    per_conn: list[dict[str, Any]] = []
-    for c in conns:
-        if isinstance(c.get("limited_ms"), dict):
-            per_conn.append({"conn": c.get("conn"), "transport": str(c.get("transport") or "quic"),
-                             **{k: float(v) for k, v in c["limited_ms"].items()}})
     ti = log_dir / "tcp_info.jsonl"
+    last: dict[str, dict[str, Any]] = {}
     if ti.exists():
-        last: dict[str, dict[str, Any]] = {}
         max_cwnd = 0
         for e in _jsonl(ti):
             last[str(e.get("conn"))] = e
@@ -259,13 +252,23 @@ def summarise(log_dir: Path) -> ServerSummary:
         out.tfo_connections = sum(bool(e.get("syn_data")) for e in last.values())
         out.tcp_max_cwnd = max_cwnd
         out.tcp_min_rtt_ms = min((e["min_rtt_us"] / 1000 for e in last.values() if e.get("min_rtt_us")), default=None)
+    # What limited each connection's sending: the server's one classifier for TCP and QUIC
+    # (crates/server/src/limits.rs), time per class in its connection record; beside it the
+    # connection's ALPN and, for TCP, its retransmissions (its last TCP_INFO), so that a
+    # population's groups (HTTP/1.1 clients against HTTP/2 ones) can be told apart.
+    per_conn: list[dict[str, Any]] = []
+    totals: dict[str, float] = {}
+    for c in conns:
+        if isinstance(c.get("limited_ms"), dict):
+            classes = {k: float(v) for k, v in c["limited_ms"].items()}
+            for k, v in classes.items():
+                totals[k] = totals.get(k, 0.0) + v
+            tcp = last.get(str(c.get("conn")))
+            per_conn.append({"conn": c.get("conn"), "transport": str(c.get("transport") or "quic"),
+                             "alpn": c.get("alpn") or None,
+                             "retrans": int(tcp.get("total_retrans") or 0) if tcp else None, **classes})
     if per_conn:
         out.connections_limited = per_conn
-        totals: dict[str, float] = {}
-        for c in per_conn:
-            for k, v in c.items():
-                if k not in ("conn", "transport"):
-                    totals[k] = totals.get(k, 0.0) + float(v)
         out.limited_ms = totals
     qdir = log_dir / "qlog"
     if qdir.is_dir():
