@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from satbench.results.report import ViewChoice, _representatives
+from satbench.results.pictures import ViewChoice, _representatives
 from satbench.results.views import Strip, _step, filmstrip, frames_of, waterfall
 
 matplotlib.use("Agg")
