@@ -91,7 +91,6 @@ def test_a_download_through_a_rain_fade_follows_the_profile(tmp_path: Path) -> N
     assert m["modcod_changes"] == term["modcod_changes"] == len(series) - 1 >= 2
 
 
-@pytest.mark.serial
 def test_several_terminals_share_the_satellite(tmp_path: Path) -> None:
     exp = tmp_path / "terms.toml"
     exp.write_text('[experiment]\nname = "terms"\nseed = 1\ntimeout_s = 60\n[factors]\nlink = "geo"\n'

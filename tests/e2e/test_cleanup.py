@@ -12,9 +12,6 @@ import pytest
 
 from ..helpers import SATBENCH, netns_now, run_cli, satbench_leftovers
 
-#: Runs alone, after the parallel part of the e2e layer (tests/conftest.py: serial).
-pytestmark = pytest.mark.serial
-
 
 def start_shell(*cmd: str, link: str = "lan") -> tuple[subprocess.Popen[str], str]:
     """Start ``satbench shell`` in the background; wait until its testbed is up."""
@@ -45,6 +42,7 @@ def test_normal_exit_leaves_nothing() -> None:
     assert satbench_leftovers() == []
 
 
+@pytest.mark.serial
 @pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 128 + signal.SIGTERM), (signal.SIGINT, 130),
                                        (signal.SIGHUP, 128 + signal.SIGHUP)])
 def test_signals_tear_down(sig: int, code: int) -> None:
@@ -55,6 +53,7 @@ def test_signals_tear_down(sig: int, code: int) -> None:
     assert of(tid) == []
 
 
+@pytest.mark.serial
 def test_sigkill_then_cleanup_spares_a_live_run() -> None:
     live, live_id = start_shell("sleep", "120")
     dead, dead_id = start_shell("sleep", "120")
@@ -84,6 +83,7 @@ def test_sigkill_then_cleanup_spares_a_live_run() -> None:
     assert of(live_id) == []
 
 
+@pytest.mark.serial
 def test_next_run_removes_what_a_dead_run_left() -> None:
     dead, dead_id = start_shell("sleep", "120")
     dead.kill()

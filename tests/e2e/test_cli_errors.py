@@ -10,9 +10,6 @@ import pytest
 
 from ..helpers import SATBENCH, netns_now, run_cli, satbench_leftovers
 
-#: Runs alone, after the parallel part of the e2e layer (tests/conftest.py: serial).
-pytestmark = pytest.mark.serial
-
 
 def assert_one_line_error(p: subprocess.CompletedProcess[str], *words: str) -> None:
     assert p.returncode == 2, (p.returncode, p.stderr)
@@ -22,6 +19,7 @@ def assert_one_line_error(p: subprocess.CompletedProcess[str], *words: str) -> N
         assert w in lines[0], (w, lines[0])
 
 
+@pytest.mark.serial
 def test_unknown_profile() -> None:
     before = netns_now()
     p = run_cli("shell", "--link", "nosuch", "--", "true")

@@ -31,9 +31,6 @@ from satbench.testbed.cleanup import RUN_ROOT, cleanup
 
 from ..helpers import SATBENCH, ListenerWatch, run_cli, satbench_leftovers
 
-#: Runs alone, after the parallel part of the e2e layer (tests/conftest.py: serial).
-pytestmark = pytest.mark.serial
-
 
 def write(tmp: Path, name: str, body: str, reps: int) -> Path:
     p = tmp / f"{name}.toml"
@@ -133,6 +130,7 @@ def owned_testbeds(pid: int) -> list[str]:
 SMALL = '[factors]\nlink = "lan"\nprotocol = ["h1", "h2"]\npage = "uniform-100k"\nclient = "loader"\n'
 
 
+@pytest.mark.serial
 def test_two_local_workers_store_each_trial_once_within_noise_of_a_sequential_run(tmp_path: Path) -> None:
     exp = write(tmp_path, "par", SMALL, reps=4)
     t0 = time.monotonic()
@@ -202,6 +200,7 @@ def refused_without_our_certificate(address: str, tls: ClusterTLS, other: Cluste
     return out
 
 
+@pytest.mark.serial
 def test_a_worker_killed_mid_trial_loses_only_that_trial_run_again_elsewhere(tmp_path: Path) -> None:
     """Also: with a TLS scheduler and two workers, nothing listens beyond loopback, and a worker
     refuses a peer without the cluster's certificate."""
@@ -288,6 +287,7 @@ def test_a_worker_with_another_commit_is_refused_with_one_line(tmp_path: Path) -
     assert satbench_leftovers() == []
 
 
+@pytest.mark.serial
 def test_ctrl_c_at_the_coordinator_cancels_the_queue_keeps_what_finished_and_stops_its_workers(
         tmp_path: Path) -> None:
     exp = write(tmp_path, "intr", SLOW, reps=2)
@@ -298,15 +298,17 @@ def test_ctrl_c_at_the_coordinator_cancels_the_queue_keeps_what_finished_and_sto
     while count(db) < 1:
         assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
         time.sleep(0.05)
+    # Its local workers: children of the coordinator, each in a session of its own.
+    workers = subprocess.run(["pgrep", "-P", str(proc.pid), "-f", "satbench worker --scheduler tls://127.0.0.1"],
+                             capture_output=True, text=True).stdout.split()
+    assert len(workers) == 2, workers
     os.killpg(proc.pid, signal.SIGINT)  # a terminal's Ctrl-C: the coordinator's process group
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     assert "interrupted" in err and "resume" in err
     stored = rows(db)
     assert 1 <= len(stored) < 6 and all(r["status"] == "valid" for r in stored)
-    left = subprocess.run(["pgrep", "-f", "satbench worker --scheduler tcp://127.0.0.1"], capture_output=True,
-                          text=True).stdout.split()
-    assert left == []
+    assert [w for w in workers if Path(f"/proc/{w}").exists()] == [], "a local worker outlived its coordinator"
     assert satbench_leftovers() == []
     # Resumed: only the missing trials run.
     p = run_cli("run", str(exp), "--db", str(db), "--parallel", "2", timeout=180)

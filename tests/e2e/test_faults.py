@@ -19,9 +19,6 @@ import pytest
 
 from ..helpers import SATBENCH, run_cli, satbench_leftovers
 
-#: Runs alone, after the parallel part of the e2e layer (tests/conftest.py: serial).
-pytestmark = pytest.mark.serial
-
 
 def _exp(tmp_path: Path, name: str, body: str) -> Path:
     p = tmp_path / f"{name}.toml"
@@ -63,6 +60,7 @@ SLOW = ('[factors]\nlink = "wire"\n"link.delay_ms" = 50\n"link.rate_mbps" = 10\n
         'page = "uniform-2m"\nclient = "loader"\n')
 
 
+@pytest.mark.serial
 @pytest.mark.parametrize("part, pattern, words", [
     ("emulator", "satbench-link --config", "link emulator died (signal 9"),
     ("server", "satbench-server --root", "satbench-server died (signal 9"),
@@ -90,6 +88,7 @@ def test_a_part_killed_mid_trial_fails_that_trial_only(tmp_path: Path, part: str
     assert [r[1] for r in _rows(db)] == ["valid", "valid"] and len({r[0] for r in _rows(db)}) == 2
 
 
+@pytest.mark.serial
 def test_a_killed_browser_fails_its_trial(tmp_path: Path) -> None:
     exp = _exp(tmp_path, "kill-browser", '[factors]\nlink = "wire"\n"link.delay_ms" = 100\n"link.rate_mbps" = 5\n'
                                          'protocol = ["h1", "h2"]\npage = "uniform-1m"\nclient = "chromium"\n')
@@ -150,6 +149,7 @@ def test_a_full_disk_under_the_artefacts(tmp_path: Path) -> None:
     assert satbench_leftovers() == []
 
 
+@pytest.mark.serial
 def test_chaos_the_runner_signalled_at_random_moments(tmp_path: Path) -> None:
     """SIGTERM, SIGINT and SIGKILL at random moments, again and again, until
     the study is done: every trial ends stored exactly once, none finished is

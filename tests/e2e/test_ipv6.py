@@ -70,7 +70,6 @@ def test_no_ipv6_packet_of_the_kernels_own_crosses_the_link() -> None:
     assert satbench_leftovers() == []
 
 
-@pytest.mark.serial
 def test_every_path_element_server_lookup_and_terminal_carries_ipv6(tmp_path: Path) -> None:
     # IPv6 alone through each part of the path: an access link, both PEPs, a terrestrial link and a
     # competing video flow at once (the loader); the gateway's HTTP proxy (Chromium); a third-party

@@ -59,7 +59,6 @@ def download(generated_pages: Any, tmp_path: Path, pep: Pep | None) -> dict[str,
             "udp_rtt_ms": float(probe.stdout), "server_rtt_ms": server_rtt_ms, "link": tb.link_stats}
 
 
-@pytest.mark.serial
 def test_a_pep_at_both_ends_splits_the_round_trip_and_speeds_up_a_download(generated_pages: Any,
                                                                            tmp_path: Path) -> None:
     plain = download(generated_pages, tmp_path / "plain", None)
