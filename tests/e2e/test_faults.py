@@ -39,14 +39,28 @@ def _pids(pattern: str) -> list[int]:
     return [int(x) for x in p.stdout.split()]
 
 
-def _kill_once(pattern: str, after_s: float, stop: threading.Event, killed: list[int]) -> None:
+def _descends_from(pid: int, root: int) -> bool:
+    """Whether ``pid`` is ``root`` or one of its descendants (the parent chain in /proc)."""
+    while pid > 1:
+        if pid == root:
+            return True
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return False
+        pid = int(stat.rsplit(")", 1)[1].split()[1])  # the field after the state: the parent's pid
+    return False
+
+
+def _kill_once(pattern: str, after_s: float, stop: threading.Event, killed: list[int], root: int) -> None:
     """Kill the first process matching ``pattern`` once it has lived ``after_s``: one the study
-    started (not one that was running before, such as a server someone runs by hand)."""
+    (``root``) started, never another test's beside it or one that was running before."""
     seen: dict[int, float] = {}
-    before = set(_pids(pattern))
     while not stop.is_set() and not killed:
         now = time.monotonic()
-        for pid in set(_pids(pattern)) - before:
+        for pid in _pids(pattern):
+            if not _descends_from(pid, root):
+                continue
             seen.setdefault(pid, now)
             if now - seen[pid] >= after_s:
                 os.kill(pid, signal.SIGKILL)
@@ -55,12 +69,27 @@ def _kill_once(pattern: str, after_s: float, stop: threading.Event, killed: list
         time.sleep(0.05)
 
 
+def _run_killing(args: list[str], pattern: str, after_s: float) -> tuple[subprocess.CompletedProcess[str], list[int]]:
+    """``satbench ARGS``, killing the first of its processes that match ``pattern`` after ``after_s``."""
+    proc = subprocess.Popen([*SATBENCH, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    stop, killed = threading.Event(), []
+    t = threading.Thread(target=_kill_once, args=(pattern, after_s, stop, killed, proc.pid))
+    t.start()
+    try:
+        out, err = proc.communicate(timeout=300)
+    finally:
+        stop.set()
+        t.join()
+        if proc.poll() is None:
+            proc.kill()
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err), killed
+
+
 #: Two trials of about two seconds each: 2 MB at 10 Mbit/s over 100 ms RTT.
 SLOW = ('[factors]\nlink = "wire"\n"link.delay_ms" = 50\n"link.rate_mbps" = 10\nprotocol = ["h1", "h2"]\n'
         'page = "uniform-2m"\nclient = "loader"\n')
 
 
-@pytest.mark.serial
 @pytest.mark.parametrize("part, pattern, words", [
     ("emulator", "satbench-link --config", "link emulator died (signal 9"),
     ("server", "satbench-server --root", "satbench-server died (signal 9"),
@@ -68,14 +97,7 @@ SLOW = ('[factors]\nlink = "wire"\n"link.delay_ms" = 50\n"link.rate_mbps" = 10\n
 def test_a_part_killed_mid_trial_fails_that_trial_only(tmp_path: Path, part: str, pattern: str, words: str) -> None:
     exp = _exp(tmp_path, f"kill-{part}", SLOW)
     db = tmp_path / "db.sqlite"
-    stop, killed = threading.Event(), []
-    t = threading.Thread(target=_kill_once, args=(pattern, 0.8, stop, killed))
-    t.start()
-    try:
-        p = run_cli("run", str(exp), "--db", str(db), timeout=300)
-    finally:
-        stop.set()
-        t.join()
+    p, killed = _run_killing(["run", str(exp), "--db", str(db)], pattern, 0.8)
     assert killed, f"no {part} was killed"
     assert p.returncode == 1, p.stdout + p.stderr  # a failed trial: exit 1
     (k1, s1, r1), (k2, s2, r2) = _rows(db)
@@ -88,20 +110,12 @@ def test_a_part_killed_mid_trial_fails_that_trial_only(tmp_path: Path, part: str
     assert [r[1] for r in _rows(db)] == ["valid", "valid"] and len({r[0] for r in _rows(db)}) == 2
 
 
-@pytest.mark.serial
 def test_a_killed_browser_fails_its_trial(tmp_path: Path) -> None:
     exp = _exp(tmp_path, "kill-browser", '[factors]\nlink = "wire"\n"link.delay_ms" = 100\n"link.rate_mbps" = 5\n'
                                          'protocol = ["h1", "h2"]\npage = "uniform-1m"\nclient = "chromium"\n')
     db = tmp_path / "db.sqlite"
-    stop, killed = threading.Event(), []
     # The browser's main process (the one Playwright talks to over its pipe).
-    t = threading.Thread(target=_kill_once, args=("chromium.*--remote-debugging-pipe", 0.5, stop, killed))
-    t.start()
-    try:
-        run_cli("run", str(exp), "--db", str(db), timeout=300)
-    finally:
-        stop.set()
-        t.join()
+    _, killed = _run_killing(["run", str(exp), "--db", str(db)], "chromium.*--remote-debugging-pipe", 0.5)
     assert killed
     (_, s1, r1), (_, s2, r2) = _rows(db)
     assert s1 == "failed" and "browser" in (r1 or ""), r1

@@ -27,7 +27,6 @@ TCP_PARTS = ("tcp_retransmitted", "tls_handshake", "tls_record_overhead", "tcp_p
              "pure_acks", "syn_fin_rst")
 
 
-@pytest.mark.serial
 def test_through_the_tunnel_the_peps_split_nothing(tmp_path: Path) -> None:
     exp = tmp_path / "t.toml"
     exp.write_text('[experiment]\nname = "t"\nseed = 1\ntimeout_s = 90\norder = "sequential"\n[factors]\n'
@@ -58,7 +57,9 @@ def test_through_the_tunnel_the_peps_split_nothing(tmp_path: Path) -> None:
     both = by[("both", "wireguard", "loader")][0]
     page = by[("both", "wireguard", "chromium")][0]
     # Without the tunnel the PEPs answer the handshake locally; through it, nothing reaches them.
-    assert split["connect_ms"] < 5 and split["pep_terminal_conns"] == 1
+    # The terminal's PEP answers the handshake: a few ms, far below the 530 ms round trip (the
+    # bound leaves room for a test running beside this one).
+    assert split["connect_ms"] < 50 and split["pep_terminal_conns"] == 1
     assert both["pep_terminal_conns"] == 0 and both["pep_gateway_conns"] == 0
     assert both["connect_ms"] > 500 and plain["connect_ms"] > 500
     assert page["pep_terminal_conns"] == 0 and page["pep_gateway_conns"] == 0 and page["plt_ms"] > 530
