@@ -25,6 +25,16 @@ def main(src: str, dst: str) -> None:
         sys.exit(f"committed-copy: {src}: no such database")
     if d.exists():
         sys.exit(f"committed-copy: {dst}: exists; name a new file")
+    try:
+        kept, ids, tables = copy(s, d)
+    except BaseException:
+        d.unlink(missing_ok=True)  # never a half-made copy that the next attempt would refuse
+        raise
+    print(f"{dst}: {kept} trials from committed code kept, {len(ids)} left out to run again "
+          f"(rows removed from trials and {', '.join(tables)})")
+
+
+def copy(s: Path, d: Path) -> tuple[int, list[int], list[str]]:
     con = sqlite3.connect(f"file:{s}?mode=ro", uri=True)
     out = sqlite3.connect(d)
     con.backup(out)  # a consistent copy, even of a database in WAL mode
@@ -33,17 +43,16 @@ def main(src: str, dst: str) -> None:
            if dirty(commit)]
     kept = out.execute("SELECT count(*) FROM trials").fetchone()[0] - len(ids)
     tables = [n for (n,) in out.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
-              if "trial_id" in {r[1] for r in out.execute(f"PRAGMA table_info({n})")}]
+              if "trial_id" in {r[1] for r in out.execute(f'PRAGMA table_info("{n}")')}]
     with out:
         out.execute("CREATE TEMP TABLE gone (id INTEGER PRIMARY KEY)")
         out.executemany("INSERT INTO gone VALUES (?)", [(i,) for i in ids])
         for t in tables:
-            out.execute(f"DELETE FROM {t} WHERE trial_id IN (SELECT id FROM gone)")
+            out.execute(f'DELETE FROM "{t}" WHERE trial_id IN (SELECT id FROM gone)')
         out.execute("DELETE FROM trials WHERE id IN (SELECT id FROM gone)")
     out.execute("VACUUM")
     out.close()
-    print(f"{dst}: {kept} trials from committed code kept, {len(ids)} left out to run again "
-          f"(rows removed from trials and {', '.join(tables)})")
+    return kept, ids, tables
 
 
 if __name__ == "__main__":

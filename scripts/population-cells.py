@@ -31,7 +31,11 @@ IGNORED = {"rep", "seed"}
 
 
 def group_of(conn: dict[str, Any]) -> str | None:
-    return next((g for g, names in ALPN.items() if conn.get("alpn") in names), None)
+    """The group a connection served; None for a record without an ALPN (stored before the
+    summary kept it), or a QUIC one without (cleartext is TCP's only)."""
+    if "alpn" not in conn or (conn["alpn"] is None and conn.get("transport") != "tcp"):
+        return None
+    return next((g for g, names in ALPN.items() if conn["alpn"] in names), None)
 
 
 def main(db: str, experiment: str) -> None:
@@ -50,10 +54,10 @@ def main(db: str, experiment: str) -> None:
     for tid, f, s in trials:
         cells.setdefault(tuple(json.dumps(f.get(k)) for k in varying), []).append((tid, s))
     per = " / ".join(groups)
-    print(f"| {' | '.join(varying)} | PLT {per}: median (range), ms | connections {per} | "
+    print(f"| {' | '.join(varying) or 'all'} | PLT {per}: median (range), ms | connections {per} | "
           + " | ".join(f"{g} connections' time: application / cwnd" for g in groups)
           + f" | retransmissions {per} | trials |")
-    print("|" + "---|" * (len(varying) + 4 + len(groups)))
+    print("|" + "---|" * (max(len(varying), 1) + 4 + len(groups)))
     unlabelled = False
     for cell, ts in sorted(cells.items()):
         ids = {tid for tid, _ in ts}
@@ -66,7 +70,7 @@ def main(db: str, experiment: str) -> None:
             n = c[c["grp"] == g].groupby("trial_id")["connections"].sum()
             conns.append(f"{n.median():.0f}" if len(n) else "-")
             mine = [[x for x in s.get("connections_limited") or [] if group_of(x) == g] for _, s in ts]
-            if not any("alpn" in x for _, s in ts for x in s.get("connections_limited") or []):
+            if not all("alpn" in x for _, s in ts for x in s.get("connections_limited") or []):
                 unlabelled = True
                 shares.append("-")
                 retrans.append("-")
@@ -78,12 +82,12 @@ def main(db: str, experiment: str) -> None:
             shares.append(f"{100 * app / total:.0f} / {100 * cwnd / total:.0f} %" if total else "-")
             sums = [sum(int(x.get("retrans") or 0) for x in xs) for xs in mine]
             retrans.append(f"{statistics.median(sums):.0f}")
-        where = " | ".join(str(json.loads(v)) for v in cell)
+        where = " | ".join(str(json.loads(v)) for v in cell) or "all"
         print(f"| {where} | {' / '.join(plt)} | {' / '.join(conns)} | {' | '.join(shares)} | {' / '.join(retrans)} "
               f"| {len(ts)} |")
     if unlabelled:
-        print("\nThese trials' server summaries have no ALPN per connection (stored before 2026-12-05): "
-              "run the experiment again for the group columns.")
+        print("\nSome trials' server summaries have no ALPN per connection (stored before 2026-12-05): "
+              "their cells have no group columns; run the experiment again for them.")
 
 
 if __name__ == "__main__":
